@@ -1,0 +1,275 @@
+"""The in-memory catalog: an immutable snapshot of every agent, with search and pagination.
+
+Routing and catalog reads never touch the database: they read the current
+:class:`Snapshot`, which :class:`Catalog` swaps atomically whenever the index changes.
+Search results are cached per snapshot version (cachetools), so repeated queries are free
+and a new snapshot invalidates them all at once.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from cachetools import LRUCache
+
+from registry import mediatypes
+from registry.cards import Skill
+from registry.errors import RegistryError
+from registry.records import AgentRecord
+from registry.textsearch import Field, TextIndex
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Query:
+    """Catalog filters; every given filter must hold.
+
+    Skill-level filters (``skill``, ``tags``, ``q``, ``input_mode``, ``output_mode``) must all
+    hold for one and the same skill; agent-level ones (``streaming``, ``push``,
+    ``protocol_version``) for the agent.
+    """
+
+    q: str | None = None
+    skill: str | None = None
+    tags: tuple[str, ...] = ()
+    input_mode: str | None = None
+    output_mode: str | None = None
+    streaming: bool | None = None
+    push: bool | None = None
+    protocol_version: str | None = None
+
+    def skill_filters(self) -> bool:
+        """True if any skill-level filter is set."""
+        return bool(self.skill or self.tags or self.input_mode or self.output_mode)
+
+
+@dataclass(frozen=True)
+class AgentHit:
+    """An agent found by a query, with its text score (0 without ``q``)."""
+
+    agent: AgentRecord
+    score: float = 0.0
+    skills: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SkillHit:
+    """A skill found by a query, with its agent and text score."""
+
+    agent: AgentRecord
+    skill: Skill
+    position: int
+    score: float = 0.0
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    """One page of results and the cursor of the next, if any."""
+
+    items: list[T]
+    next_cursor: str | None
+
+
+def version_matches(wanted: str, offered: str) -> bool:
+    """``0.3`` matches ``0.3.0``; ``1`` matches ``1.0``: compare the parts ``wanted`` gives."""
+    want = [p for p in wanted.strip().split(".") if p]
+    have = offered.strip().split(".")
+    have += ["0"] * max(0, len(want) - len(have))
+    return bool(want) and have[: len(want)] == want
+
+
+class Snapshot:
+    """Every agent at one catalog version, with text indexes built once."""
+
+    def __init__(self, records: Sequence[AgentRecord], version: int) -> None:
+        self.version = version
+        self.agents: dict[str, AgentRecord] = {r.id: r for r in sorted(records, key=_id)}
+        self._skills: list[tuple[AgentRecord, int, Skill]] = [
+            (agent, n, skill)
+            for agent in self.agents.values()
+            for n, skill in enumerate(agent.card.skills)
+        ]
+        self._skill_rows = {(a.id, s.id): i for i, (a, _, s) in enumerate(self._skills)}
+        self._skill_index = TextIndex([_skill_fields(a, s) for a, _, s in self._skills])
+        self._agent_ids = list(self.agents)
+        self._agent_index = TextIndex([_agent_fields(a) for a in self.agents.values()])
+
+    def __len__(self) -> int:
+        return len(self.agents)
+
+    def skills(self, query: Query) -> list[SkillHit]:
+        """Skills matching ``query``: by score (with ``q``), then agent id and card order."""
+        scores = self._skill_index.scores(query.q) if query.q else None
+        hits = []
+        for row, (agent, position, skill) in enumerate(self._skills):
+            if not _agent_ok(agent, query) or not _skill_ok(skill, query):
+                continue
+            score = 0.0
+            if scores is not None:
+                score = scores.get(row, 0.0)
+                if score <= 0:
+                    continue
+            hits.append(SkillHit(agent, skill, position, round(score, 6)))
+        hits.sort(key=lambda h: (-h.score, h.agent.id, h.position))
+        return hits
+
+    def agents_for(self, query: Query) -> list[AgentHit]:
+        """Agents matching ``query``: by score (with ``q``), then id."""
+        scores = self._agent_index.scores(query.q) if query.q else None
+        skill_scores = self._skill_index.scores(query.q) if query.q else {}
+        hits = []
+        for row, agent_id in enumerate(self._agent_ids):
+            agent = self.agents[agent_id]
+            if not _agent_ok(agent, query):
+                continue
+            matched = tuple(s.id for s in agent.card.skills if _skill_ok(s, query))
+            if query.skill_filters() and not matched:
+                continue
+            score = 0.0
+            if scores is not None:
+                best = max(
+                    (skill_scores.get(self._skill_rows[(agent_id, s)], 0.0) for s in matched),
+                    default=0.0,
+                )
+                score = best + 0.5 * scores.get(row, 0.0)
+                if score <= 0:
+                    continue
+            hits.append(AgentHit(agent, round(score, 6), matched))
+        hits.sort(key=lambda h: (-h.score, h.agent.id))
+        return hits
+
+
+def _id(record: AgentRecord) -> str:
+    return record.id
+
+
+def _skill_fields(agent: AgentRecord, skill: Skill) -> list[Field]:
+    return [
+        Field(skill.name, 3.0),
+        Field(skill.id.replace("-", " ").replace("_", " "), 2.0),
+        Field(" ".join(skill.tags), 2.0),
+        Field(skill.description, 1.0),
+        Field(" ".join(skill.examples), 1.0),
+        Field(agent.card.name, 0.5),
+    ]
+
+
+def _agent_fields(agent: AgentRecord) -> list[Field]:
+    return [Field(agent.card.name, 3.0), Field(agent.card.description, 1.0)]
+
+
+def _agent_ok(agent: AgentRecord, query: Query) -> bool:
+    caps = agent.card.capabilities
+    if query.streaming is not None and caps.streaming != query.streaming:
+        return False
+    if query.push is not None and caps.push_notifications != query.push:
+        return False
+    wanted = query.protocol_version
+    return not wanted or any(version_matches(wanted, v) for v in agent.card.protocol_versions)
+
+
+def _skill_ok(skill: Skill, query: Query) -> bool:
+    if query.skill is not None and skill.id != query.skill:
+        return False
+    if query.tags:
+        have = {t.casefold() for t in skill.tags}
+        if not all(t.casefold() in have for t in query.tags):
+            return False
+    if query.input_mode and not mediatypes.any_match(query.input_mode, skill.input_modes):
+        return False
+    return not (
+        query.output_mode and not mediatypes.any_match(query.output_mode, skill.output_modes)
+    )
+
+
+# --- cursors ---------------------------------------------------------------------------------
+
+
+def encode_cursor(key: list[Any]) -> str:
+    """An opaque cursor for the position after the item whose sort key is ``key``."""
+    raw = json.dumps(key, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> list[Any]:
+    """The sort key inside a cursor; :class:`RegistryError` (400) if it is not one of ours."""
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        key = json.loads(base64.urlsafe_b64decode(padded.encode()))
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        key = None
+    if not isinstance(key, list) or not key:
+        raise RegistryError(
+            "the cursor is not valid; pass next_cursor from a previous page unchanged",
+            code="invalid_cursor",
+            details={"cursor": cursor},
+        )
+    return key
+
+
+def paginate(items: Sequence[T], sort_key: Any, limit: int, cursor: str | None) -> Page[T]:
+    """The page of ``items`` (already sorted by ``sort_key``) that follows ``cursor``."""
+    start = 0
+    if cursor:
+        after = decode_cursor(cursor)
+        keys = [sort_key(item) for item in items]
+        try:
+            start = next(n for n, key in enumerate(keys) if key > after)
+        except StopIteration:
+            start = len(items)
+        except TypeError:
+            raise RegistryError(
+                "the cursor belongs to another kind of listing",
+                code="invalid_cursor",
+                details={"cursor": cursor},
+            ) from None
+    page = list(items[start : start + limit])
+    more = start + limit < len(items)
+    return Page(page, encode_cursor(sort_key(page[-1])) if more and page else None)
+
+
+def agent_key(hit: AgentHit) -> list[Any]:
+    """Sort key of an agent hit (as stored in cursors)."""
+    return [-hit.score, hit.agent.id]
+
+
+def skill_key(hit: SkillHit) -> list[Any]:
+    """Sort key of a skill hit (as stored in cursors)."""
+    return [-hit.score, hit.agent.id, hit.position]
+
+
+@dataclass
+class Catalog:
+    """The current snapshot, swapped whole on every change, and a per-version result cache."""
+
+    snapshot: Snapshot = field(default_factory=lambda: Snapshot([], 0))
+    loaded: bool = False
+    _cache: LRUCache[tuple[Any, ...], Any] = field(default_factory=lambda: LRUCache(maxsize=512))
+
+    def replace(self, records: Sequence[AgentRecord], version: int) -> None:
+        """Install a new snapshot built from ``records``."""
+        self.snapshot = Snapshot(records, version)
+        self.loaded = True
+        self._cache.clear()
+
+    def agents(self, query: Query) -> list[AgentHit]:
+        """Cached :meth:`Snapshot.agents_for` on the current snapshot."""
+        snapshot = self.snapshot
+        key = ("agents", snapshot.version, query)
+        if key not in self._cache:
+            self._cache[key] = snapshot.agents_for(query)
+        return self._cache[key]
+
+    def skills(self, query: Query) -> list[SkillHit]:
+        """Cached :meth:`Snapshot.skills` on the current snapshot."""
+        snapshot = self.snapshot
+        key = ("skills", snapshot.version, query)
+        if key not in self._cache:
+            self._cache[key] = snapshot.skills(query)
+        return self._cache[key]

@@ -1,0 +1,400 @@
+"""Fetch agent cards (and other small JSON documents) from agents, safely.
+
+Every fetch goes through one shared aiohttp session whose connector uses the SSRF-guarded
+resolver; IP-literal URLs and every redirect hop are checked with the same policy. Bodies are
+streamed under a byte limit and parsed with a nesting limit. Every failure is a
+:class:`~registry.errors.CrawlError` whose ``code`` says what went wrong and whose message is
+one sentence naming the URL; no aiohttp exception escapes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+from importlib import metadata
+from types import TracebackType
+from typing import Any
+
+import aiohttp
+from yarl import URL
+
+from registry.errors import CrawlError
+from registry.jsonsafe import JsonLimitError, loads_limited
+from registry.netguard import AddressPolicy, AddressRefused, GuardedResolver
+from registry.settings import Settings
+
+__all__ = ["USER_AGENT", "WELL_KNOWN_PATHS", "Crawler", "Fetched", "card_candidates", "is_card_url"]
+
+
+def _version() -> str:
+    try:
+        return metadata.version("a2a-switchboard")
+    except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+        return "0"
+
+
+USER_AGENT = f"switchboard/{_version()}"
+
+# Current name first, then the legacy one (A2A < 0.3).
+WELL_KNOWN_PATHS = (".well-known/agent-card.json", ".well-known/agent.json")
+
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+_MISSING = frozenset({404, 410})
+_JSON_TYPES = frozenset({"application/json", "text/json"})
+_MAX_AGE = re.compile(r"(?:^|,)\s*max-age\s*=\s*\"?(\d+)\"?\s*(?:,|$)", re.IGNORECASE)
+_CHUNK = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """A fetched JSON document (or a 304 confirming the cached one)."""
+
+    url: str  # final URL after redirects
+    status: int  # 200 (or another 2xx), or 304 when not_modified
+    raw: bytes  # body as received (b"" on 304)
+    data: Any  # parsed JSON (None on 304)
+    etag: str | None
+    last_modified: str | None
+    max_age: int | None  # from Cache-Control max-age, if any
+    not_modified: bool = False
+
+
+def is_card_url(url: str) -> bool:
+    """True if ``url`` names a card document (a ``/.well-known/`` path or a ``.json`` file)."""
+    try:
+        path = URL(url).path.lower()
+    except (ValueError, TypeError):
+        return False
+    return "/.well-known/" in path or path.endswith(".json")
+
+
+def card_candidates(base_url: str) -> list[str]:
+    """The card URLs :meth:`Crawler.discover` tries for ``base_url``, in order.
+
+    Like a2a-sdk's ``A2ACardResolver`` the well-known paths are resolved relative to the base
+    path; a base with a non-root path then also tries the origin's root.
+    """
+    base = URL(base_url).with_query(None).with_fragment(None)
+    prefix = base.path.rstrip("/")
+    prefixes = [prefix, ""] if prefix else [""]
+    return [str(base.with_path(f"{p}/{name}")) for p in prefixes for name in WELL_KNOWN_PATHS]
+
+
+class Crawler:
+    """One shared aiohttp ClientSession (TCPConnector with the guarded resolver,
+    ``trust_env=False``, no cookies kept).
+
+    Use ``async with Crawler(settings) as crawler:`` or call :meth:`start` / :meth:`close`;
+    a fetch on an unstarted crawler starts it.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.policy = AddressPolicy(settings.allow_networks)
+        self._session: aiohttp.ClientSession | None = None
+
+    async def start(self) -> None:
+        """Open the HTTP session (idempotent)."""
+        if self._session is not None:
+            return
+        s = self.settings
+        connector = aiohttp.TCPConnector(resolver=GuardedResolver(self.policy))
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            trust_env=False,
+            cookie_jar=aiohttp.DummyCookieJar(),
+            headers={"User-Agent": USER_AGENT},
+            timeout=aiohttp.ClientTimeout(
+                total=s.connect_timeout + s.read_timeout,
+                connect=s.connect_timeout,
+                sock_connect=s.connect_timeout,
+                sock_read=s.read_timeout,
+            ),
+        )
+
+    async def close(self) -> None:
+        """Close the HTTP session and its connections."""
+        if self._session is not None:
+            session, self._session = self._session, None
+            await session.close()
+
+    async def __aenter__(self) -> Crawler:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def fetch_json(
+        self,
+        url: str,
+        *,
+        etag: str | None = None,
+        last_modified: str | None = None,
+        max_bytes: int | None = None,
+        accept: str = "application/json",
+    ) -> Fetched:
+        """GET a JSON document, following at most ``settings.max_redirects`` checked redirects.
+
+        Sends ``If-None-Match`` / ``If-Modified-Since`` when given and returns
+        ``not_modified=True`` on 304. ``max_bytes`` defaults to ``settings.max_card_bytes``.
+        """
+        await self.start()
+        headers = {"Accept": accept}
+        if etag:
+            headers["If-None-Match"] = etag
+        if last_modified:
+            headers["If-Modified-Since"] = last_modified
+        limit = max_bytes if max_bytes is not None else self.settings.max_card_bytes
+        current = self.policy.check_url(url)
+        chain = [str(current)]
+        while True:
+            result = await self._get(current, headers, limit)
+            if isinstance(result, Fetched):
+                return result
+            target = self._next_hop(current, result, chain)
+            chain.append(str(target))
+            current = target
+
+    async def fetch_card(
+        self, url: str, *, etag: str | None = None, last_modified: str | None = None
+    ) -> Fetched:
+        """Fetch an exact card URL; the document must be a JSON object (``not_an_object``)."""
+        fetched = await self.fetch_json(url, etag=etag, last_modified=last_modified)
+        if not fetched.not_modified and not isinstance(fetched.data, dict):
+            kind = _json_kind(fetched.data)
+            raise CrawlError(
+                f"The document at {fetched.url} is a JSON {kind}, not an agent card object.",
+                code="not_an_object",
+                details={"url": fetched.url, "type": kind},
+            )
+        return fetched
+
+    async def discover(
+        self, base_url: str, *, etag: str | None = None, last_modified: str | None = None
+    ) -> Fetched:
+        """Find the card of the agent at ``base_url`` via its well-known paths.
+
+        Tries :func:`card_candidates` in order, moving on only when one answers 404/410;
+        any other failure is raised at once. Raises ``card_not_found`` if every one is missing.
+        """
+        self.policy.check_url(base_url)
+        tried: list[str] = []
+        for candidate in card_candidates(base_url):
+            tried.append(candidate)
+            try:
+                return await self.fetch_card(candidate, etag=etag, last_modified=last_modified)
+            except CrawlError as exc:
+                if exc.code != "not_found":
+                    raise
+        raise CrawlError(
+            f"No agent card was found at {base_url}: each of the {len(tried)} well-known URLs "
+            "tried answered 404.",
+            code="card_not_found",
+            details={"url": base_url, "tried": tried},
+        )
+
+    # -- one hop -------------------------------------------------------------------------
+
+    async def _get(self, url: URL, headers: dict[str, str], limit: int) -> Fetched | str:
+        """One request without redirects: the result, or the raw Location to follow."""
+        assert self._session is not None
+        with _translate_errors(str(url)):
+            async with self._session.get(url, headers=headers, allow_redirects=False) as resp:
+                if resp.status in _REDIRECTS:
+                    location = resp.headers.get("Location")
+                    if not location:
+                        raise _http_error(str(url), resp.status, "a redirect without Location")
+                    return location
+                return await self._read(resp, str(url), headers, limit)
+
+    async def _read(
+        self, resp: aiohttp.ClientResponse, url: str, headers: dict[str, str], limit: int
+    ) -> Fetched:
+        conditional = "If-None-Match" in headers or "If-Modified-Since" in headers
+        if resp.status == 304 and conditional:
+            return Fetched(
+                url=url,
+                status=304,
+                raw=b"",
+                data=None,
+                etag=resp.headers.get("ETag", headers.get("If-None-Match")),
+                last_modified=resp.headers.get("Last-Modified", headers.get("If-Modified-Since")),
+                max_age=_max_age(resp.headers.get("Cache-Control")),
+                not_modified=True,
+            )
+        if resp.status in _MISSING:
+            raise CrawlError(
+                f"Nothing was found at {url} (HTTP {resp.status}).",
+                code="not_found",
+                details={"url": url, "status": resp.status},
+            )
+        if not 200 <= resp.status < 300:
+            raise _http_error(url, resp.status, f"HTTP {resp.status} {resp.reason or ''}".strip())
+        _check_content_type(resp, url)
+        raw = await _read_limited(resp, url, limit)
+        try:
+            data = loads_limited(raw, max_depth=self.settings.max_json_depth)
+        except JsonLimitError as exc:
+            raise CrawlError(
+                f"The document at {url} was refused: {exc.message}.",
+                code=exc.code,
+                details={"url": url, **exc.details},
+            ) from None
+        return Fetched(
+            url=url,
+            status=resp.status,
+            raw=raw,
+            data=data,
+            etag=resp.headers.get("ETag"),
+            last_modified=resp.headers.get("Last-Modified"),
+            max_age=_max_age(resp.headers.get("Cache-Control")),
+        )
+
+    def _next_hop(self, current: URL, location: str, chain: list[str]) -> URL:
+        """Resolve and check a redirect target, enforcing the loop and hop limits."""
+        try:
+            target = current.join(URL(location))
+        except (ValueError, TypeError):
+            raise CrawlError(
+                f"The redirect from {current} points to an invalid URL {location!r}.",
+                code="bad_url",
+                details={"url": str(current), "location": location},
+            ) from None
+        target = self.policy.check_url(target)
+        first = chain[0]
+        if str(target) in chain:
+            raise CrawlError(
+                f"Fetching {first} ran into a redirect loop back to {target}.",
+                code="redirect_loop",
+                details={"url": first, "chain": [*chain, str(target)]},
+            )
+        if len(chain) > self.settings.max_redirects:
+            raise CrawlError(
+                f"Fetching {first} was redirected more than {self.settings.max_redirects} times.",
+                code="too_many_redirects",
+                details={"url": first, "chain": [*chain, str(target)]},
+            )
+        return target
+
+
+# -- helpers ----------------------------------------------------------------------------
+
+
+def _http_error(url: str, status: int, what: str) -> CrawlError:
+    return CrawlError(
+        f"The server at {url} answered with {what}.",
+        code="http_error",
+        details={"url": url, "status": status},
+    )
+
+
+def _check_content_type(resp: aiohttp.ClientResponse, url: str) -> None:
+    mime = resp.content_type.lower()
+    if mime in _JSON_TYPES or (mime.startswith("application/") and mime.endswith("+json")):
+        return
+    received = resp.headers.get("Content-Type") or "no Content-Type"
+    raise CrawlError(
+        f"The document at {url} has content type {received!r}, expected JSON.",
+        code="bad_content_type",
+        details={"url": url, "content_type": received},
+    )
+
+
+async def _read_limited(resp: aiohttp.ClientResponse, url: str, limit: int) -> bytes:
+    """Read the body, refusing it once it exceeds ``limit`` bytes (declared or streamed)."""
+    declared = resp.content_length
+    if declared is not None and declared > limit:
+        raise _too_large(url, limit, declared)
+    body = bytearray()
+    async for chunk in resp.content.iter_chunked(_CHUNK):
+        body += chunk
+        if len(body) > limit:
+            raise _too_large(url, limit, None)
+    return bytes(body)
+
+
+def _too_large(url: str, limit: int, declared: int | None) -> CrawlError:
+    if declared is not None:
+        message = f"The document at {url} is too large ({declared} bytes, the limit is {limit})."
+    else:
+        message = f"The document at {url} is larger than the limit of {limit} bytes."
+    return CrawlError(
+        message,
+        code="too_large",
+        details={"url": url, "limit": limit, "content_length": declared},
+    )
+
+
+def _max_age(cache_control: str | None) -> int | None:
+    if not cache_control:
+        return None
+    match = _MAX_AGE.search(cache_control)
+    return int(match.group(1)) if match else None
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "boolean"
+    if value is None:
+        return "null"
+    return "number"
+
+
+@contextlib.contextmanager
+def _translate_errors(url: str) -> Iterator[None]:
+    """Turn aiohttp / socket failures of one request into CrawlErrors naming ``url``."""
+    try:
+        yield
+    except AddressRefused as exc:
+        if "url" in (exc.details or {}):
+            raise
+        raise exc.with_url(url) from None
+    except CrawlError:
+        raise
+    except TimeoutError:
+        raise CrawlError(
+            f"Fetching {url} timed out.", code="timeout", details={"url": url}
+        ) from None
+    except aiohttp.ClientConnectorError as exc:
+        raise _connect_failed(url, _connect_reason(exc.os_error)) from None
+    except aiohttp.InvalidURL as exc:
+        raise CrawlError(
+            f"Cannot fetch {url}: the URL is invalid ({exc}).",
+            code="bad_url",
+            details={"url": url},
+        ) from None
+    except (aiohttp.ClientConnectionError, OSError) as exc:
+        raise _connect_failed(url, str(exc) or type(exc).__name__) from None
+    except aiohttp.ClientError as exc:
+        raise CrawlError(
+            f"Fetching {url} failed: {exc or type(exc).__name__}.",
+            code="fetch_failed",
+            details={"url": url, "reason": str(exc) or type(exc).__name__},
+        ) from None
+
+
+def _connect_reason(error: OSError) -> str:
+    if isinstance(error, socket.gaierror):
+        return f"the host name could not be resolved ({error.strerror or error})"
+    return error.strerror or str(error) or type(error).__name__
+
+
+def _connect_failed(url: str, reason: str) -> CrawlError:
+    return CrawlError(
+        f"Could not connect to {url}: {reason}.",
+        code="connect_failed",
+        details={"url": url, "reason": reason},
+    )

@@ -1,0 +1,105 @@
+"""Strict, bounded JSON parsing for documents that come from outside (agent cards, request bodies).
+
+:func:`loads_limited` accepts only UTF-8 text holding standard JSON (no ``NaN``/``Infinity``)
+nested at most ``max_depth`` containers deep. It raises :class:`JsonLimitError`, a plain
+``ValueError`` carrying a stable ``code`` and ``details``; callers turn it into their own error
+type (the crawler into a ``CrawlError`` naming the URL, the API into a 400/413 answer).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+__all__ = ["JsonLimitError", "json_depth", "loads_limited"]
+
+
+class JsonLimitError(ValueError):
+    """A document that is not acceptable JSON.
+
+    ``code`` is ``"invalid_json"`` (bad UTF-8, bad syntax, non-standard constants, oversized
+    integers) or ``"json_too_deep"``; ``message`` is one sentence without a trailing period, so
+    callers can prefix the source ("The card at URL is not valid JSON: ...").
+    """
+
+    def __init__(self, code: str, message: str, details: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.details = details
+
+
+class _BadConstant(ValueError):
+    pass
+
+
+def _reject_constant(name: str) -> Any:
+    raise _BadConstant(name)
+
+
+def loads_limited(data: bytes | str, *, max_depth: int) -> Any:
+    """Parse ``data`` as strict JSON nested at most ``max_depth`` levels (a scalar is level 0)."""
+    text = _decode(data)
+    try:
+        value = json.loads(text, parse_constant=_reject_constant)
+    except _BadConstant as exc:
+        raise JsonLimitError(
+            "invalid_json", f"{exc} is not allowed in JSON", {"constant": str(exc)}
+        ) from None
+    except json.JSONDecodeError as exc:
+        raise JsonLimitError(
+            "invalid_json",
+            f"{exc.msg} at line {exc.lineno}, column {exc.colno}",
+            {"line": exc.lineno, "column": exc.colno, "problem": exc.msg},
+        ) from None
+    except RecursionError:
+        raise _too_deep(max_depth) from None
+    except ValueError as exc:  # e.g. an integer beyond sys.get_int_max_str_digits()
+        raise JsonLimitError("invalid_json", str(exc), {"problem": str(exc)}) from None
+    if json_depth(value, stop_after=max_depth) > max_depth:
+        raise _too_deep(max_depth)
+    return value
+
+
+def json_depth(value: Any, *, stop_after: int | None = None) -> int:
+    """Nesting depth of a parsed JSON value, computed without recursion.
+
+    A scalar has depth 0, ``[]`` and ``{}`` depth 1, ``[[1]]`` depth 2. With ``stop_after``
+    the walk stops as soon as that depth is exceeded and returns ``stop_after + 1``.
+    """
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children: Any = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        deepest = max(deepest, depth)
+        if stop_after is not None and deepest > stop_after:
+            return stop_after + 1
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return deepest
+
+
+def _decode(data: bytes | str) -> str:
+    if isinstance(data, str):
+        return data
+    try:
+        return bytes(data).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise JsonLimitError(
+            "invalid_json",
+            f"the document is not valid UTF-8 (bad byte at offset {exc.start})",
+            {"problem": "invalid UTF-8", "offset": exc.start},
+        ) from None
+
+
+def _too_deep(max_depth: int) -> JsonLimitError:
+    return JsonLimitError(
+        "json_too_deep",
+        f"the document nests objects and arrays deeper than {max_depth} levels",
+        {"max_depth": max_depth},
+    )

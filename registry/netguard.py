@@ -1,0 +1,213 @@
+"""SSRF guard: which addresses the crawler may connect to.
+
+By default only globally routable unicast addresses are allowed; loopback, private, link-local
+(including the cloud metadata address 169.254.169.254), CGNAT, multicast, reserved and
+documentation ranges are refused. IPv6 addresses that embed an IPv4 address (IPv4-mapped,
+NAT64 ``64:ff9b::/96``, 6to4 ``2002::/16``) are judged by that IPv4 address. Networks listed in
+``SWITCHBOARD_ALLOW_NETWORKS`` are opened explicitly.
+
+Two checkpoints share one :class:`AddressPolicy`:
+
+* :meth:`AddressPolicy.check_url` vets the scheme and IP-literal hosts (aiohttp never calls
+  the resolver for those); call it before every request and every redirect hop.
+* :class:`GuardedResolver` is given to ``aiohttp.TCPConnector(resolver=...)``: it drops refused
+  addresses from every DNS answer, so the address aiohttp connects to is the address checked.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import socket
+from collections.abc import Iterable
+
+from aiohttp.abc import AbstractResolver, ResolveResult
+from aiohttp.resolver import DefaultResolver
+from yarl import URL
+
+from registry.errors import CrawlError
+
+__all__ = ["ALLOW_ENV", "AddressPolicy", "AddressRefused", "GuardedResolver", "address_kind"]
+
+ALLOW_ENV = "SWITCHBOARD_ALLOW_NETWORKS"
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+_SCHEMES = frozenset({"http", "https"})
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+_NUMERIC_LABEL = re.compile(r"^(0x[0-9a-f]*|[0-9]+)$", re.IGNORECASE)
+
+# (network, kind): ranges refused on top of what ``ipaddress`` says is not global.
+_SPECIAL: tuple[tuple[Network, str], ...] = tuple(
+    (ipaddress.ip_network(net), kind)
+    for net, kind in (
+        ("0.0.0.0/8", "unspecified"),
+        ("10.0.0.0/8", "private"),
+        ("100.64.0.0/10", "carrier-grade NAT"),
+        ("127.0.0.0/8", "loopback"),
+        ("169.254.0.0/16", "link-local"),
+        ("172.16.0.0/12", "private"),
+        ("192.0.0.0/24", "reserved"),
+        ("192.0.2.0/24", "documentation"),
+        ("192.88.99.0/24", "reserved"),
+        ("192.168.0.0/16", "private"),
+        ("198.18.0.0/15", "reserved"),
+        ("198.51.100.0/24", "documentation"),
+        ("203.0.113.0/24", "documentation"),
+        ("224.0.0.0/4", "multicast"),
+        ("240.0.0.0/4", "reserved"),
+        ("::/128", "unspecified"),
+        ("::1/128", "loopback"),
+        ("::/96", "reserved"),
+        ("100::/64", "reserved"),
+        ("2001::/23", "reserved"),
+        ("2001:db8::/32", "documentation"),
+        ("3fff::/20", "documentation"),
+        ("fc00::/7", "private"),
+        ("fe80::/10", "link-local"),
+        ("fec0::/10", "link-local"),
+        ("ff00::/8", "multicast"),
+    )
+)
+
+
+def _parse_ip(ip: str | IPAddress) -> IPAddress | None:
+    if not isinstance(ip, str):
+        return ip
+    try:
+        return ipaddress.ip_address(ip.strip("[]"))
+    except ValueError:
+        return None
+
+
+def _embedded_ipv4(addr: IPAddress) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 address stands for, if it embeds one."""
+    if not isinstance(addr, ipaddress.IPv6Address):
+        return None
+    if addr.ipv4_mapped is not None:
+        return addr.ipv4_mapped
+    if addr in _NAT64:
+        return ipaddress.IPv4Address(int(addr) & 0xFFFFFFFF)
+    return addr.sixtofour
+
+
+def address_kind(ip: str | IPAddress) -> str | None:
+    """Why an address is not globally routable ("loopback", "private", ...), or None if it is."""
+    addr = _parse_ip(ip)
+    if addr is None:
+        return "not an IP address"
+    addr = _embedded_ipv4(addr) or addr
+    for network, kind in _SPECIAL:
+        if addr in network:
+            return kind
+    if addr.is_multicast:
+        return "multicast"
+    if addr.is_reserved or addr.is_unspecified or not addr.is_global:
+        return "reserved"
+    return None
+
+
+class AddressRefused(CrawlError):
+    """The crawler refused to connect to an address (code ``address_refused``)."""
+
+    code = "address_refused"
+
+    @classmethod
+    def build(cls, host: str, addresses: Iterable[str], url: str | None = None) -> AddressRefused:
+        """An error naming the host, the refused addresses and how to open them."""
+        addrs = list(dict.fromkeys(addresses))
+        shown = ", ".join(f"{a} ({address_kind(a) or 'not allowed'})" for a in addrs)
+        subject = f"Refusing to fetch {url}" if url else f"Refusing to connect to {host}"
+        if _parse_ip(host) is not None:
+            reason = f"{shown} is not a publicly routable address"
+        else:
+            reason = f"{host} resolves only to {shown}, which is not publicly routable"
+        message = (
+            f"{subject}: {reason}; add its network to {ALLOW_ENV} to allow it."
+            if addrs
+            else f"{subject}: {host} resolved to no address."
+        )
+        details = {"host": host, "addresses": addrs, "allow_env": ALLOW_ENV}
+        if url:
+            details["url"] = url
+        return cls(message, details=details)
+
+    def with_url(self, url: str) -> AddressRefused:
+        """The same refusal, phrased for ``url`` (the resolver does not know the URL)."""
+        return self.build(self.details["host"], self.details["addresses"], url=url)
+
+
+class AddressPolicy:
+    """Decides which IP addresses may be contacted: global unicast plus ``allow_networks``."""
+
+    def __init__(self, allow_networks: Iterable[str | Network] = ()) -> None:
+        self.allow_networks: tuple[Network, ...] = tuple(
+            ipaddress.ip_network(net, strict=False) for net in allow_networks
+        )
+
+    def is_allowed(self, ip: str | IPAddress) -> bool:
+        """True if ``ip`` is in an allowed network or is globally routable."""
+        addr = _parse_ip(ip)
+        if addr is None:
+            return False
+        inner = _embedded_ipv4(addr)
+        candidates = (addr,) if inner is None else (addr, inner)
+        if any(a in net for a in candidates for net in self.allow_networks):
+            return True
+        return address_kind(addr) is None
+
+    def check_url(self, url: str | URL) -> URL:
+        """Validate an URL to fetch: http(s) only, a host, and an allowed address if IP literal.
+
+        Returns the parsed URL without its fragment. Raises ``CrawlError`` code ``bad_url`` or
+        :class:`AddressRefused`.
+        """
+        text = str(url)
+        try:
+            parsed = url if isinstance(url, URL) else URL(text)
+        except (ValueError, TypeError) as exc:
+            raise _bad_url(text, f"it cannot be parsed ({exc})") from None
+        if parsed.scheme.lower() not in _SCHEMES:
+            scheme = parsed.scheme or "none"
+            raise _bad_url(text, f"the scheme is {scheme!r}, only http and https are allowed")
+        host = parsed.host
+        if not host:
+            raise _bad_url(text, "it has no host")
+        addr = _parse_ip(host)
+        if addr is None:
+            last_label = host.rstrip(".").rsplit(".", 1)[-1]
+            if _NUMERIC_LABEL.match(last_label):
+                raise _bad_url(text, f"{host!r} is not a canonical IP address or host name")
+        elif not self.is_allowed(addr):
+            raise AddressRefused.build(host, [str(addr)], url=text)
+        return parsed.with_fragment(None)
+
+
+def _bad_url(url: str, reason: str) -> CrawlError:
+    return CrawlError(f"Cannot fetch {url}: {reason}.", code="bad_url", details={"url": url})
+
+
+class GuardedResolver(AbstractResolver):
+    """An aiohttp resolver that removes refused addresses from every answer.
+
+    Raises :class:`AddressRefused` when no address is left.
+    """
+
+    def __init__(self, policy: AddressPolicy, inner: AbstractResolver | None = None) -> None:
+        self.policy = policy
+        self._inner = inner if inner is not None else DefaultResolver()
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        """Resolve ``host`` with the wrapped resolver and keep only allowed addresses."""
+        results = await self._inner.resolve(host, port, family)
+        allowed = [r for r in results if self.policy.is_allowed(r["host"])]
+        if not allowed:
+            raise AddressRefused.build(host, [r["host"] for r in results])
+        return allowed
+
+    async def close(self) -> None:
+        """Close the wrapped resolver."""
+        await self._inner.close()

@@ -1,0 +1,58 @@
+"""Switchboard settings: every option comes from a ``SWITCHBOARD_*`` environment variable
+or from the matching ``switchboard serve`` flag (flags win).
+
+``docs/configuration.md`` documents each field; a test keeps the two in step.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Annotated
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+class Settings(BaseSettings):
+    """All runtime configuration of one Switchboard process."""
+
+    model_config = SettingsConfigDict(env_prefix="SWITCHBOARD_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=0, le=65535)
+    database_url: str = "sqlite:///./switchboard.db"
+    admin_token: str | None = None
+    read_token: str | None = None
+    public_url: str | None = None
+    seeds: Annotated[list[str], NoDecode] = Field(default_factory=list)
+
+    # crawler limits
+    allow_networks: Annotated[list[Network], NoDecode] = Field(default_factory=list)
+    max_card_bytes: int = Field(1024 * 1024, gt=0)
+    max_json_depth: int = Field(32, gt=0, le=256)
+    max_redirects: int = Field(3, ge=0, le=10)
+    connect_timeout: float = Field(5.0, gt=0)
+    read_timeout: float = Field(10.0, gt=0)
+
+    # API
+    page_size: int = Field(50, gt=0)
+    max_page_size: int = Field(500, gt=0)
+    max_request_bytes: int = Field(2 * 1024 * 1024, gt=0)
+
+    @field_validator("allow_networks", mode="before")
+    @classmethod
+    def _split_networks(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = [part.strip() for part in value.split(",") if part.strip()]
+        if isinstance(value, list):
+            return [ipaddress.ip_network(item, strict=False) for item in value]
+        return value
+
+    @field_validator("seeds", mode="before")
+    @classmethod
+    def _split_seeds(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value

@@ -1,0 +1,454 @@
+"""Persistence: SQLModel tables for the catalog and an async engine (SQLite or PostgreSQL).
+
+The database is the source of truth; replicas share nothing else. Every write of an agent
+replaces its interfaces, skills, tags and modes in one transaction and bumps a catalog
+version counter, so readers rebuild their in-memory view from a consistent state.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import JSON, Column, DateTime, LargeBinary, UniqueConstraint, event, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlmodel import Field, SQLModel, col, delete, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from registry.cards import AgentCard, Capabilities, Interface, Provider, Skill
+from registry.records import AgentRecord
+
+# --- tables ----------------------------------------------------------------------------------
+
+
+class AgentRow(SQLModel, table=True):
+    """One registered agent: identity, capabilities and where its card comes from."""
+
+    __tablename__ = "agents"
+
+    id: str = Field(primary_key=True, max_length=64)
+    name: str
+    description: str = ""
+    version: str = ""
+    card_format: str = Field(max_length=8)
+    provider_organization: str | None = None
+    provider_url: str | None = None
+    documentation_url: str | None = None
+    icon_url: str | None = None
+    streaming: bool = False
+    push_notifications: bool = False
+    state_transition_history: bool = False
+    extended_card: bool = False
+    extensions: list[dict[str, Any]] = Field(default_factory=list, sa_column=Column(JSON))
+    default_input_modes: list[str] = Field(default_factory=list, sa_column=Column(JSON))
+    default_output_modes: list[str] = Field(default_factory=list, sa_column=Column(JSON))
+    signatures: list[dict[str, Any]] = Field(default_factory=list, sa_column=Column(JSON))
+    source: str = Field(max_length=16)
+    source_url: str | None = Field(default=None, unique=True)
+    card_url: str | None = None
+    card_sha256: str = Field(max_length=64)
+    card_raw: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+    etag: str | None = None
+    last_modified: str | None = None
+    created_at: datetime = Field(sa_type=DateTime(timezone=True))
+    updated_at: datetime = Field(sa_type=DateTime(timezone=True))
+    fetched_at: datetime = Field(sa_type=DateTime(timezone=True))
+
+
+class InterfaceRow(SQLModel, table=True):
+    """An endpoint of an agent."""
+
+    __tablename__ = "agent_interfaces"
+
+    pk: int | None = Field(default=None, primary_key=True)
+    agent_id: str = Field(foreign_key="agents.id", index=True)
+    position: int
+    url: str
+    binding: str = Field(max_length=32)
+    protocol_version: str = Field(max_length=32, index=True)
+    tenant: str | None = None
+
+
+class SkillRow(SQLModel, table=True):
+    """A skill of an agent."""
+
+    __tablename__ = "skills"
+    __table_args__ = (UniqueConstraint("agent_id", "skill_id"),)
+
+    pk: int | None = Field(default=None, primary_key=True)
+    agent_id: str = Field(foreign_key="agents.id", index=True)
+    skill_id: str = Field(index=True)
+    position: int
+    name: str
+    description: str = ""
+    examples: list[str] = Field(default_factory=list, sa_column=Column(JSON))
+
+
+class SkillTagRow(SQLModel, table=True):
+    """A tag of a skill (one row per tag, for indexed lookups)."""
+
+    __tablename__ = "skill_tags"
+
+    pk: int | None = Field(default=None, primary_key=True)
+    agent_id: str = Field(foreign_key="agents.id", index=True)
+    skill_id: str
+    position: int
+    tag: str = Field(index=True)
+
+
+class SkillModeRow(SQLModel, table=True):
+    """An input or output media type of a skill (the card's defaults already applied)."""
+
+    __tablename__ = "skill_modes"
+
+    pk: int | None = Field(default=None, primary_key=True)
+    agent_id: str = Field(foreign_key="agents.id", index=True)
+    skill_id: str
+    direction: str = Field(max_length=6)  # "input" | "output"
+    position: int
+    media_type: str = Field(index=True)
+
+
+class CardRevisionRow(SQLModel, table=True):
+    """A card as it was fetched at one time; a new row whenever its bytes change."""
+
+    __tablename__ = "card_revisions"
+
+    pk: int | None = Field(default=None, primary_key=True)
+    agent_id: str = Field(foreign_key="agents.id", index=True)
+    sha256: str = Field(max_length=64)
+    fetched_at: datetime = Field(sa_type=DateTime(timezone=True))
+    card_url: str | None = None
+    raw: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+
+
+class CatalogStateRow(SQLModel, table=True):
+    """Named counters; ``catalog_version`` grows with every change to the catalog."""
+
+    __tablename__ = "catalog_state"
+
+    key: str = Field(primary_key=True, max_length=64)
+    value: int = 0
+
+
+_CHILDREN: tuple[type[SQLModel], ...] = (SkillModeRow, SkillTagRow, SkillRow, InterfaceRow)
+
+
+# --- engine ----------------------------------------------------------------------------------
+
+
+def async_url(url: str) -> str:
+    """Map a plain database URL to its async driver (aiosqlite, psycopg)."""
+    parsed = make_url(url)
+    driver = parsed.drivername
+    if driver == "sqlite":
+        parsed = parsed.set(drivername="sqlite+aiosqlite")
+    elif driver in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed.render_as_string(hide_password=False)
+
+
+def create_engine(url: str) -> AsyncEngine:
+    """An async engine for ``url``; SQLite gets WAL, foreign keys and a busy timeout."""
+    full = async_url(url)
+    parsed = make_url(full)
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_async_engine(full, connect_args={"timeout": 30})
+
+        @event.listens_for(engine.sync_engine, "connect")
+        def _pragmas(dbapi_connection: Any, _record: Any) -> None:
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.close()
+
+        return engine
+    return create_async_engine(full, pool_pre_ping=True)
+
+
+# --- the store -------------------------------------------------------------------------------
+
+
+class Store:
+    """Reads and writes agent records; one instance per process, safe for concurrent tasks."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.engine = create_engine(url)
+
+    async def create_schema(self) -> None:
+        """Create missing tables (idempotent)."""
+        async with self.engine.begin() as conn:
+            await conn.run_sync(SQLModel.metadata.create_all)
+
+    async def ping(self) -> None:
+        """Raise if the database cannot be reached."""
+        async with self.engine.connect() as conn:
+            await conn.execute(text("SELECT 1"))
+
+    async def close(self) -> None:
+        """Dispose of the connection pool."""
+        await self.engine.dispose()
+
+    def session(self) -> AsyncSession:
+        """A new session; use as ``async with store.session() as s``."""
+        return AsyncSession(self.engine, expire_on_commit=False)
+
+    async def catalog_version(self) -> int:
+        """The current catalog version (0 for an empty, never written catalog)."""
+        async with self.session() as session:
+            row = await session.get(CatalogStateRow, "catalog_version")
+            return row.value if row else 0
+
+    async def get(self, agent_id: str) -> AgentRecord | None:
+        """One agent, or None."""
+        records = await self._load(agent_id)
+        return records[0] if records else None
+
+    async def all(self) -> list[AgentRecord]:
+        """Every agent, ordered by id."""
+        return await self._load(None)
+
+    async def raw_card(self, agent_id: str) -> bytes | None:
+        """The card bytes as last fetched or pushed."""
+        async with self.session() as session:
+            row = await session.get(AgentRow, agent_id)
+            return row.card_raw if row else None
+
+    async def id_for_source(self, source_url: str) -> str | None:
+        """The id of the agent registered from ``source_url``, if any."""
+        async with self.session() as session:
+            result = await session.exec(
+                select(AgentRow.id).where(AgentRow.source_url == source_url)
+            )
+            return result.first()
+
+    async def ids(self) -> set[str]:
+        """Every agent id."""
+        async with self.session() as session:
+            return set((await session.exec(select(AgentRow.id))).all())
+
+    async def save(self, record: AgentRecord, raw: bytes) -> bool:
+        """Insert or replace an agent and its index rows atomically.
+
+        Adds a card revision when the card bytes changed. Returns True if they did.
+        """
+        async with self.session() as session, session.begin():
+            existing = await session.get(AgentRow, record.id)
+            changed = existing is None or existing.card_sha256 != record.card_sha256
+            row = _agent_row(record, raw)
+            if existing is None:
+                session.add(row)
+            else:
+                for key, value in row.model_dump().items():
+                    setattr(existing, key, value)
+                existing.card_raw = raw
+                for table in _CHILDREN:
+                    await session.exec(delete(table).where(col(table.agent_id) == record.id))
+            await session.flush()
+            session.add_all(_child_rows(record))
+            if changed:
+                session.add(
+                    CardRevisionRow(
+                        agent_id=record.id,
+                        sha256=record.card_sha256,
+                        fetched_at=record.fetched_at,
+                        card_url=record.card_url,
+                        raw=raw,
+                    )
+                )
+            await _bump(session)
+        return changed
+
+    async def delete(self, agent_id: str) -> bool:
+        """Remove an agent with its index rows and revisions; False if it did not exist."""
+        async with self.session() as session, session.begin():
+            row = await session.get(AgentRow, agent_id)
+            if row is None:
+                return False
+            for table in (*_CHILDREN, CardRevisionRow):
+                await session.exec(delete(table).where(col(table.agent_id) == agent_id))
+            await session.delete(row)
+            await _bump(session)
+        return True
+
+    async def revisions(self, agent_id: str) -> list[CardRevisionRow]:
+        """The card revisions of an agent, newest first."""
+        async with self.session() as session:
+            result = await session.exec(
+                select(CardRevisionRow)
+                .where(CardRevisionRow.agent_id == agent_id)
+                .order_by(col(CardRevisionRow.pk).desc())
+            )
+            return list(result.all())
+
+    async def _load(self, agent_id: str | None) -> list[AgentRecord]:
+        async with self.session() as session:
+            rows: dict[str, list[Any]] = {}
+            for table in (AgentRow, InterfaceRow, SkillRow, SkillTagRow, SkillModeRow):
+                query = select(table)
+                if agent_id is not None:
+                    key = table.id if table is AgentRow else table.agent_id
+                    query = query.where(key == agent_id)
+                rows[table.__tablename__] = list((await session.exec(query)).all())
+        return _records(rows)
+
+
+async def _bump(session: AsyncSession) -> None:
+    state = await session.get(CatalogStateRow, "catalog_version", with_for_update=True)
+    if state is None:
+        session.add(CatalogStateRow(key="catalog_version", value=1))
+    else:
+        state.value += 1
+
+
+# --- mapping between records and rows --------------------------------------------------------
+
+
+def _agent_row(record: AgentRecord, raw: bytes) -> AgentRow:
+    card = record.card
+    caps = card.capabilities
+    return AgentRow(
+        id=record.id,
+        name=card.name,
+        description=card.description,
+        version=card.version,
+        card_format=card.card_format,
+        provider_organization=card.provider.organization if card.provider else None,
+        provider_url=card.provider.url if card.provider else None,
+        documentation_url=card.documentation_url,
+        icon_url=card.icon_url,
+        streaming=caps.streaming,
+        push_notifications=caps.push_notifications,
+        state_transition_history=caps.state_transition_history,
+        extended_card=caps.extended_card,
+        extensions=caps.extensions,
+        default_input_modes=card.default_input_modes,
+        default_output_modes=card.default_output_modes,
+        signatures=card.signatures,
+        source=record.source,
+        source_url=record.source_url,
+        card_url=record.card_url,
+        card_sha256=record.card_sha256,
+        card_raw=raw,
+        etag=record.etag,
+        last_modified=record.last_modified,
+        created_at=record.created_at,
+        updated_at=record.updated_at,
+        fetched_at=record.fetched_at,
+    )
+
+
+def _child_rows(record: AgentRecord) -> list[SQLModel]:
+    out: list[SQLModel] = []
+    for n, interface in enumerate(record.card.interfaces):
+        out.append(InterfaceRow(agent_id=record.id, position=n, **interface.model_dump()))
+    for n, skill in enumerate(record.card.skills):
+        out.append(
+            SkillRow(
+                agent_id=record.id,
+                skill_id=skill.id,
+                position=n,
+                name=skill.name,
+                description=skill.description,
+                examples=skill.examples,
+            )
+        )
+        for m, tag in enumerate(skill.tags):
+            out.append(SkillTagRow(agent_id=record.id, skill_id=skill.id, position=m, tag=tag))
+        for direction, modes in (("input", skill.input_modes), ("output", skill.output_modes)):
+            for m, mode in enumerate(modes):
+                out.append(
+                    SkillModeRow(
+                        agent_id=record.id,
+                        skill_id=skill.id,
+                        direction=direction,
+                        position=m,
+                        media_type=mode,
+                    )
+                )
+    return out
+
+
+def _utc(value: datetime) -> datetime:
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def _records(rows: dict[str, list[Any]]) -> list[AgentRecord]:
+    interfaces: dict[str, list[InterfaceRow]] = {}
+    for row in sorted(rows["agent_interfaces"], key=lambda r: r.position):
+        interfaces.setdefault(row.agent_id, []).append(row)
+    tags: dict[tuple[str, str], list[str]] = {}
+    for row in sorted(rows["skill_tags"], key=lambda r: r.position):
+        tags.setdefault((row.agent_id, row.skill_id), []).append(row.tag)
+    modes: dict[tuple[str, str, str], list[str]] = {}
+    for row in sorted(rows["skill_modes"], key=lambda r: r.position):
+        modes.setdefault((row.agent_id, row.skill_id, row.direction), []).append(row.media_type)
+    skills: dict[str, list[Skill]] = {}
+    for row in sorted(rows["skills"], key=lambda r: r.position):
+        key = (row.agent_id, row.skill_id)
+        skills.setdefault(row.agent_id, []).append(
+            Skill(
+                id=row.skill_id,
+                name=row.name,
+                description=row.description,
+                tags=tags.get(key, []),
+                examples=list(row.examples or []),
+                input_modes=modes.get((*key, "input"), []),
+                output_modes=modes.get((*key, "output"), []),
+            )
+        )
+    out = []
+    for row in sorted(rows["agents"], key=lambda r: r.id):
+        provider = None
+        if row.provider_organization is not None or row.provider_url is not None:
+            provider = Provider(organization=row.provider_organization, url=row.provider_url)
+        card = AgentCard(
+            card_format=row.card_format,
+            name=row.name,
+            description=row.description,
+            version=row.version,
+            provider=provider,
+            documentation_url=row.documentation_url,
+            icon_url=row.icon_url,
+            interfaces=[
+                Interface(
+                    url=i.url,
+                    binding=i.binding,
+                    protocol_version=i.protocol_version,
+                    tenant=i.tenant,
+                )
+                for i in interfaces.get(row.id, [])
+            ],
+            capabilities=Capabilities(
+                streaming=row.streaming,
+                push_notifications=row.push_notifications,
+                state_transition_history=row.state_transition_history,
+                extended_card=row.extended_card,
+                extensions=list(row.extensions or []),
+            ),
+            default_input_modes=list(row.default_input_modes or []),
+            default_output_modes=list(row.default_output_modes or []),
+            skills=skills.get(row.id, []),
+            signatures=list(row.signatures or []),
+        )
+        out.append(
+            AgentRecord(
+                id=row.id,
+                card=card,
+                source=row.source,
+                source_url=row.source_url,
+                card_url=row.card_url,
+                card_sha256=row.card_sha256,
+                etag=row.etag,
+                last_modified=row.last_modified,
+                created_at=_utc(row.created_at),
+                updated_at=_utc(row.updated_at),
+                fetched_at=_utc(row.fetched_at),
+            )
+        )
+    return out

@@ -1,0 +1,75 @@
+"""The Switchboard application factory: admin API, health endpoints and (later) the router.
+
+Resources (database engine, crawler session) open and close with the app through
+``cleanup_ctx``; seed files are loaded before the server accepts requests.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+
+from registry import api
+from registry.api import REGISTRY, SETTINGS
+from registry.crawler import Crawler
+from registry.seeds import apply_seeds, load_seed_file
+from registry.service import Registry
+from registry.settings import Settings
+from registry.store import Store
+
+log = logging.getLogger(__name__)
+
+
+def create_app(settings: Settings) -> web.Application:
+    """Build the aiohttp application for ``settings`` (nothing is opened until startup)."""
+    app = web.Application(
+        middlewares=[api.error_middleware, api.auth_middleware],
+        client_max_size=settings.max_request_bytes,
+    )
+    app[SETTINGS] = settings
+    app[REGISTRY] = Registry(Store(settings.database_url), Crawler(settings))
+    app.cleanup_ctx.append(_registry_context)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    api.add_routes(app)
+    return app
+
+
+async def _registry_context(app: web.Application) -> AsyncIterator[None]:
+    registry = app[REGISTRY]
+    await registry.crawler.start()
+    try:
+        await registry.load()
+        for path in app[SETTINGS].seeds:
+            added = await apply_seeds(registry, load_seed_file(path))
+            log.info("seed file %s: %d agent(s) registered", path, len(added))
+        yield
+    finally:
+        await registry.crawler.close()
+        await registry.store.close()
+
+
+async def healthz(request: web.Request) -> web.Response:
+    """Liveness: the process answers."""
+    return web.json_response({"status": "ok"})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    """Readiness: the database answers and the catalog is loaded."""
+    registry = request.app[REGISTRY]
+    checks = {"database": "ok", "catalog": "ok"}
+    try:
+        await registry.store.ping()
+    except Exception as exc:  # any driver error means "not ready"; say which
+        checks["database"] = f"unreachable: {type(exc).__name__}"
+    if not registry.catalog.loaded:
+        checks["catalog"] = "not loaded"
+    ready = all(value == "ok" for value in checks.values())
+    body = {
+        "status": "ready" if ready else "not_ready",
+        "checks": checks,
+        "agents": len(registry.catalog.snapshot),
+    }
+    return web.json_response(body, status=200 if ready else 503)

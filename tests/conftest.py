@@ -1,0 +1,123 @@
+"""Shared fixtures: databases (SQLite, and PostgreSQL when configured), settings, the app,
+and a programmable card server.
+
+Set ``SWITCHBOARD_TEST_DATABASE_URL`` (e.g. ``postgresql://postgres@127.0.0.1:5432/test``) to
+run the storage tests on PostgreSQL too: the run creates its own database with a random
+name, gives each test its own schema, and drops the database at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import psycopg
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient
+from sqlalchemy.engine import make_url
+
+from router.app import create_app
+from tests.helpers import AUTH, CardServer, card_v03, card_v1, make_settings
+
+# --- databases -------------------------------------------------------------------------------
+
+
+def _pg_admin_url() -> str | None:
+    return os.environ.get("SWITCHBOARD_TEST_DATABASE_URL") or None
+
+
+@pytest.fixture(scope="session")
+def pg_database() -> Iterator[str | None]:
+    """A PostgreSQL database of this run's own (random name), dropped at the end."""
+    url = _pg_admin_url()
+    if not url:
+        yield None
+        return
+    admin = make_url(url).set(drivername="postgresql")
+    name = f"switchboard_test_{secrets.token_hex(6)}"
+    conninfo = admin.render_as_string(hide_password=False)
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield admin.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path, pg_database: str | None) -> str:
+    """A fresh, empty database URL per test: SQLite, and PostgreSQL when configured."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'switchboard.db'}"
+    if pg_database is None:
+        pytest.skip("SWITCHBOARD_TEST_DATABASE_URL is not set")
+    schema = f"t_{secrets.token_hex(6)}"
+    with psycopg.connect(pg_database, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    return f"{pg_database}?options={quote(f'-csearch_path={schema}')}"
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    """A fresh SQLite database for tests that are not about storage."""
+    return f"sqlite:///{tmp_path / 'switchboard.db'}"
+
+
+# --- the application -------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def switchboard(aiohttp_client: Any, db_url: str) -> TestClient:
+    """A running Switchboard (on each test database) and a client for it."""
+    return await aiohttp_client(create_app(make_settings(db_url)))
+
+
+# --- a programmable card server ----------------------------------------------------------------
+
+
+@pytest.fixture
+async def card_server(aiohttp_server: Any) -> CardServer:
+    """A card server with nothing configured (every path answers 404)."""
+    holder: dict[str, CardServer] = {}
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        server = holder["server"]
+        server.requests.append(request)
+        if request.path not in server.routes:
+            return web.json_response({"error": "not found"}, status=404)
+        status, body, headers = server.routes[request.path]
+        headers = dict(headers)
+        if isinstance(body, bytes | str):
+            headers.setdefault("Content-Type", "application/json")
+            return web.Response(status=status, body=body, headers=headers)
+        etag = headers.get("ETag")
+        if etag and request.headers.get("If-None-Match") == etag:
+            return web.Response(status=304, headers=headers)
+        return web.json_response(body, status=status, headers=headers)
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handler)
+    server = await aiohttp_server(app)
+    holder["server"] = CardServer(server)
+    return holder["server"]
+
+
+@pytest.fixture
+async def registered(switchboard: TestClient, card_server: CardServer) -> dict[str, str]:
+    """Two agents (a 1.0 and a 0.3 card) registered through the API; their ids."""
+    card_server.set("/weather/.well-known/agent-card.json", card_v1(card_server.url("/weather")))
+    card_server.set("/invoices/.well-known/agent.json", card_v03(card_server.url("/invoices")))
+    ids = {}
+    for key, path in (("weather", "/weather"), ("invoices", "/invoices")):
+        resp = await switchboard.post(
+            "/api/v1/agents", json={"url": card_server.url(path)}, headers=AUTH
+        )
+        assert resp.status == 201, await resp.text()
+        ids[key] = (await resp.json())["id"]
+    return ids

@@ -1,0 +1,90 @@
+"""Real a2a-sdk 1.x agents for tests, served by uvicorn inside the test's event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import AsyncIterator
+from typing import Any
+
+import uvicorn
+from a2a.helpers.proto_helpers import get_message_text, new_text_message
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.server.tasks import InMemoryTaskStore
+from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Role
+from starlette.applications import Starlette
+
+
+class EchoExecutor(AgentExecutor):
+    """Answers every message with its own text, prefixed by ``echo:``."""
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        text = get_message_text(context.message) if context.message else ""
+        await event_queue.enqueue_event(new_text_message(f"echo: {text}", role=Role.ROLE_AGENT))
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        raise NotImplementedError
+
+
+def echo_card(base_url: str, **overrides: Any) -> AgentCard:
+    """The card of the SDK echo agent at ``base_url``."""
+    fields: dict[str, Any] = {
+        "name": "SDK Echo Agent",
+        "description": "Echoes text back; served by the official a2a-sdk.",
+        "version": "1.3.0",
+        "supported_interfaces": [
+            AgentInterface(
+                url=f"{base_url}/a2a", protocol_binding="JSONRPC", protocol_version="1.0"
+            )
+        ],
+        "capabilities": AgentCapabilities(streaming=True),
+        "default_input_modes": ["text/plain"],
+        "default_output_modes": ["text/plain"],
+        "skills": [
+            AgentSkill(
+                id="sdk-echo",
+                name="Echo text",
+                description="Repeats the words it is sent.",
+                tags=["echo", "sdk"],
+                examples=["say hello back"],
+                input_modes=["text/plain", "application/json"],
+            )
+        ],
+    }
+    fields.update(overrides)
+    return AgentCard(**fields)
+
+
+def sdk_app(card: AgentCard) -> Starlette:
+    """A Starlette app serving ``card`` and JSON-RPC at ``/a2a`` like a real SDK agent."""
+    handler = DefaultRequestHandler(
+        agent_executor=EchoExecutor(), task_store=InMemoryTaskStore(), agent_card=card
+    )
+    routes = [*create_agent_card_routes(agent_card=card)]
+    routes += create_jsonrpc_routes(request_handler=handler, rpc_url="/a2a")
+    return Starlette(routes=routes)
+
+
+@contextlib.asynccontextmanager
+async def serve_sdk_agent(**card_overrides: Any) -> AsyncIterator[str]:
+    """Run an SDK echo agent on a random 127.0.0.1 port; yield its base URL."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)  # connections queue until uvicorn accepts: no need to wait for startup
+    base_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    app = sdk_app(echo_card(base_url, **card_overrides))
+    config = uvicorn.Config(app, log_level="warning", lifespan="off")
+    server = uvicorn.Server(config)
+    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        yield base_url
+    finally:
+        server.should_exit = True
+        await task
+        sock.close()
