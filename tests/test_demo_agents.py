@@ -10,9 +10,11 @@ from __future__ import annotations
 import base64
 import json
 import struct
+import tomllib
 import uuid
 import zlib
 from collections.abc import AsyncIterable, AsyncIterator
+from importlib.resources import files
 from typing import Any
 
 import httpx
@@ -296,6 +298,12 @@ async def test_card_etag_cache_control_and_legacy_path(
     assert legacy.status_code == 200
     assert legacy.json()["skills"][0]["id"] == "translate-text"
     assert (await raw.get(f"{demo.urls['currency']}/.well-known/agent.json")).status_code == 404
+
+
+def test_seed_file_lists_the_demo_agents_on_their_default_ports() -> None:
+    seed = tomllib.loads(files("seeds").joinpath("demo.toml").read_text())
+    listed = {entry["id"]: entry["url"] for entry in seed["agents"]}
+    assert listed == {name: f"http://127.0.0.1:{port}" for name, port in DEMO_PORTS.items()}
 
 
 # --- answers through the SDK client ------------------------------------------------------------
