@@ -13,8 +13,9 @@ from typing import Any
 
 from sqlalchemy import JSON, Column, DateTime, LargeBinary, UniqueConstraint, event, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-from sqlmodel import Field, SQLModel, col, delete, select
+from sqlmodel import Field, SQLModel, col, delete, select, update
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from registry.cards import AgentCard, Capabilities, Interface, Provider, Skill
@@ -133,6 +134,7 @@ class CatalogStateRow(SQLModel, table=True):
     value: int = 0
 
 
+_VERSION = "catalog_version"
 _CHILDREN: tuple[type[SQLModel], ...] = (SkillModeRow, SkillTagRow, SkillRow, InterfaceRow)
 
 
@@ -184,6 +186,12 @@ class Store:
         """Create missing tables (idempotent)."""
         async with self.engine.begin() as conn:
             await conn.run_sync(SQLModel.metadata.create_all)
+        try:
+            async with self.session() as session, session.begin():
+                if await session.get(CatalogStateRow, _VERSION) is None:
+                    session.add(CatalogStateRow(key=_VERSION, value=0))
+        except IntegrityError:
+            pass  # another process created it first
 
     async def ping(self) -> None:
         """Raise if the database cannot be reached."""
@@ -201,7 +209,7 @@ class Store:
     async def catalog_version(self) -> int:
         """The current catalog version (0 for an empty, never written catalog)."""
         async with self.session() as session:
-            row = await session.get(CatalogStateRow, "catalog_version")
+            row = await session.get(CatalogStateRow, _VERSION)
             return row.value if row else 0
 
     async def get(self, agent_id: str) -> AgentRecord | None:
@@ -299,11 +307,12 @@ class Store:
 
 
 async def _bump(session: AsyncSession) -> None:
-    state = await session.get(CatalogStateRow, "catalog_version", with_for_update=True)
-    if state is None:
-        session.add(CatalogStateRow(key="catalog_version", value=1))
-    else:
-        state.value += 1
+    """Increment the catalog version in the writer's transaction (atomic in both databases)."""
+    await session.exec(
+        update(CatalogStateRow)
+        .where(col(CatalogStateRow.key) == _VERSION)
+        .values(value=CatalogStateRow.value + 1)
+    )
 
 
 # --- mapping between records and rows --------------------------------------------------------

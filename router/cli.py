@@ -311,9 +311,7 @@ def _print_agent(agent: dict[str, Any]) -> None:
         print(f"    in: {', '.join(skill['input_modes'])}  out: {', '.join(skill['output_modes'])}")
 
 
-def _request(
-    args: argparse.Namespace, method: str, path: str, body: Any = None
-) -> dict[str, Any]:
+def _request(args: argparse.Namespace, method: str, path: str, body: Any = None) -> dict[str, Any]:
     server = (args.server or os.environ.get("SWITCHBOARD_URL") or DEFAULT_SERVER).rstrip("/")
     token = (
         args.token

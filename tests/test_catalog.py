@@ -1,0 +1,121 @@
+"""Catalog search semantics, media types, text ranking and cursors, without HTTP."""
+
+from __future__ import annotations
+
+import pytest
+
+from registry import mediatypes
+from registry.cards import parse_card
+from registry.catalog import (
+    Query,
+    Snapshot,
+    agent_key,
+    decode_cursor,
+    encode_cursor,
+    paginate,
+    version_matches,
+)
+from registry.errors import RegistryError
+from registry.records import AgentRecord, utcnow
+from registry.textsearch import tokenize
+from tests.helpers import card_v03, card_v1
+
+
+def _snapshot(*cards: dict) -> Snapshot:
+    now = utcnow()
+    records = [
+        AgentRecord(
+            id=f"agent-{n}",
+            card=parse_card(card),
+            source="push",
+            card_sha256="0" * 64,
+            created_at=now,
+            updated_at=now,
+            fetched_at=now,
+        )
+        for n, card in enumerate(cards)
+    ]
+    return Snapshot(records, version=1)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "expected"),
+    [
+        ("image/png", "image/png", True),
+        ("image/*", "image/png", True),
+        ("image/png", "image/*", True),
+        ("IMAGE/PNG", "image/png; q=0.9", True),
+        ("*/*", "application/json", True),
+        ("image/png", "image/jpeg", False),
+        ("image/*", "text/*", False),
+        ("text", "text/plain", True),
+        ("file", "application/pdf", True),
+        ("data", "application/json", True),
+    ],
+)
+def test_media_types(a: str, b: str, expected: bool) -> None:
+    assert mediatypes.matches(a, b) is expected
+
+
+@pytest.mark.parametrize(
+    ("wanted", "offered", "expected"),
+    [
+        ("0.3", "0.3.0", True),
+        ("0.3.0", "0.3", True),
+        ("1", "1.0", True),
+        ("1.0", "1.0", True),
+        ("0.3", "1.0", False),
+        ("1.1", "1.0", False),
+        ("", "1.0", False),
+    ],
+)
+def test_version_matches(wanted: str, offered: str, expected: bool) -> None:
+    assert version_matches(wanted, offered) is expected
+
+
+def test_tokenize_folds_case_accents_plurals_and_stop_words() -> None:
+    assert tokenize("Convert the Currencies to Euros, café!") == [
+        "convert",
+        "currency",
+        "euro",
+        "cafe",
+    ]
+
+
+def test_text_ranking_prefers_name_and_tags_over_examples() -> None:
+    named = card_v1("https://a.example", name="Translator")
+    named["skills"] = [{"id": "tr", "name": "Translate text", "tags": ["translation"]}]
+    mentioned = card_v03("https://b.example", name="Helper")
+    mentioned["skills"] = [
+        {"id": "misc", "name": "Misc", "tags": [], "examples": ["translate this letter"]}
+    ]
+    hits = _snapshot(named, mentioned).skills(Query(q="translate"))
+    assert [h.skill.id for h in hits] == ["tr", "misc"]
+    assert hits[0].score > hits[1].score > 0
+
+
+def test_agent_level_and_skill_level_filters() -> None:
+    snap = _snapshot(card_v1("https://a.example"), card_v03("https://b.example"))
+    assert [h.agent.id for h in snap.agents_for(Query(streaming=True))] == ["agent-0"]
+    hits = snap.agents_for(Query(tags=("weather",)))
+    assert hits[0].skills == ("forecast", "radar-image")
+    assert snap.agents_for(Query(skill="forecast", output_mode="image/png")) == []
+
+
+def test_cursors_round_trip_and_reject_garbage() -> None:
+    assert decode_cursor(encode_cursor([-1.5, "x"])) == [-1.5, "x"]
+    for bad in ("", "***", encode_cursor([])[:-1] + "!", "e30"):  # e30 = "{}"
+        with pytest.raises(RegistryError) as info:
+            decode_cursor(bad or "=")
+        assert info.value.code == "invalid_cursor"
+
+
+def test_paginate_after_the_last_item_is_empty() -> None:
+    snap = _snapshot(card_v1("https://a.example"), card_v03("https://b.example"))
+    hits = snap.agents_for(Query())
+    first = paginate(hits, agent_key, 1, None)
+    assert [h.agent.id for h in first.items] == ["agent-0"]
+    second = paginate(hits, agent_key, 1, first.next_cursor)
+    assert [h.agent.id for h in second.items] == ["agent-1"]
+    assert second.next_cursor is None
+    assert paginate(hits, agent_key, 1, encode_cursor([0.0, "zzz"])).items == []

@@ -1,0 +1,100 @@
+"""The store on SQLite and PostgreSQL: atomic saves, revisions, the catalog version, deletes."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import AsyncIterator
+
+import pytest
+
+from registry.cards import parse_card
+from registry.records import AgentRecord, utcnow
+from registry.store import Store, async_url
+from tests.helpers import card_v03, card_v1
+
+
+@pytest.fixture
+async def store(db_url: str) -> AsyncIterator[Store]:
+    store = Store(db_url)
+    await store.create_schema()
+    yield store
+    await store.close()
+
+
+def _record(agent_id: str, card: dict, source_url: str | None = None) -> tuple[AgentRecord, bytes]:
+    raw = json.dumps(card, ensure_ascii=False).encode()
+    now = utcnow()
+    record = AgentRecord(
+        id=agent_id,
+        card=parse_card(card),
+        source="url" if source_url else "push",
+        source_url=source_url,
+        card_sha256=hashlib.sha256(raw).hexdigest(),
+        created_at=now,
+        updated_at=now,
+        fetched_at=now,
+    )
+    return record, raw
+
+
+async def test_round_trip_keeps_every_field(store: Store) -> None:
+    card = card_v1("https://w.example", description="Prévisions météo ✓")
+    record, raw = _record("wx", card, "https://w.example")
+    assert await store.save(record, raw) is True
+    assert await store.get("wx") == record
+    assert await store.raw_card("wx") == raw
+    assert await store.id_for_source("https://w.example") == "wx"
+    assert await store.catalog_version() == 1
+
+
+async def test_update_replaces_index_rows_and_adds_revision(store: Store) -> None:
+    card = card_v1("https://w.example")
+    record, raw = _record("wx", card)
+    await store.save(record, raw)
+    assert await store.save(record, raw) is False  # same bytes: no new revision
+    card["skills"] = card["skills"][:1]
+    card["skills"][0]["tags"] = ["only"]
+    updated, raw2 = _record("wx", card)
+    assert await store.save(updated, raw2) is True
+    got = await store.get("wx")
+    assert got is not None
+    assert [s.id for s in got.card.skills] == ["forecast"]
+    assert got.card.skills[0].tags == ["only"]
+    revisions = await store.revisions("wx")
+    assert [r.raw for r in revisions] == [raw2, raw]  # newest first
+    assert await store.catalog_version() == 3
+
+
+async def test_delete_removes_everything(store: Store) -> None:
+    for agent_id, card in (("a", card_v1("https://a.example")), ("b", card_v03("https://b"))):
+        await store.save(*_record(agent_id, card))
+    assert await store.delete("a") is True
+    assert await store.delete("a") is False
+    assert [r.id for r in await store.all()] == ["b"]
+    assert await store.revisions("a") == []
+    assert await store.ids() == {"b"}
+
+
+async def test_source_url_is_unique(store: Store) -> None:
+    from sqlalchemy.exc import IntegrityError
+
+    await store.save(*_record("a", card_v1("https://a.example"), "https://same.example"))
+    with pytest.raises(IntegrityError):
+        await store.save(*_record("b", card_v1("https://b.example"), "https://same.example"))
+    assert await store.ids() == {"a"}  # the failed save left nothing behind
+
+
+async def test_concurrent_saves_keep_a_consistent_version(store: Store) -> None:
+    records = [_record(f"agent-{n}", card_v1(f"https://{n}.example")) for n in range(8)]
+    await asyncio.gather(*(store.save(r, raw) for r, raw in records))
+    assert len(await store.all()) == 8
+    assert await store.catalog_version() == 8
+
+
+def test_async_url_mapping() -> None:
+    assert async_url("sqlite:///./x.db") == "sqlite+aiosqlite:///./x.db"
+    assert async_url("postgresql://u:p@h/db") == "postgresql+psycopg://u:p@h/db"
+    assert async_url("postgres://u@h/db") == "postgresql+psycopg://u@h/db"
+    assert async_url("postgresql+asyncpg://u@h/db") == "postgresql+asyncpg://u@h/db"
