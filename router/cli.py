@@ -9,6 +9,7 @@ Exit status: 0 success, 1 the server refused or could not be reached, 2 bad usag
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import logging
 import os
@@ -150,40 +151,50 @@ def cmd_serve(args: argparse.Namespace) -> int:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         raise CliError(f"invalid settings: {problems}", status=2) from None
     if args.seeds:
-        settings.seeds = [*settings.seeds, *args.seeds]
+        settings = settings.model_copy(update={"seeds": [*settings.seeds, *args.seeds]})
+    if args.demo:
+        settings = _demo_settings(settings)
     app = create_app(settings)
     if args.demo:
-        _enable_demo(app, settings)
+        app.cleanup_ctx.insert(0, _demo_agents)
     if not settings.admin_token:
         logging.getLogger("switchboard").warning(
             "SWITCHBOARD_ADMIN_TOKEN is not set: the admin API is read-only"
         )
-    web.run_app(app, host=settings.host, port=settings.port, print=None)
+    log = logging.getLogger("switchboard")
+    web.run_app(
+        app,
+        host=settings.host,
+        port=settings.port,
+        print=lambda text: log.info(text.splitlines()[0].strip("= ")),
+        access_log=logging.getLogger("switchboard.access"),
+    )
     return 0
 
 
-def _enable_demo(app: web.Application, settings: Settings) -> None:
-    """Start the demo agents with the app and register them from the packaged seed file."""
-    import ipaddress
+def _demo_settings(settings: Settings) -> Settings:
+    """Settings for ``--demo``: loopback allowed, the packaged demo seed file loaded first."""
+    loopback = ipaddress.ip_network("127.0.0.0/8")
+    networks = list(settings.allow_networks)
+    if loopback not in networks:
+        networks.append(loopback)
+    demo_seeds = str(resources.files("seeds") / "demo.toml")
+    return settings.model_copy(
+        update={"allow_networks": networks, "seeds": [demo_seeds, *settings.seeds]}
+    )
 
+
+async def _demo_agents(_app: web.Application) -> AsyncIterator[None]:
+    """Run the demo agents for the app's lifetime (started before the seeds are loaded)."""
     from seeds.demo_agents import start_demo_agents
 
-    loopback = ipaddress.ip_network("127.0.0.0/8")
-    if loopback not in settings.allow_networks:
-        settings.allow_networks.append(loopback)
-    demo_seeds = resources.files("seeds") / "demo.toml"
-    settings.seeds = [str(demo_seeds), *settings.seeds]
-
-    async def demo_agents(_app: web.Application) -> AsyncIterator[None]:
-        agents = await start_demo_agents()
-        for name, url in agents.urls.items():
-            logging.getLogger("switchboard.demo").info("demo agent %s at %s", name, url)
-        try:
-            yield
-        finally:
-            await agents.close()
-
-    app.cleanup_ctx.insert(0, demo_agents)
+    agents = await start_demo_agents()
+    for name, url in agents.urls.items():
+        logging.getLogger("switchboard.demo").info("demo agent %s at %s", name, url)
+    try:
+        yield
+    finally:
+        await agents.close()
 
 
 # --- client commands -------------------------------------------------------------------------
