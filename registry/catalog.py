@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -21,7 +22,7 @@ from registry import mediatypes
 from registry.cards import Skill
 from registry.errors import RegistryError
 from registry.records import AgentRecord
-from registry.textsearch import Field, TextIndex
+from registry.textsearch import Field, TextIndex, terms
 
 T = TypeVar("T")
 
@@ -85,9 +86,15 @@ def version_matches(wanted: str, offered: str) -> bool:
 
 
 class Snapshot:
-    """Every agent at one catalog version, with text indexes built once."""
+    """Every agent at one catalog version, with text indexes built once.
 
-    def __init__(self, records: Sequence[AgentRecord], version: int) -> None:
+    Given the ``previous`` snapshot, the terms of every record it already held (the same
+    object) are reused, so replacing one agent among thousands does not re-tokenize the rest.
+    """
+
+    def __init__(
+        self, records: Sequence[AgentRecord], version: int, previous: Snapshot | None = None
+    ) -> None:
         self.version = version
         self.agents: dict[str, AgentRecord] = {r.id: r for r in sorted(records, key=_id)}
         self._skills: list[tuple[AgentRecord, int, Skill]] = [
@@ -96,9 +103,14 @@ class Snapshot:
             for n, skill in enumerate(agent.card.skills)
         ]
         self._skill_rows = {(a.id, s.id): i for i, (a, _, s) in enumerate(self._skills)}
-        self._skill_index = TextIndex([_skill_fields(a, s) for a, _, s in self._skills])
+        self._terms: dict[str, _AgentTerms] = {
+            agent.id: _reuse_or_compute(agent, previous) for agent in self.agents.values()
+        }
+        self._skill_index = TextIndex(
+            [tf for agent in self.agents.values() for tf in self._terms[agent.id].skills]
+        )
         self._agent_ids = list(self.agents)
-        self._agent_index = TextIndex([_agent_fields(a) for a in self.agents.values()])
+        self._agent_index = TextIndex([self._terms[a].agent for a in self._agent_ids])
 
     def __len__(self) -> int:
         return len(self.agents)
@@ -143,6 +155,25 @@ class Snapshot:
             hits.append(AgentHit(agent, round(score, 6), matched))
         hits.sort(key=lambda h: (-h.score, h.agent.id))
         return hits
+
+
+@dataclass(frozen=True)
+class _AgentTerms:
+    record: AgentRecord
+    agent: Counter[str]
+    skills: list[Counter[str]]
+
+
+def _reuse_or_compute(agent: AgentRecord, previous: Snapshot | None) -> _AgentTerms:
+    if previous is not None:
+        known = previous._terms.get(agent.id)
+        if known is not None and known.record is agent:
+            return known
+    return _AgentTerms(
+        agent,
+        terms(_agent_fields(agent)),
+        [terms(_skill_fields(agent, skill)) for skill in agent.card.skills],
+    )
 
 
 def _id(record: AgentRecord) -> str:
@@ -254,7 +285,20 @@ class Catalog:
 
     def replace(self, records: Sequence[AgentRecord], version: int) -> None:
         """Install a new snapshot built from ``records``."""
-        self.snapshot = Snapshot(records, version)
+        self._install(Snapshot(records, version, self.snapshot))
+
+    def upsert(self, record: AgentRecord, version: int) -> None:
+        """Install a snapshot with ``record`` added or replaced (other agents reused)."""
+        agents = {**self.snapshot.agents, record.id: record}
+        self._install(Snapshot(list(agents.values()), version, self.snapshot))
+
+    def remove(self, agent_id: str, version: int) -> None:
+        """Install a snapshot without ``agent_id``."""
+        agents = [r for r in self.snapshot.agents.values() if r.id != agent_id]
+        self._install(Snapshot(agents, version, self.snapshot))
+
+    def _install(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
         self.loaded = True
         self._cache.clear()
 

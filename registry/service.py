@@ -92,8 +92,8 @@ class Registry:
             update={"card": card, "card_sha256": _sha(raw), "updated_at": now, "fetched_at": now}
         )
         await self.store.save(record, raw)
-        await self.reload()
-        return self.get(agent_id)
+        await self._installed(record)
+        return record
 
     async def refresh(self, agent_id: str) -> tuple[AgentRecord, bool]:
         """Fetch an agent's card again (conditionally); return the record and whether it changed."""
@@ -128,14 +128,14 @@ class Registry:
                 }
             )
         changed = await self.store.save(record, raw)
-        await self.reload()
-        return self.get(agent_id), changed
+        await self._installed(record)
+        return record, changed
 
     async def remove(self, agent_id: str) -> None:
         """Delete an agent from the index."""
         if not await self.store.delete(agent_id):
             raise NotFound(f"no agent with id {agent_id!r}", details={"id": agent_id})
-        await self.reload()
+        self.catalog.remove(agent_id, await self.store.catalog_version())
 
     async def _create(
         self,
@@ -176,8 +176,12 @@ class Registry:
                 code="duplicate_agent",
                 details={"id": agent_id, "source_url": source_url},
             ) from None
-        await self.reload()
-        return self.get(agent_id)
+        await self._installed(record)
+        return record
+
+    async def _installed(self, record: AgentRecord) -> None:
+        """Put a just-saved record into the in-memory catalog."""
+        self.catalog.upsert(record, await self.store.catalog_version())
 
     def _check_interfaces(self, card: AgentCard) -> None:
         urls = {i.url for i in card.interfaces}

@@ -49,47 +49,46 @@ class Field:
     weight: float
 
 
-class TextIndex:
-    """A BM25 index over documents made of weighted fields; documents are addressed by position."""
+def terms(fields: Iterable[Field]) -> Counter[str]:
+    """Weighted term frequencies of a document (computed once per document and reused)."""
+    tf: Counter[str] = Counter()
+    for field in fields:
+        for token in tokenize(field.text):
+            tf[token] += field.weight
+    return tf
 
-    def __init__(self, documents: Sequence[Iterable[Field]]) -> None:
-        self._tf: list[Counter[str]] = []
-        self._lengths: list[float] = []
-        df: Counter[str] = Counter()
-        for fields in documents:
-            tf: Counter[str] = Counter()
-            for field in fields:
-                for token in tokenize(field.text):
-                    tf[token] += field.weight
-            self._tf.append(tf)
-            self._lengths.append(sum(tf.values()))
-            df.update(tf.keys())
-        n = len(self._tf)
+
+class TextIndex:
+    """BM25 over documents given as weighted term frequencies, addressed by position.
+
+    An inverted index (term -> postings) means a query only touches the documents that
+    contain one of its terms.
+    """
+
+    def __init__(self, documents: Sequence[Counter[str]]) -> None:
+        self._lengths = [sum(tf.values()) for tf in documents]
+        self._postings: dict[str, list[tuple[int, float]]] = {}
+        for doc, tf in enumerate(documents):
+            for token, freq in tf.items():
+                self._postings.setdefault(token, []).append((doc, freq))
+        n = len(documents)
         self._avg = (sum(self._lengths) / n) if n else 0.0
-        self._idf = {t: math.log(1 + (n - f + 0.5) / (f + 0.5)) for t, f in df.items()}
+        self._idf = {
+            t: math.log(1 + (n - len(p) + 0.5) / (len(p) + 0.5)) for t, p in self._postings.items()
+        }
 
     def __len__(self) -> int:
-        return len(self._tf)
-
-    def score(self, doc: int, query_tokens: Sequence[str]) -> float:
-        """BM25 score of document ``doc`` for the query tokens (0.0 when nothing matches)."""
-        tf = self._tf[doc]
-        norm = _K1 * (1 - _B + _B * (self._lengths[doc] / self._avg if self._avg else 1.0))
-        total = 0.0
-        for token in query_tokens:
-            freq = tf.get(token)
-            if freq:
-                total += self._idf[token] * freq * (_K1 + 1) / (freq + norm)
-        return total
+        return len(self._lengths)
 
     def scores(self, query: str) -> dict[int, float]:
-        """Non-zero scores of every document for ``query``."""
-        tokens = list(dict.fromkeys(tokenize(query)))
-        if not tokens:
-            return {}
-        out = {}
-        for doc in range(len(self._tf)):
-            value = self.score(doc, tokens)
-            if value > 0:
-                out[doc] = value
+        """Non-zero BM25 scores of the documents matching ``query``, by position."""
+        out: dict[int, float] = {}
+        for token in dict.fromkeys(tokenize(query)):
+            idf = self._idf.get(token)
+            if idf is None:
+                continue
+            for doc, freq in self._postings[token]:
+                ratio = self._lengths[doc] / self._avg if self._avg else 1.0
+                norm = _K1 * (1 - _B + _B * ratio)
+                out[doc] = out.get(doc, 0.0) + idf * freq * (_K1 + 1) / (freq + norm)
         return out
