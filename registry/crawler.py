@@ -4,7 +4,8 @@ Every fetch goes through one shared aiohttp session whose connector uses the SSR
 resolver; IP-literal URLs and every redirect hop are checked with the same policy. Bodies are
 streamed under a byte limit and parsed with a nesting limit. Every failure is a
 :class:`~registry.errors.CrawlError` whose ``code`` says what went wrong and whose message is
-one sentence naming the URL; no aiohttp exception escapes.
+one sentence naming the URL; no aiohttp exception escapes. URLs with credentials
+(``user:password@``) are refused, and no message or detail ever shows them.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from yarl import URL
 
 from registry.errors import CrawlError
 from registry.jsonsafe import JsonLimitError, loads_limited
-from registry.netguard import AddressPolicy, AddressRefused, GuardedResolver
+from registry.netguard import AddressPolicy, AddressRefused, GuardedResolver, redact_url
 from registry.settings import Settings
 
 __all__ = ["USER_AGENT", "WELL_KNOWN_PATHS", "Crawler", "Fetched", "card_candidates", "is_card_url"]
@@ -42,10 +43,18 @@ USER_AGENT = f"switchboard/{_version()}"
 WELL_KNOWN_PATHS = (".well-known/agent-card.json", ".well-known/agent.json")
 
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
-_MISSING = frozenset({404, 410})
+_MISSING = {404: "Not Found", 410: "Gone"}
+# Discovery moves on to the next well-known URL after these failures (the card may sit at the
+# legacy path while the current one answers an SPA's HTML page, a login wall or garbage) ...
+_NEXT_CANDIDATE_CODES = frozenset(
+    {"remote_not_found", "bad_content_type", "invalid_json", "not_an_object"}
+)
+# ... and after these remote statuses (``remote_http_error``); any other failure stops it.
+_NEXT_CANDIDATE_STATUSES = frozenset({401, 403})
 _JSON_TYPES = frozenset({"application/json", "text/json"})
 _MAX_AGE = re.compile(r"(?:^|,)\s*max-age\s*=\s*\"?(\d+)\"?\s*(?:,|$)", re.IGNORECASE)
 _CHUNK = 64 * 1024
+_MAX_DELTA = 2**31
 
 
 @dataclass(frozen=True)
@@ -78,9 +87,13 @@ def card_candidates(base_url: str) -> list[str]:
     path; a base with a non-root path then also tries the origin's root.
     """
     base = URL(base_url).with_query(None).with_fragment(None)
-    prefix = base.path.rstrip("/")
+    prefix = base.raw_path.rstrip("/")  # encoded, so "%2F" in a path segment stays one segment
     prefixes = [prefix, ""] if prefix else [""]
-    return [str(base.with_path(f"{p}/{name}")) for p in prefixes for name in WELL_KNOWN_PATHS]
+    return [
+        str(base.with_path(f"{p}/{name}", encoded=True))
+        for p in prefixes
+        for name in WELL_KNOWN_PATHS
+    ]
 
 
 class Crawler:
@@ -174,7 +187,7 @@ class Crawler:
             raise CrawlError(
                 f"The document at {fetched.url} is a JSON {kind}, not an agent card object.",
                 code="not_an_object",
-                details={"url": fetched.url, "type": kind},
+                details={"url": fetched.url, "status": fetched.status, "type": kind},
             )
         return fetched
 
@@ -183,23 +196,34 @@ class Crawler:
     ) -> Fetched:
         """Find the card of the agent at ``base_url`` via its well-known paths.
 
-        Tries :func:`card_candidates` in order, moving on only when one answers 404/410;
-        any other failure is raised at once. Raises ``card_not_found`` if every one is missing.
+        Tries :func:`card_candidates` in order. It moves on to the next one when a URL answers
+        404/410 (``remote_not_found``), 401/403 (``remote_http_error``), or something that is
+        not a JSON object (``bad_content_type``, ``invalid_json``, ``not_an_object``); any other
+        failure (refused address, bad URL, timeout, connection, size, depth, redirects, 5xx and
+        other statuses) is raised at once. When every URL fails: ``card_not_found``, whose
+        ``details.attempts`` lists ``{"url", "code", "status"?, "message"}`` per URL tried.
         """
-        self.policy.check_url(base_url)
-        tried: list[str] = []
-        for candidate in card_candidates(base_url):
-            tried.append(candidate)
+        base = self.policy.check_url(base_url)
+        shown = str(base)
+        attempts: list[dict[str, Any]] = []
+        for candidate in card_candidates(shown):
             try:
                 return await self.fetch_card(candidate, etag=etag, last_modified=last_modified)
             except CrawlError as exc:
-                if exc.code != "not_found":
+                if not _try_next_candidate(exc):
                     raise
+                attempts.append(_attempt(candidate, exc))
+        first = attempts[0]["message"].rstrip(".")
+        others = len(attempts) - 1
+        tail = (
+            f", and the other {others} well-known URL{'s' if others != 1 else ''} failed too"
+            if others
+            else ""
+        )
         raise CrawlError(
-            f"No agent card was found at {base_url}: each of the {len(tried)} well-known URLs "
-            "tried answered 404.",
+            f"No agent card was found at {shown}: {first[:1].lower()}{first[1:]}{tail}.",
             code="card_not_found",
-            details={"url": base_url, "tried": tried},
+            details={"url": shown, "attempts": attempts},
         )
 
     # -- one hop -------------------------------------------------------------------------
@@ -233,8 +257,8 @@ class Crawler:
             )
         if resp.status in _MISSING:
             raise CrawlError(
-                f"Nothing was found at {url} (HTTP {resp.status}).",
-                code="not_found",
+                f"The server at {url} answered HTTP {resp.status} {_MISSING[resp.status]}.",
+                code="remote_not_found",
                 details={"url": url, "status": resp.status},
             )
         if not 200 <= resp.status < 300:
@@ -247,7 +271,7 @@ class Crawler:
             raise CrawlError(
                 f"The document at {url} was refused: {exc.message}.",
                 code=exc.code,
-                details={"url": url, **exc.details},
+                details={"url": url, "status": resp.status, **exc.details},
             ) from None
         return Fetched(
             url=url,
@@ -263,13 +287,25 @@ class Crawler:
         """Resolve and check a redirect target, enforcing the loop and hop limits."""
         try:
             target = current.join(URL(location))
+            shown = redact_url(target)
         except (ValueError, TypeError):
+            shown = redact_url(location)
             raise CrawlError(
-                f"The redirect from {current} points to an invalid URL {location!r}.",
+                f"The redirect from {current} points to an invalid URL {shown!r}.",
                 code="bad_url",
-                details={"url": str(current), "location": location},
+                details={"url": str(current), "location": shown},
             ) from None
-        target = self.policy.check_url(target)
+        try:
+            target = self.policy.check_url(target)
+        except AddressRefused:
+            raise
+        except CrawlError as exc:
+            reason = (exc.details or {}).get("reason", exc.message)
+            raise CrawlError(
+                f"The redirect from {current} to {shown} was refused: {reason}.",
+                code=exc.code,
+                details={"url": str(current), "location": shown, "reason": reason},
+            ) from None
         first = chain[0]
         if str(target) in chain:
             raise CrawlError(
@@ -292,20 +328,39 @@ class Crawler:
 def _http_error(url: str, status: int, what: str) -> CrawlError:
     return CrawlError(
         f"The server at {url} answered with {what}.",
-        code="http_error",
+        code="remote_http_error",
         details={"url": url, "status": status},
     )
+
+
+def _try_next_candidate(exc: CrawlError) -> bool:
+    """Whether discovery should try the next well-known URL after ``exc``."""
+    if exc.code in _NEXT_CANDIDATE_CODES:
+        return True
+    status = exc.details.get("status") if isinstance(exc.details, dict) else None
+    return exc.code == "remote_http_error" and status in _NEXT_CANDIDATE_STATUSES
+
+
+def _attempt(url: str, exc: CrawlError) -> dict[str, Any]:
+    """One entry of ``card_not_found``'s ``details.attempts``."""
+    attempt: dict[str, Any] = {"url": url, "code": exc.code}
+    status = exc.details.get("status") if isinstance(exc.details, dict) else None
+    if status is not None:
+        attempt["status"] = status
+    attempt["message"] = exc.message
+    return attempt
 
 
 def _check_content_type(resp: aiohttp.ClientResponse, url: str) -> None:
     mime = resp.content_type.lower()
     if mime in _JSON_TYPES or (mime.startswith("application/") and mime.endswith("+json")):
         return
-    received = resp.headers.get("Content-Type") or "no Content-Type"
+    received = resp.headers.get("Content-Type")
+    shown = repr(received) if received else "no Content-Type"
     raise CrawlError(
-        f"The document at {url} has content type {received!r}, expected JSON.",
+        f"The document at {url} (HTTP {resp.status}) has content type {shown}, expected JSON.",
         code="bad_content_type",
-        details={"url": url, "content_type": received},
+        details={"url": url, "status": resp.status, "content_type": received},
     )
 
 
@@ -338,7 +393,12 @@ def _max_age(cache_control: str | None) -> int | None:
     if not cache_control:
         return None
     match = _MAX_AGE.search(cache_control)
-    return int(match.group(1)) if match else None
+    if not match:
+        return None
+    digits = match.group(1).lstrip("0") or "0"
+    # RFC 9111 5.2: a delta-seconds too large to represent means 2**31 (and int() of thousands
+    # of digits would raise).
+    return _MAX_DELTA if len(digits) > 10 else min(int(digits), _MAX_DELTA)
 
 
 def _json_kind(value: Any) -> str:
@@ -378,11 +438,13 @@ def _translate_errors(url: str) -> Iterator[None]:
         ) from None
     except (aiohttp.ClientConnectionError, OSError) as exc:
         raise _connect_failed(url, str(exc) or type(exc).__name__) from None
-    except aiohttp.ClientError as exc:
+    except (aiohttp.ClientError, ValueError) as exc:
+        # ValueError: aiohttp/yarl refusing a request detail (a host or header it cannot encode)
+        reason = str(exc) or type(exc).__name__
         raise CrawlError(
-            f"Fetching {url} failed: {exc or type(exc).__name__}.",
+            f"Fetching {url} failed: {reason}.",
             code="fetch_failed",
-            details={"url": url, "reason": str(exc) or type(exc).__name__},
+            details={"url": url, "reason": reason},
         ) from None
 
 

@@ -8,8 +8,9 @@ NAT64 ``64:ff9b::/96``, 6to4 ``2002::/16``) are judged by that IPv4 address. Net
 
 Two checkpoints share one :class:`AddressPolicy`:
 
-* :meth:`AddressPolicy.check_url` vets the scheme and IP-literal hosts (aiohttp never calls
-  the resolver for those); call it before every request and every redirect hop.
+* :meth:`AddressPolicy.check_url` vets the scheme, the host name's syntax, credentials
+  (``user:password@`` is refused) and IP-literal hosts (aiohttp never calls the resolver for
+  those); call it before every request and every redirect hop.
 * :class:`GuardedResolver` is given to ``aiohttp.TCPConnector(resolver=...)``: it drops refused
   addresses from every DNS answer, so the address aiohttp connects to is the address checked.
 """
@@ -27,7 +28,14 @@ from yarl import URL
 
 from registry.errors import CrawlError
 
-__all__ = ["ALLOW_ENV", "AddressPolicy", "AddressRefused", "GuardedResolver", "address_kind"]
+__all__ = [
+    "ALLOW_ENV",
+    "AddressPolicy",
+    "AddressRefused",
+    "GuardedResolver",
+    "address_kind",
+    "redact_url",
+]
 
 ALLOW_ENV = "SWITCHBOARD_ALLOW_NETWORKS"
 
@@ -37,6 +45,11 @@ Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 _SCHEMES = frozenset({"http", "https"})
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 _NUMERIC_LABEL = re.compile(r"^(0x[0-9a-f]*|[0-9]+)$", re.IGNORECASE)
+# One label of an (IDNA-encoded) host name; "_" is tolerated as resolvers accept it.
+_HOST_LABEL = re.compile(r"^[a-z0-9_-]{1,63}$", re.IGNORECASE)
+_MAX_HOST = 253
+# Unparseable URLs: everything from "//" to the last "@" may be credentials.
+_USERINFO_FALLBACK = re.compile(r"//.*@", re.DOTALL)
 
 # (network, kind): ranges refused on top of what ``ipaddress`` says is not global.
 _SPECIAL: tuple[tuple[Network, str], ...] = tuple(
@@ -158,34 +171,87 @@ class AddressPolicy:
         return address_kind(addr) is None
 
     def check_url(self, url: str | URL) -> URL:
-        """Validate an URL to fetch: http(s) only, a host, and an allowed address if IP literal.
+        """Validate an URL to fetch: http(s) only, no credentials, a well-formed host, and an
+        allowed address if the host is an IP literal.
 
         Returns the parsed URL without its fragment. Raises ``CrawlError`` code ``bad_url`` or
-        :class:`AddressRefused`.
+        :class:`AddressRefused`. Messages and details never show the URL's ``user:password@``.
         """
         text = str(url)
+        shown = redact_url(url)
         try:
             parsed = url if isinstance(url, URL) else URL(text)
         except (ValueError, TypeError) as exc:
-            raise _bad_url(text, f"it cannot be parsed ({exc})") from None
+            raise _bad_url(shown, f"it cannot be parsed ({_redact_text(str(exc))})") from None
         if parsed.scheme.lower() not in _SCHEMES:
             scheme = parsed.scheme or "none"
-            raise _bad_url(text, f"the scheme is {scheme!r}, only http and https are allowed")
-        host = parsed.host
-        if not host:
-            raise _bad_url(text, "it has no host")
+            raise _bad_url(shown, f"the scheme is {scheme!r}, only http and https are allowed")
+        if parsed.raw_user is not None or parsed.raw_password is not None:
+            raise _bad_url(
+                shown,
+                "credentials (user:password@) in URLs are not accepted; remove them from the URL",
+            )
+        try:
+            host = parsed.host
+            raw_host = parsed.raw_host
+        except (ValueError, TypeError):  # e.g. an "xn--" label that is not valid punycode
+            raise _bad_url(shown, "its host name is not a valid (IDNA) host name") from None
+        if not host or not raw_host:
+            raise _bad_url(shown, "it has no host")
         addr = _parse_ip(host)
         if addr is None:
+            problem = _host_name_problem(raw_host)
+            if problem:
+                raise _bad_url(shown, f"{host!r} is not a valid host name ({problem})")
             last_label = host.rstrip(".").rsplit(".", 1)[-1]
             if _NUMERIC_LABEL.match(last_label):
-                raise _bad_url(text, f"{host!r} is not a canonical IP address or host name")
+                raise _bad_url(shown, f"{host!r} is not a canonical IP address or host name")
         elif not self.is_allowed(addr):
-            raise AddressRefused.build(host, [str(addr)], url=text)
+            raise AddressRefused.build(host, [str(addr)], url=shown)
         return parsed.with_fragment(None)
 
 
+def redact_url(url: str | URL) -> str:
+    """``url`` as text without its ``user:password@`` part, for messages and logs.
+
+    An URL that cannot be parsed has everything from ``//`` to its last ``@`` replaced by
+    ``***``.
+    """
+    try:
+        parsed = url if isinstance(url, URL) else URL(str(url))
+        if parsed.raw_user is None and parsed.raw_password is None:
+            return str(url)
+        return str(parsed.with_user(None))
+    except (ValueError, TypeError):
+        return _redact_text(str(url))
+
+
+def _redact_text(text: str) -> str:
+    return _USERINFO_FALLBACK.sub("//***@", text, count=1)
+
+
+def _host_name_problem(raw_host: str) -> str | None:
+    """Why an ASCII (IDNA-encoded) host name is malformed, or None."""
+    name = raw_host[:-1] if raw_host.endswith(".") else raw_host
+    if len(name) > _MAX_HOST:
+        return f"longer than {_MAX_HOST} characters"
+    for label in name.split("."):
+        if not label:
+            return "empty label"
+        if len(label) > 63:
+            return "a label longer than 63 characters"
+        if not _HOST_LABEL.match(label):
+            return "only letters, digits, '-' and '_' are allowed"
+    return None
+
+
 def _bad_url(url: str, reason: str) -> CrawlError:
-    return CrawlError(f"Cannot fetch {url}: {reason}.", code="bad_url", details={"url": url})
+    """A ``bad_url`` error; ``url`` must already be redacted."""
+    return CrawlError(
+        f"Cannot fetch {url}: {reason}.",
+        code="bad_url",
+        details={"url": url, "reason": reason},
+    )
 
 
 class GuardedResolver(AbstractResolver):

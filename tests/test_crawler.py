@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -42,6 +43,24 @@ def card(body: Any = CARD, **headers: str) -> Handler:
         return web.json_response(body, headers=headers)
 
     return handler
+
+
+def status(code: int, body: str = "", content_type: str = "text/plain") -> Handler:
+    async def handler(request: web.Request) -> web.Response:
+        return web.Response(status=code, text=body, content_type=content_type)
+
+    return handler
+
+
+def counted(hits: Counter[str], handler: Handler) -> Handler:
+    async def wrapper(request: web.Request) -> web.StreamResponse:
+        hits[request.path] += 1
+        return await handler(request)
+
+    return wrapper
+
+
+SPA_PAGE = status(200, "<!doctype html><div id=app></div>", "text/html")
 
 
 def redirect(location: str, status: int = 302) -> Handler:
@@ -132,20 +151,133 @@ async def test_discover_reports_every_url_tried(serve, crawler: Crawler) -> None
     err = await crawl_error(crawler.discover(base))
     assert err.code == "card_not_found"
     assert base in err.message
-    assert err.details["tried"] == card_candidates(base)
-    assert len(err.details["tried"]) == 4
+    attempts = err.details["attempts"]
+    assert [a["url"] for a in attempts] == card_candidates(base)
+    assert len(attempts) == 4
+    assert all(a["code"] == "remote_not_found" and a["status"] == 404 for a in attempts)
+    assert err.details["url"] == base
+
+
+async def test_discover_skips_spa_html_page(serve, crawler: Crawler) -> None:
+    # single-page apps answer every path, including agent-card.json, with their HTML shell
+    server = await serve(
+        {"/.well-known/agent-card.json": SPA_PAGE, "/.well-known/agent.json": card()}
+    )
+    fetched = await crawler.discover(str(server.make_url("/")))
+    assert fetched.data == CARD
+    assert fetched.url == str(server.make_url("/.well-known/agent.json"))
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        status(401, "login first"),
+        status(403, "forbidden"),
+        status(410, "gone"),
+        status(200, "{not json", "application/json"),
+        card(["not", "an", "object"]),
+    ],
+    ids=["401", "403", "410", "invalid-json", "array"],
+)
+async def test_discover_falls_back_after_recoverable_failures(
+    serve, crawler: Crawler, first: Handler
+) -> None:
+    server = await serve({"/.well-known/agent-card.json": first, "/.well-known/agent.json": card()})
+    fetched = await crawler.discover(str(server.make_url("/")))
+    assert fetched.data == CARD
+    assert fetched.url.endswith("/.well-known/agent.json")
+
+
+@pytest.mark.parametrize("code", [500, 502, 503])
+async def test_discover_stops_at_server_errors(serve, crawler: Crawler, code: int) -> None:
+    hits: Counter[str] = Counter()
+    server = await serve(
+        {
+            "/.well-known/agent-card.json": counted(hits, status(code, "boom")),
+            "/.well-known/agent.json": counted(hits, card()),
+        }
+    )
+    err = await crawl_error(crawler.discover(str(server.make_url("/"))))
+    assert err.code == "remote_http_error"
+    assert err.details["status"] == code
+    assert err.details["url"] == str(server.make_url("/.well-known/agent-card.json"))
+    assert str(code) in err.message
+    assert hits == {"/.well-known/agent-card.json": 1}
 
 
 async def test_discover_stops_at_other_failures(serve, crawler: Crawler) -> None:
-    async def broken(request: web.Request) -> web.Response:
-        return web.Response(status=500)
-
+    hits: Counter[str] = Counter()
     server = await serve(
-        {"/.well-known/agent-card.json": broken, "/.well-known/agent.json": card()}
+        {
+            "/.well-known/agent-card.json": counted(hits, card({"pad": "x" * LIMIT})),
+            "/.well-known/agent.json": counted(hits, card()),
+            "/loop/.well-known/agent-card.json": counted(hits, SPA_PAGE),
+            "/loop/.well-known/agent.json": counted(hits, redirect("/loop/.well-known/agent.json")),
+        }
     )
     err = await crawl_error(crawler.discover(str(server.make_url("/"))))
-    assert err.code == "http_error"
-    assert err.details["status"] == 500
+    assert err.code == "too_large"
+    assert hits["/.well-known/agent.json"] == 0
+    # a failure after a skipped URL stops discovery too
+    err = await crawl_error(crawler.discover(str(server.make_url("/loop"))))
+    assert err.code == "redirect_loop"
+    assert hits["/loop/.well-known/agent-card.json"] == 1
+    assert hits["/.well-known/agent.json"] == 0
+
+
+async def test_discover_lists_every_failed_attempt(serve, crawler: Crawler) -> None:
+    server = await serve(
+        {
+            "/a/.well-known/agent-card.json": SPA_PAGE,
+            "/a/.well-known/agent.json": status(401, "who are you"),
+            "/.well-known/agent-card.json": card([CARD]),
+        }
+    )
+    base = str(server.make_url("/a"))
+    err = await crawl_error(crawler.discover(base))
+    assert err.code == "card_not_found"
+    assert err.status == 422
+    candidates = card_candidates(base)
+    assert err.details == {
+        "url": base,
+        "attempts": [
+            {
+                "url": candidates[0],
+                "code": "bad_content_type",
+                "status": 200,
+                "message": (
+                    f"The document at {candidates[0]} (HTTP 200) has content type "
+                    "'text/html; charset=utf-8', expected JSON."
+                ),
+            },
+            {
+                "url": candidates[1],
+                "code": "remote_http_error",
+                "status": 401,
+                "message": f"The server at {candidates[1]} answered with HTTP 401 Unauthorized.",
+            },
+            {
+                "url": candidates[2],
+                "code": "not_an_object",
+                "status": 200,
+                "message": (
+                    f"The document at {candidates[2]} is a JSON array, not an agent card object."
+                ),
+            },
+            {
+                "url": candidates[3],
+                "code": "remote_not_found",
+                "status": 404,
+                "message": f"The server at {candidates[3]} answered HTTP 404 Not Found.",
+            },
+        ],
+    }
+    # the message names the first problem
+    assert err.message == (
+        f"No agent card was found at {base}: the document at {candidates[0]} (HTTP 200) has "
+        "content type 'text/html; charset=utf-8', expected JSON, and the other 3 well-known "
+        "URLs failed too."
+    )
 
 
 def test_card_candidates_and_is_card_url() -> None:
@@ -163,6 +295,10 @@ def test_card_candidates_and_is_card_url() -> None:
     assert is_card_url("https://a.example/cards/echo.JSON")
     assert not is_card_url("https://a.example/agents/echo")
     assert not is_card_url("https://a.example/")
+    # an encoded "/" stays inside its path segment
+    assert card_candidates("https://a.example/team%2Fecho")[0] == (
+        "https://a.example/team%2Fecho/.well-known/agent-card.json"
+    )
 
 
 # -- exact card URLs ---------------------------------------------------------------------
@@ -316,18 +452,36 @@ async def test_wrong_content_type(serve, crawler: Crawler) -> None:
     assert "text/html" in err.message
 
 
-async def test_404_is_not_found_and_500_is_http_error(serve, crawler: Crawler) -> None:
+async def test_remote_404_and_500_have_their_own_codes(serve, crawler: Crawler) -> None:
+    # not "not_found" / "http_error": those are the admin API's own codes
     async def fail(request: web.Request) -> web.Response:
         return web.Response(status=500, text="boom")
 
-    server = await serve({"/fail.json": fail})
+    server = await serve({"/fail.json": fail, "/gone.json": status(410)})
     missing = await crawl_error(crawler.fetch_card(str(server.make_url("/missing.json"))))
-    assert missing.code == "not_found"
+    assert missing.code == "remote_not_found"
     assert missing.details["status"] == 404
+    assert "404" in missing.message
+    gone = await crawl_error(crawler.fetch_card(str(server.make_url("/gone.json"))))
+    assert gone.code == "remote_not_found"
+    assert gone.details["status"] == 410
     failed = await crawl_error(crawler.fetch_card(str(server.make_url("/fail.json"))))
-    assert failed.code == "http_error"
+    assert failed.code == "remote_http_error"
     assert failed.details["status"] == 500
     assert "500" in failed.message
+
+
+async def test_huge_max_age_does_not_break_the_fetch(serve, crawler: Crawler) -> None:
+    server = await serve(
+        {
+            "/huge.json": card(**{"Cache-Control": "max-age=" + "9" * 5000}),
+            "/zeros.json": card(**{"Cache-Control": "max-age=" + "0" * 20 + "60"}),
+        }
+    )
+    huge = await crawler.fetch_card(str(server.make_url("/huge.json")))
+    assert huge.data == CARD
+    assert huge.max_age == 2**31
+    assert (await crawler.fetch_card(str(server.make_url("/zeros.json")))).max_age == 60
 
 
 # -- redirects ---------------------------------------------------------------------------
@@ -372,8 +526,74 @@ async def test_redirect_to_refused_address(serve, crawler: Crawler, target: str)
 
 async def test_redirect_to_bad_scheme(serve, crawler: Crawler) -> None:
     server = await serve({"/c.json": redirect("file:///etc/passwd")})
+    url = str(server.make_url("/c.json"))
+    err = await crawl_error(crawler.fetch_card(url))
+    assert err.code == "bad_url"
+    assert err.message == (
+        f"The redirect from {url} to file:///etc/passwd was refused: the scheme is 'file', "
+        "only http and https are allowed."
+    )
+    assert err.details["location"] == "file:///etc/passwd"
+
+
+# -- credentials in URLs -----------------------------------------------------------------
+
+
+def assert_secret_hidden(err: CrawlError, *secrets: str) -> None:
+    shown = err.message + json.dumps(err.details) + str(err)
+    for secret in secrets:
+        assert secret not in shown
+
+
+@pytest.mark.parametrize(
+    "userinfo", ["alice:s3cr3t-pw@", "alice@", ":s3cr3t-pw@", "alice:s3cr3t%2Fpw@"]
+)
+async def test_url_with_credentials_is_refused(serve, crawler: Crawler, userinfo: str) -> None:
+    hits: Counter[str] = Counter()
+    server = await serve(
+        {
+            "/c.json": counted(hits, card()),
+            "/.well-known/agent-card.json": counted(hits, card()),
+        }
+    )
+    for method, path in ((crawler.fetch_card, "/c.json"), (crawler.discover, "/")):
+        url = f"http://{userinfo}127.0.0.1:{server.port}{path}"
+        err = await crawl_error(method(url))
+        assert err.code == "bad_url"
+        assert "credentials" in err.message
+        assert f"http://127.0.0.1:{server.port}{path}" in err.message
+        assert err.details["url"] == f"http://127.0.0.1:{server.port}{path}"
+        assert_secret_hidden(err, "s3cr3t", "alice")
+    assert not hits  # nothing was sent, so no Authorization header either
+
+
+async def test_redirect_to_url_with_credentials_is_refused(serve, crawler: Crawler) -> None:
+    hits: Counter[str] = Counter()
+    server = await serve({"/secret.json": counted(hits, card())})
+    location = f"http://alice:s3cr3t@127.0.0.1:{server.port}/secret.json"
+    origin = await serve(
+        {"/c.json": redirect(location), "/.well-known/agent-card.json": redirect(location)}
+    )
+    url = str(origin.make_url("/c.json"))
+    err = await crawl_error(crawler.fetch_card(url))
+    assert err.code == "bad_url"
+    assert err.message.startswith(f"The redirect from {url} to http://127.0.0.1:{server.port}/")
+    assert "credentials" in err.message
+    assert err.details["location"] == f"http://127.0.0.1:{server.port}/secret.json"
+    assert_secret_hidden(err, "s3cr3t", "alice")
+    # discovery stops there too (a refused redirect is not a missing card)
+    err = await crawl_error(crawler.discover(str(origin.make_url("/"))))
+    assert err.code == "bad_url"
+    assert_secret_hidden(err, "s3cr3t", "alice")
+    assert not hits
+
+
+async def test_unparseable_redirect_with_credentials_is_redacted(serve, crawler: Crawler) -> None:
+    server = await serve({"/c.json": redirect("http://alice:s3cr3t/pw@agent.example/")})
     err = await crawl_error(crawler.fetch_card(str(server.make_url("/c.json"))))
     assert err.code == "bad_url"
+    assert err.details["location"] == "http://***@agent.example/"
+    assert_secret_hidden(err, "s3cr3t", "alice")
 
 
 # -- the address guard and the network ---------------------------------------------------
@@ -430,8 +650,19 @@ async def test_unresolvable_host(crawler: Crawler) -> None:
     assert err.code == "connect_failed"
 
 
-@pytest.mark.parametrize("url", ["ftp://example.com/card.json", "not a url"])
-async def test_bad_scheme(crawler: Crawler, url: str) -> None:
+@pytest.mark.parametrize(
+    "url",
+    [
+        "ftp://example.com/card.json",
+        "not a url",
+        "http://a..b/",
+        "http://xn--a.com/",
+        "http://exa mple.com/",
+        f"http://{'a' * 64}.example/",
+        "http://agent.example:99999/",
+    ],
+)
+async def test_bad_url(crawler: Crawler, url: str) -> None:
     err = await crawl_error(crawler.fetch_card(url))
     assert err.code == "bad_url"
     assert url in err.message

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import socket
 
 import pytest
 from aiohttp.abc import AbstractResolver, ResolveResult
 
 from registry.errors import CrawlError
-from registry.netguard import ALLOW_ENV, AddressPolicy, AddressRefused, GuardedResolver
+from registry.netguard import (
+    ALLOW_ENV,
+    AddressPolicy,
+    AddressRefused,
+    GuardedResolver,
+    redact_url,
+)
 
 REFUSED = {
     "127.0.0.1": "loopback",
@@ -117,6 +124,15 @@ def test_check_url_refuses_ip_literals(url: str) -> None:
         "http://127.1/",
         "http://0x7f.1/",
         "http://127.0.0.1./",
+        "http://a..b/",
+        "http://.example/",
+        "http://exa mple.com/",
+        "http://host%00name/",
+        f"http://{'a' * 64}.example/",
+        f"http://{'abcdefgh.' * 30}example/",
+        "http://xn--a.com/",
+        "http://agent.example:99999/",
+        "http://[::1/",
     ],
 )
 def test_check_url_bad_urls(url: str) -> None:
@@ -126,8 +142,57 @@ def test_check_url_bad_urls(url: str) -> None:
     assert url in info.value.message
 
 
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("http://alice:s3cr3t@agent.example/card.json", "http://agent.example/card.json"),
+        ("http://alice@agent.example/", "http://agent.example/"),
+        ("http://:s3cr3t@agent.example/", "http://agent.example/"),
+        ("https://alice:s3cr3t@agent.example:8443/x?q=1", "https://agent.example:8443/x?q=1"),
+        # checked before the address, so an IP literal does not leak the secret either
+        ("http://alice:s3cr3t@10.0.0.1/", "http://10.0.0.1/"),
+        # a bad scheme is reported first, still without the credentials
+        ("ftp://alice:s3cr3t@agent.example/", "ftp://agent.example/"),
+        # unparseable: everything up to the last "@" is hidden
+        ("http://alice:s3cr3t/x@agent.example/", "http://***@agent.example/"),
+        ("http://alice:s3#cr3t@agent.example/", "http://***@agent.example/"),
+    ],
+)
+def test_check_url_refuses_credentials_without_echoing_them(url: str, shown: str) -> None:
+    with pytest.raises(CrawlError) as info:
+        AddressPolicy(["10.0.0.0/8"]).check_url(url)
+    err = info.value
+    assert err.code == "bad_url"
+    assert err.message.startswith(f"Cannot fetch {shown}: ")
+    assert err.details["url"] == shown
+    for secret in ("s3cr3t", "s3#cr3t", "alice"):
+        assert secret not in err.message
+        assert secret not in json.dumps(err.details)
+
+
+def test_credentials_message() -> None:
+    with pytest.raises(CrawlError) as info:
+        AddressPolicy().check_url("http://alice:s3cr3t@agent.example/")
+    assert info.value.message == (
+        "Cannot fetch http://agent.example/: credentials (user:password@) in URLs are not "
+        "accepted; remove them from the URL."
+    )
+
+
+def test_redact_url() -> None:
+    assert redact_url("http://u:p@h.example/a?b#c") == "http://h.example/a?b#c"
+    assert redact_url("https://h.example/a@b") == "https://h.example/a@b"
+    assert redact_url("http://u:p/q@h.example/") == "http://***@h.example/"
+    assert redact_url("not a url") == "not a url"
+
+
 def test_check_url_accepts_names_and_allowed_literals() -> None:
     assert str(AddressPolicy().check_url("HTTPS://Example.com/a#frag")) == "https://example.com/a"
+    assert str(AddressPolicy().check_url("http://例え.jp/")) == "http://xn--r8jz45g.jp/"
+    assert str(AddressPolicy().check_url("http://_srv.agent.example./")) == (
+        "http://_srv.agent.example./"
+    )
+    assert str(AddressPolicy().check_url("http://@agent.example/")) == "http://agent.example/"
     policy = AddressPolicy(["127.0.0.0/8"])
     assert str(policy.check_url("http://127.0.0.1:9/x?y=1")) == "http://127.0.0.1:9/x?y=1"
 
