@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 
 from router.app import create_app
 from router.cli import main
-from tests.helpers import ADMIN, CardServer, card_v03, card_v1, make_settings
+from tests.helpers import ADMIN, AUTH, CardServer, card_v03, card_v1, make_settings
 from tests.sdk_peers import serve_sdk_agent
 
 
@@ -112,6 +114,160 @@ def test_no_command_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert "serve" in capsys.readouterr().out
 
 
-def test_serve_rejects_bad_settings(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["serve", "--allow-networks", "not-a-network"]) == 2
-    assert "invalid settings" in capsys.readouterr().err
+_SERVE_MISTAKES = {
+    "bad setting": (["--allow-networks", "not-a-network"], "invalid settings"),
+    "missing seed file": (["--seeds", "{tmp}/nonexistent.toml"], "cannot read seed file"),
+    "seed file not TOML": (["--seeds", "{tmp}/bad.toml"], "is not valid TOML"),
+    "seed file bad entry": (["--seeds", "{tmp}/wrong.toml"], "unknown key 'host'"),
+    "seed file is a directory": (["--seeds", "{tmp}"], "cannot read seed file"),
+    "unsupported database": (
+        ["--database-url", "mysql://user:secret@db.example/switchboard"],
+        "unsupported database 'mysql' in mysql://user:***@db.example/switchboard",
+    ),
+    "garbage database URL": (["--database-url", "not a url"], "invalid database URL"),
+    "bad port in database URL": (
+        ["--database-url", "postgresql://user:secret@db.example:port/x"],
+        "invalid database URL",
+    ),
+    "SQLite directory cannot be created": (
+        ["--database-url", "sqlite:///{tmp}/a-file/x.db"],
+        "cannot create directory {tmp}/a-file: File exists",
+    ),
+    "SQLite path is a directory": (
+        ["--database-url", "sqlite:///{tmp}"],
+        "cannot open SQLite database {tmp}: unable to open database file",
+    ),
+    "SQLite file is no database": (
+        ["--database-url", "sqlite:///{tmp}/bad.toml"],
+        "file is not a database",
+    ),
+    "sync driver": (["--database-url", "sqlite+pysqlite:///x.db"], "requires an async driver"),
+    "log level": (["--log-level", "bogus"], "invalid --log-level 'bogus'"),
+}
+
+
+@pytest.mark.parametrize("mistake", list(_SERVE_MISTAKES))
+def test_serve_rejects_bad_configuration(
+    mistake: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """Checked before starting: one line, status 2, no server started."""
+
+    def must_not_start(*_args: Any, **_kwargs: Any) -> None:
+        raise AssertionError("serve started despite a bad configuration")
+
+    monkeypatch.setattr("router.cli.web.run_app", must_not_start)
+    for name in [n for n in os.environ if n.startswith("SWITCHBOARD_")]:
+        monkeypatch.delenv(name)
+    (tmp_path / "bad.toml").write_text("[[agents]\nurl = ")
+    (tmp_path / "wrong.toml").write_text('[[agents]]\nhost = "x"\n')
+    (tmp_path / "a-file").write_text("")
+    argv, expected = _SERVE_MISTAKES[mistake]
+    base = ["serve", "--database-url", f"sqlite:///{tmp_path / 'ok.db'}"]
+    assert main([*base, *(arg.format(tmp=tmp_path) for arg in argv)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("switchboard: ") and err.count("\n") == 1, err
+    assert expected.format(tmp=tmp_path) in err and "secret" not in err, err
+    assert not (tmp_path / "ok.db").exists()
+
+
+async def _push_cards(server: TestServer, cards: dict[str, dict[str, Any]]) -> None:
+    """Register ``cards`` (id -> card) through the API."""
+    async with aiohttp.ClientSession() as http:
+        for agent_id, card in cards.items():
+            body = {"card": card, "id": agent_id}
+            async with http.post(server.make_url("/api/v1/agents"), json=body, headers=AUTH) as r:
+                assert r.status == 201, await r.text()
+
+
+def _ids(out: str) -> list[str]:
+    return [line.split()[0] for line in out.splitlines()]
+
+
+async def test_list_and_search_pages(
+    capsys: pytest.CaptureFixture[str], server: TestServer
+) -> None:
+    names = [f"agent-{n}" for n in range(5)]
+    await _push_cards(server, {n: card_v03(f"https://{n}.example", name=n) for n in names})
+
+    # one page: what is cut is said on stderr, with the cursor to go on from
+    status, out, err = await run(capsys, server, "agents", "list", "--limit", "2")
+    first = _ids(out)
+    assert status == 0 and len(first) == 2
+    assert err.startswith("(more results: --all, or --cursor ") and err.count("\n") == 1
+    cursor = err.strip().removeprefix("(more results: --all, or --cursor ").removesuffix(")")
+    status, out, err = await run(
+        capsys, server, "agents", "list", "--limit", "2", "--cursor", cursor
+    )
+    second = _ids(out)
+    assert status == 0 and len(second) == 2 and not set(first) & set(second)
+    assert "--cursor" in err
+
+    # --all follows next_cursor to the end; nothing is cut, so nothing on stderr
+    status, out, err = await run(capsys, server, "agents", "list", "--limit", "2", "--all")
+    assert status == 0 and err == ""
+    assert _ids(out) == sorted(names) and _ids(out)[:4] == first + second
+    status, out, err = await run(capsys, server, "search", "--limit", "2", "--all", "--json")
+    assert status == 0 and err == ""
+    merged = json.loads(out)
+    assert merged["next_cursor"] is None and [a["id"] for a in merged["agents"]] == sorted(names)
+    status, out, _ = await run(capsys, server, "search", "--skills", "--limit", "2", "--all")
+    assert [line.split()[0] for line in out.splitlines()] == [
+        f"{n}/extract-invoice" for n in sorted(names)
+    ]
+
+    # without a limit the server's page size applies: all five fit
+    status, out, err = await run(capsys, server, "agents", "list")
+    assert len(_ids(out)) == 5 and err == ""
+
+    # a cursor that is not one is the server's one-line error
+    status, _, err = await run(capsys, server, "agents", "list", "--cursor", "garbage")
+    assert status == 1 and err.startswith("switchboard: ") and err.count("\n") == 1
+
+
+async def test_push_filter(capsys: pytest.CaptureFixture[str], server: TestServer) -> None:
+    await _push_cards(
+        server,
+        {"pull": card_v1("https://pull.example"), "push": card_v03("https://push.example")},
+    )
+    status, out, _ = await run(capsys, server, "agents", "list", "--push")
+    assert status == 0 and _ids(out) == ["push"]
+    status, out, _ = await run(capsys, server, "search", "--no-push")
+    assert status == 0 and _ids(out) == ["pull"]
+    status, out, _ = await run(capsys, server, "search", "--push", "--skills")
+    assert _ids(out) == ["push/extract-invoice"]
+
+
+async def test_bad_client_input_is_one_line(
+    capsys: pytest.CaptureFixture[str], server: TestServer, card_server: CardServer
+) -> None:
+    async def cli(*argv: str) -> tuple[int, str]:
+        status = await asyncio.to_thread(main, list(argv))
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and err.startswith("switchboard: ") and err.count("\n") == 1
+        return status, err
+
+    status, err = await cli("agents", "list", "--server", "localhost:8080")
+    assert status == 2 and "invalid server URL" in err
+    status, err = await cli("agents", "list", "--server", "http://127.0.0.1:port")
+    assert status == 2 and "invalid server URL" in err and "port" in err
+    url, token = str(server.make_url("")), "line\nbreak-secret"
+    status, err = await cli("agents", "list", "--server", url, "--token", token)
+    assert status == 2 and "token" in err and "secret" not in err
+
+    # a server that is not Switchboard
+    card_server.set("/api/v1/agents", "<html>hello</html>")
+    status, err = await cli("agents", "list", "--server", card_server.url())
+    assert status == 1 and "not a JSON object" in err
+    card_server.set("/api/v1/skills", {"hello": "world"})
+    status, err = await cli("search", "--skills", "--server", card_server.url())
+    assert status == 1 and "unexpected answer" in err
+
+
+def test_limit_must_be_positive(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["agents", "list", "--limit", "0"])
+    assert exit_info.value.code == 2
+    assert "must be a whole number of at least 1" in capsys.readouterr().err
