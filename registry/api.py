@@ -9,18 +9,23 @@ document (:mod:`registry.openapi`) describe every route.
 from __future__ import annotations
 
 import hmac
+import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
 
-from registry.catalog import Query, agent_key, paginate, skill_key
+from registry.catalog import AGENTS, SKILLS, Query, paginate
 from registry.errors import RegistryError
 from registry.jsonsafe import JsonLimitError, loads_limited
 from registry.openapi import openapi_document
+from registry.records import iso
 from registry.service import Registry
 from registry.settings import Settings
+from registry.textsearch import tokenize
+
+log = logging.getLogger(__name__)
 
 REGISTRY = web.AppKey("registry", Registry)
 SETTINGS = web.AppKey("settings", Settings)
@@ -92,12 +97,19 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
             if name in exc.headers:
                 response.headers[name] = exc.headers[name]
         return response
+    except Exception:
+        log.exception("unexpected error on %s %s", request.method, request.path)
+        return api_error(500, "internal_error", "an unexpected error occurred; see the server log")
 
 
 @web.middleware
 async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Bearer tokens: the admin token for writes, the read token (if set) for reads."""
-    if not request.path.startswith(PREFIX + "/") or request.path == f"{PREFIX}/openapi.json":
+    if (
+        not request.path.startswith(PREFIX + "/")
+        or request.path == f"{PREFIX}/openapi.json"
+        or request.match_info.http_exception is not None  # 404/405: say so, not 401
+    ):
         return await handler(request)
     settings = request.app[SETTINGS]
     write = request.method not in ("GET", "HEAD", "OPTIONS")
@@ -118,8 +130,8 @@ def _check_bearer(request: web.Request, accepted: list[str]) -> None:
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise _unauthorized("missing bearer token: send 'Authorization: Bearer <token>'")
-    token = token.strip()
-    if not any(hmac.compare_digest(token.encode(), t.encode()) for t in accepted):
+    given = token.strip().encode("utf-8", "surrogateescape")  # headers may hold any bytes
+    if not any(hmac.compare_digest(given, t.encode()) for t in accepted):
         raise _unauthorized("the bearer token is not valid for this request")
 
 
@@ -179,7 +191,7 @@ def parse_query(request: web.Request) -> tuple[Query, int, str | None]:
     settings = request.app[SETTINGS]
     limit = _int_param(params.get("limit"), settings.page_size, settings.max_page_size)
     query = Query(
-        q=params.get("q") or None,
+        q=_text_param(params.get("q")),
         skill=params.get("skill") or None,
         tags=tuple(t for t in params.getall("tag", []) if t),
         input_mode=params.get("input_mode") or None,
@@ -191,10 +203,22 @@ def parse_query(request: web.Request) -> tuple[Query, int, str | None]:
     return query, limit, params.get("cursor") or None
 
 
+def _text_param(value: str | None) -> str | None:
+    if value is None or not value.strip():
+        return None
+    if not tokenize(value):
+        raise RegistryError(
+            "q has no searchable words (only punctuation or very common words)",
+            code="invalid_parameter",
+            details={"parameter": "q", "value": value},
+        )
+    return value.strip()
+
+
 def _int_param(value: str | None, default: int, maximum: int) -> int:
     if value is None:
         return default
-    if not value.isdigit() or not 1 <= int(value) <= maximum:
+    if not (value.isascii() and value.isdigit()) or not 1 <= int(value) <= maximum:
         raise RegistryError(
             f"limit must be a whole number from 1 to {maximum}",
             code="invalid_parameter",
@@ -230,7 +254,7 @@ async def list_agents(request: web.Request) -> web.Response:
     """Search agents; ``{"agents": [...], "next_cursor": ...}``."""
     query, limit, cursor = parse_query(request)
     hits = request.app[REGISTRY].catalog.agents(query)
-    page = paginate(hits, agent_key, limit, cursor)
+    page = paginate(hits, AGENTS, query, limit, cursor)
     agents = []
     for hit in page.items:
         view = hit.agent.to_api()
@@ -259,8 +283,10 @@ async def create_agent(request: web.Request) -> web.Response:
         raise RegistryError('"id" must be a string', code="invalid_body")
     registry = request.app[REGISTRY]
     if "url" in body:
-        if not isinstance(body["url"], str) or not body["url"]:
-            raise RegistryError('"url" must be a non-empty string', code="invalid_body")
+        if not isinstance(body["url"], str) or not 0 < len(body["url"]) <= 2048:
+            raise RegistryError(
+                '"url" must be a string of 1 to 2048 characters', code="invalid_body"
+            )
         record = await registry.register_url(body["url"], agent_id)
     else:
         record = await registry.register_card(body["card"], agent_id)
@@ -318,7 +344,7 @@ async def list_revisions(request: web.Request) -> web.Response:
     revisions = [
         {
             "sha256": row.sha256,
-            "fetched_at": row.fetched_at.isoformat(),
+            "fetched_at": iso(row.fetched_at),
             "card_url": row.card_url,
             "size": len(row.raw),
         }
@@ -331,7 +357,7 @@ async def list_skills(request: web.Request) -> web.Response:
     """Search skills, one row per skill with its agent."""
     query, limit, cursor = parse_query(request)
     hits = request.app[REGISTRY].catalog.skills(query)
-    page = paginate(hits, skill_key, limit, cursor)
+    page = paginate(hits, SKILLS, query, limit, cursor)
     skills = []
     for hit in page.items:
         row = {"agent": {"id": hit.agent.id, "name": hit.agent.card.name}}

@@ -18,10 +18,18 @@ card the registry keeps.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictStr,
+    StringConstraints,
+    ValidationError,
+)
 
 from registry.errors import CardError
 
@@ -97,6 +105,17 @@ class AgentCard(BaseModel):
 
 
 # --- wire shapes (camelCase, as published) --------------------------------------------------
+# Lengths are bounded so that no card can exceed what the index columns hold (PostgreSQL
+# refuses index entries over ~2.7 kB); the limits are far above what real cards use.
+
+_Name = Annotated[StrictStr, StringConstraints(min_length=1, max_length=256)]
+_Id = Annotated[StrictStr, StringConstraints(min_length=1, max_length=256)]
+_Text = Annotated[StrictStr, StringConstraints(max_length=16384)]
+_Word = Annotated[StrictStr, StringConstraints(max_length=128)]  # tags, versions, bindings
+_Mode = Annotated[StrictStr, StringConstraints(min_length=1, max_length=255)]
+_Url = Annotated[StrictStr, StringConstraints(min_length=1, max_length=2048)]
+_Example = Annotated[StrictStr, StringConstraints(max_length=4096)]
+_Modes = Annotated[list[_Mode], Field(max_length=64)]
 
 
 class _Wire(BaseModel):
@@ -104,18 +123,18 @@ class _Wire(BaseModel):
 
 
 class _WireSkill(_Wire):
-    id: StrictStr = Field(min_length=1)
-    name: StrictStr = Field(min_length=1)
-    description: StrictStr = ""
-    tags: list[StrictStr] = Field(default_factory=list)
-    examples: list[StrictStr] = Field(default_factory=list)
-    input_modes: list[StrictStr] | None = Field(None, alias="inputModes")
-    output_modes: list[StrictStr] | None = Field(None, alias="outputModes")
+    id: _Id
+    name: _Name
+    description: _Text = ""
+    tags: list[_Word] = Field(default_factory=list, max_length=64)
+    examples: list[_Example] = Field(default_factory=list, max_length=64)
+    input_modes: _Modes | None = Field(None, alias="inputModes")
+    output_modes: _Modes | None = Field(None, alias="outputModes")
 
 
 class _WireProvider(_Wire):
-    organization: StrictStr | None = None
-    url: StrictStr | None = None
+    organization: _Name | None = None
+    url: _Url | None = None
 
 
 class _WireCapabilities(_Wire):
@@ -133,49 +152,51 @@ class _WireSignature(_Wire):
 
 
 class _WireCommon(_Wire):
-    name: StrictStr = Field(min_length=1)
-    description: StrictStr = ""
-    version: StrictStr = ""
+    name: _Name
+    description: _Text = ""
+    version: _Word = ""
     provider: _WireProvider | None = None
-    documentation_url: StrictStr | None = Field(None, alias="documentationUrl")
-    icon_url: StrictStr | None = Field(None, alias="iconUrl")
+    documentation_url: _Url | None = Field(None, alias="documentationUrl")
+    icon_url: _Url | None = Field(None, alias="iconUrl")
     capabilities: _WireCapabilities = Field(default_factory=_WireCapabilities)
-    default_input_modes: list[StrictStr] = Field(default_factory=list, alias="defaultInputModes")
-    default_output_modes: list[StrictStr] = Field(default_factory=list, alias="defaultOutputModes")
-    skills: list[_WireSkill] = Field(default_factory=list)
+    default_input_modes: _Modes = Field(default_factory=list, alias="defaultInputModes")
+    default_output_modes: _Modes = Field(default_factory=list, alias="defaultOutputModes")
+    skills: list[_WireSkill] = Field(default_factory=list, max_length=1000)
     signatures: list[_WireSignature] = Field(default_factory=list)
     supports_extended: StrictBool | None = Field(None, alias="supportsAuthenticatedExtendedCard")
 
 
 class _WireInterface10(_Wire):
-    url: StrictStr = Field(min_length=1)
-    protocol_binding: StrictStr = Field("JSONRPC", alias="protocolBinding")
-    protocol_version: StrictStr | None = Field(None, alias="protocolVersion")
-    tenant: StrictStr | None = None
+    url: _Url
+    protocol_binding: _Word = Field("JSONRPC", alias="protocolBinding")
+    protocol_version: _Word | None = Field(None, alias="protocolVersion")
+    tenant: _Name | None = None
 
 
 class _WireCard10(_WireCommon):
-    supported_interfaces: list[_WireInterface10] = Field(alias="supportedInterfaces", min_length=1)
-    protocol_versions: list[StrictStr] | None = Field(None, alias="protocolVersions")
+    supported_interfaces: list[_WireInterface10] = Field(
+        alias="supportedInterfaces", min_length=1, max_length=32
+    )
+    protocol_versions: list[_Word] | None = Field(None, alias="protocolVersions")
 
 
 class _WireInterface03(_Wire):
-    url: StrictStr = Field(min_length=1)
-    transport: StrictStr = "JSONRPC"
+    url: _Url
+    transport: _Word = "JSONRPC"
 
 
 class _WireCard03(_WireCommon):
-    url: StrictStr = Field(min_length=1)
-    protocol_version: StrictStr = Field("0.3.0", alias="protocolVersion")
-    preferred_transport: StrictStr = Field("JSONRPC", alias="preferredTransport")
+    url: _Url
+    protocol_version: _Word = Field("0.3.0", alias="protocolVersion")
+    preferred_transport: _Word = Field("JSONRPC", alias="preferredTransport")
     additional_interfaces: list[_WireInterface03] = Field(
-        default_factory=list, alias="additionalInterfaces"
+        default_factory=list, alias="additionalInterfaces", max_length=32
     )
 
 
 class _WireCardLegacy(_WireCommon):
-    url: StrictStr = Field(min_length=1)
-    protocol_version: StrictStr | None = Field(None, alias="protocolVersion")
+    url: _Url
+    protocol_version: _Word | None = Field(None, alias="protocolVersion")
 
 
 # --- reading ---------------------------------------------------------------------------------

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -31,9 +32,11 @@ T = TypeVar("T")
 class Query:
     """Catalog filters; every given filter must hold.
 
-    Skill-level filters (``skill``, ``tags``, ``q``, ``input_mode``, ``output_mode``) must all
-    hold for one and the same skill; agent-level ones (``streaming``, ``push``,
-    ``protocol_version``) for the agent.
+    Skill-level filters (``skill``, ``tags``, ``input_mode``, ``output_mode``) must all hold
+    for one and the same skill; agent-level ones (``streaming``, ``push``,
+    ``protocol_version``) for the agent. ``q`` is ranked text: a skill matches on its own
+    text (and its agent's name); an agent matches on its name and description or on one of
+    the skills that pass the skill-level filters.
     """
 
     q: str | None = None
@@ -145,11 +148,9 @@ class Snapshot:
                 continue
             score = 0.0
             if scores is not None:
-                best = max(
-                    (skill_scores.get(self._skill_rows[(agent_id, s)], 0.0) for s in matched),
-                    default=0.0,
-                )
-                score = best + 0.5 * scores.get(row, 0.0)
+                texts = {s: skill_scores.get(self._skill_rows[(agent_id, s)], 0.0) for s in matched}
+                matched = tuple(s for s in matched if texts[s] > 0)
+                score = max(texts.values(), default=0.0) + 0.5 * scores.get(row, 0.0)
                 if score <= 0:
                     continue
             hits.append(AgentHit(agent, round(score, 6), matched))
@@ -220,59 +221,90 @@ def _skill_ok(skill: Skill, query: Query) -> bool:
 
 
 # --- cursors ---------------------------------------------------------------------------------
+# A cursor holds the sort key of the last item of a page and the scope it belongs to (the
+# kind of listing and a fingerprint of the query), so it cannot be replayed elsewhere.
 
 
-def encode_cursor(key: list[Any]) -> str:
+@dataclass(frozen=True)
+class Ordering(Generic[T]):
+    """How one kind of listing is sorted: its name, sort key and the key's element types."""
+
+    kind: str
+    key: Callable[[T], list[Any]]
+    shape: tuple[type, ...]
+
+    def scope(self, query: Query) -> str:
+        """The scope of a listing: its kind and a fingerprint of its filters."""
+        return f"{self.kind}:{hashlib.sha256(repr(query).encode()).hexdigest()[:16]}"
+
+
+def encode_cursor(scope: str, key: list[Any]) -> str:
     """An opaque cursor for the position after the item whose sort key is ``key``."""
-    raw = json.dumps(key, separators=(",", ":")).encode()
+    raw = json.dumps({"s": scope, "k": key}, separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def decode_cursor(cursor: str) -> list[Any]:
-    """The sort key inside a cursor; :class:`RegistryError` (400) if it is not one of ours."""
+def decode_cursor(cursor: str, scope: str, shape: Sequence[type]) -> list[Any]:
+    """The sort key inside ``cursor``; :class:`RegistryError` (400) unless it is one of ours,
+    for this ``scope``, with a key of ``shape`` (the type of each element)."""
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
-        key = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        data = json.loads(base64.urlsafe_b64decode(padded.encode()), parse_constant=_no_nan)
     except (binascii.Error, ValueError, UnicodeDecodeError):
-        key = None
-    if not isinstance(key, list) or not key:
-        raise RegistryError(
-            "the cursor is not valid; pass next_cursor from a previous page unchanged",
-            code="invalid_cursor",
-            details={"cursor": cursor},
+        data = None
+    if not isinstance(data, dict) or not isinstance(data.get("k"), list):
+        raise _bad_cursor(cursor, "the cursor is not valid; pass next_cursor unchanged")
+    if data.get("s") != scope:
+        raise _bad_cursor(
+            cursor, "the cursor belongs to another listing or other filters; start without it"
         )
-    return key
+    if not _fits(data["k"], shape):
+        raise _bad_cursor(cursor, "the cursor is not valid; pass next_cursor unchanged")
+    return data["k"]
 
 
-def paginate(items: Sequence[T], sort_key: Any, limit: int, cursor: str | None) -> Page[T]:
-    """The page of ``items`` (already sorted by ``sort_key``) that follows ``cursor``."""
+def _fits(key: list[Any], shape: Sequence[type]) -> bool:
+    if len(key) != len(shape):
+        return False
+    return all(
+        type(value) is kind or (kind is float and type(value) is int)
+        for value, kind in zip(key, shape, strict=True)
+    )
+
+
+def _no_nan(name: str) -> Any:
+    raise ValueError(name)
+
+
+def _bad_cursor(cursor: str, message: str) -> RegistryError:
+    return RegistryError(message, code="invalid_cursor", details={"cursor": cursor})
+
+
+def paginate(
+    items: Sequence[T], ordering: Ordering[T], query: Query, limit: int, cursor: str | None
+) -> Page[T]:
+    """The page of ``items`` (already sorted by ``ordering``) that follows ``cursor``."""
+    scope = ordering.scope(query)
     start = 0
     if cursor:
-        after = decode_cursor(cursor)
-        keys = [sort_key(item) for item in items]
-        try:
-            start = next(n for n, key in enumerate(keys) if key > after)
-        except StopIteration:
-            start = len(items)
-        except TypeError:
-            raise RegistryError(
-                "the cursor belongs to another kind of listing",
-                code="invalid_cursor",
-                details={"cursor": cursor},
-            ) from None
+        after = decode_cursor(cursor, scope, ordering.shape)
+        start = next((n for n, item in enumerate(items) if ordering.key(item) > after), len(items))
     page = list(items[start : start + limit])
     more = start + limit < len(items)
-    return Page(page, encode_cursor(sort_key(page[-1])) if more and page else None)
+    next_cursor = encode_cursor(scope, ordering.key(page[-1])) if more and page else None
+    return Page(page, next_cursor)
 
 
-def agent_key(hit: AgentHit) -> list[Any]:
-    """Sort key of an agent hit (as stored in cursors)."""
+def _agent_key(hit: AgentHit) -> list[Any]:
     return [-hit.score, hit.agent.id]
 
 
-def skill_key(hit: SkillHit) -> list[Any]:
-    """Sort key of a skill hit (as stored in cursors)."""
+def _skill_key(hit: SkillHit) -> list[Any]:
     return [-hit.score, hit.agent.id, hit.position]
+
+
+AGENTS: Ordering[AgentHit] = Ordering("agents", _agent_key, (float, str))
+SKILLS: Ordering[SkillHit] = Ordering("skills", _skill_key, (float, str, int))
 
 
 @dataclass
@@ -284,18 +316,35 @@ class Catalog:
     _cache: LRUCache[tuple[Any, ...], Any] = field(default_factory=lambda: LRUCache(maxsize=512))
 
     def replace(self, records: Sequence[AgentRecord], version: int) -> None:
-        """Install a new snapshot built from ``records``."""
+        """Install a snapshot of ``records`` at ``version``, unless a newer one is installed."""
+        if self.loaded and version < self.snapshot.version:
+            return  # a slower reload finished after a newer write was installed
         self._install(Snapshot(records, version, self.snapshot))
 
-    def upsert(self, record: AgentRecord, version: int) -> None:
-        """Install a snapshot with ``record`` added or replaced (other agents reused)."""
+    def upsert(self, record: AgentRecord, version: int) -> bool:
+        """Apply a write of ``record`` that produced catalog ``version``.
+
+        False when the snapshot missed another write in between: the caller must reload.
+        """
+        current = self.snapshot.version
+        if version <= current:
+            return True  # a reload already read the database after this write
+        if version > current + 1:
+            return False
         agents = {**self.snapshot.agents, record.id: record}
         self._install(Snapshot(list(agents.values()), version, self.snapshot))
+        return True
 
-    def remove(self, agent_id: str, version: int) -> None:
-        """Install a snapshot without ``agent_id``."""
+    def remove(self, agent_id: str, version: int) -> bool:
+        """Apply the removal of ``agent_id`` that produced ``version`` (see :meth:`upsert`)."""
+        current = self.snapshot.version
+        if version <= current:
+            return True
+        if version > current + 1:
+            return False
         agents = [r for r in self.snapshot.agents.values() if r.id != agent_id]
         self._install(Snapshot(agents, version, self.snapshot))
+        return True
 
     def _install(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot

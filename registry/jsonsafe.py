@@ -2,13 +2,15 @@
 
 :func:`loads_limited` accepts only UTF-8 text holding standard JSON (no ``NaN``/``Infinity``)
 nested at most ``max_depth`` containers deep. It raises :class:`JsonLimitError`, a plain
-``ValueError`` carrying a stable ``code`` and ``details``; callers turn it into their own error
+``ValueError`` carrying a stable ``code`` and ``details``; strings holding NUL or an unpaired
+surrogate are refused too (no database stores them); callers turn it into their own error
 type (the crawler into a ``CrawlError`` naming the URL, the API into a 400/413 answer).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 __all__ = ["JsonLimitError", "json_depth", "loads_limited"]
@@ -58,7 +60,39 @@ def loads_limited(data: bytes | str, *, max_depth: int) -> Any:
         raise JsonLimitError("invalid_json", str(exc), {"problem": str(exc)}) from None
     if json_depth(value, stop_after=max_depth) > max_depth:
         raise _too_deep(max_depth)
+    if _SUSPECT_ESCAPE.search(text):
+        _check_strings(value)
     return value
+
+
+# Escapes that decode to text no database can store: NUL, and UTF-16 surrogates (a pair is
+# decoded to one character by json; a lone one survives as an unencodable code point).
+_SUSPECT_ESCAPE = re.compile(r"\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2})")
+
+
+def _check_strings(value: Any) -> None:
+    """Refuse strings (keys included) holding NUL or an unpaired surrogate."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, str):
+            if "\x00" in node:
+                raise JsonLimitError(
+                    "invalid_json", "strings must not contain NUL (\\u0000)", {"problem": "NUL"}
+                )
+            try:
+                node.encode("utf-8")
+            except UnicodeEncodeError:
+                raise JsonLimitError(
+                    "invalid_json",
+                    "strings must not contain an unpaired UTF-16 surrogate escape",
+                    {"problem": "unpaired surrogate"},
+                ) from None
 
 
 def json_depth(value: Any, *, stop_after: int | None = None) -> int:

@@ -53,13 +53,13 @@ class AgentRecord(BaseModel):
             "source": {"kind": self.source, "url": self.source_url},
             "card_url": self.card_url,
             "card_sha256": self.card_sha256,
-            "created_at": _iso(self.created_at),
-            "updated_at": _iso(self.updated_at),
-            "fetched_at": _iso(self.fetched_at),
+            "created_at": iso(self.created_at),
+            "updated_at": iso(self.updated_at),
+            "fetched_at": iso(self.fetched_at),
         }
 
 
-def _iso(value: datetime) -> str:
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
+def iso(value: datetime) -> str:
+    """ISO 8601 in UTC with a ``Z`` (naive values, as SQLite returns them, are UTC)."""
+    value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
     return value.isoformat().replace("+00:00", "Z")

@@ -10,25 +10,34 @@ A seed file is TOML (see ``seeds/README.md``)::
     card_file = "cards/legacy.json"                 # a card pushed from a file
                                                     # (relative to the seed file)
 
+    [[keys]]                                        # a trusted signing key: an inline JWK,
+    jwk = { kty = "OKP", crv = "Ed25519", x = "...", kid = "k1" }
+    [[keys]]                                        # or a JWKS URL to trust
+    jwks_url = "https://agents.example.com/.well-known/jwks.json"
+
 Agents already registered from the same source are left as they are, so a seed file can be
 loaded at every start. An agent that cannot be fetched is logged and skipped; it does not
-stop the server.
+stop the server. Keys are read and validated now; card signature verification, which uses
+them, is not built yet.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from registry.errors import Conflict, RegistryError
+from registry.jsonsafe import JsonLimitError, loads_limited
 from registry.service import Registry
 
 log = logging.getLogger(__name__)
 
 _AGENT_KEYS = {"url", "card_file", "id"}
+_KEY_KEYS = {"jwk", "jwks_url"}
+_MAX_CARD_DEPTH = 64
 
 
 @dataclass(frozen=True)
@@ -40,7 +49,23 @@ class SeedAgent:
     id: str | None = None
 
 
-def load_seed_file(path: str | Path) -> list[SeedAgent]:
+@dataclass(frozen=True)
+class SeedKey:
+    """One trusted key entry of a seed file: an inline JWK or a JWKS URL."""
+
+    jwk: dict[str, Any] | None = None
+    jwks_url: str | None = None
+
+
+@dataclass(frozen=True)
+class SeedFile:
+    """A parsed seed file."""
+
+    agents: list[SeedAgent]
+    keys: list[SeedKey]
+
+
+def load_seed_file(path: str | Path) -> SeedFile:
     """Read and validate a seed file; :class:`RegistryError` names the bad entry."""
     path = Path(path)
     try:
@@ -49,28 +74,41 @@ def load_seed_file(path: str | Path) -> list[SeedAgent]:
         raise _bad(f"cannot read seed file {path}: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise _bad(f"seed file {path} is not valid TOML: {exc}") from None
-    unknown = sorted(set(data) - {"agents"})
+    unknown = sorted(set(data) - {"agents", "keys"})
     if unknown:
-        raise _bad(f"seed file {path}: unknown top-level key {unknown[0]!r} (expected [[agents]])")
-    entries = data.get("agents", [])
-    if not isinstance(entries, list):
-        raise _bad(f"seed file {path}: agents must be [[agents]] tables")
-    return [_entry(path, n, entry) for n, entry in enumerate(entries)]
+        raise _bad(
+            f"seed file {path}: unknown top-level key {unknown[0]!r} "
+            "(expected [[agents]] and [[keys]])"
+        )
+    for section in ("agents", "keys"):
+        if not isinstance(data.get(section, []), list):
+            raise _bad(f"seed file {path}: {section} must be [[{section}]] tables")
+    return SeedFile(
+        agents=[_entry(path, n, entry) for n, entry in enumerate(data.get("agents", []))],
+        keys=[_key(path, n, entry) for n, entry in enumerate(data.get("keys", []))],
+    )
 
 
 def _bad(message: str) -> RegistryError:
     return RegistryError(message, code="bad_seed_file")
 
 
-def _entry(path: Path, n: int, entry: object) -> SeedAgent:
-    where = f"seed file {path}, agents[{n}]"
+def _table(where: str, entry: object, allowed: set[str], one_of: tuple[str, str]) -> dict:
+    """Check one [[...]] entry: a table, known keys only, exactly one of ``one_of``."""
     if not isinstance(entry, dict):
         raise _bad(f"{where}: must be a table")
-    unknown = sorted(set(entry) - _AGENT_KEYS)
+    unknown = sorted(set(entry) - allowed)
     if unknown:
         raise _bad(f"{where}: unknown key {unknown[0]!r}")
-    if ("url" in entry) == ("card_file" in entry):
-        raise _bad(f"{where}: give exactly one of url or card_file")
+    first, second = one_of
+    if (first in entry) == (second in entry):
+        raise _bad(f"{where}: give exactly one of {first} or {second}")
+    return entry
+
+
+def _entry(path: Path, n: int, raw: object) -> SeedAgent:
+    where = f"seed file {path}, agents[{n}]"
+    entry = _table(where, raw, _AGENT_KEYS, ("url", "card_file"))
     for key in _AGENT_KEYS & set(entry):
         if not isinstance(entry[key], str) or not entry[key]:
             raise _bad(f"{where}: {key} must be a non-empty string")
@@ -82,12 +120,27 @@ def _entry(path: Path, n: int, entry: object) -> SeedAgent:
     )
 
 
+def _key(path: Path, n: int, raw: object) -> SeedKey:
+    where = f"seed file {path}, keys[{n}]"
+    entry = _table(where, raw, _KEY_KEYS, ("jwk", "jwks_url"))
+    if "jwk" in entry:
+        jwk = entry["jwk"]
+        if not isinstance(jwk, dict) or not isinstance(jwk.get("kty"), str):
+            raise _bad(f"{where}: jwk must be a table with at least kty (a JSON Web Key)")
+        return SeedKey(jwk=dict(jwk))
+    url = entry["jwks_url"]
+    if not isinstance(url, str) or not url.startswith(("https://", "http://")):
+        raise _bad(f"{where}: jwks_url must be an http(s) URL")
+    return SeedKey(jwks_url=url)
+
+
 async def apply_seeds(registry: Registry, agents: list[SeedAgent]) -> list[str]:
     """Register each seed agent not yet registered; return the ids registered now."""
     added = []
     for seed in agents:
         try:
             if seed.id and seed.id in registry.catalog.snapshot.agents:
+                log.info("seed agent id %r is already registered; left as it is", seed.id)
                 continue
             if seed.url:
                 if await registry.store.id_for_source(seed.url):
@@ -95,12 +148,12 @@ async def apply_seeds(registry: Registry, agents: list[SeedAgent]) -> list[str]:
                 record = await registry.register_url(seed.url, seed.id)
             else:
                 assert seed.card_file is not None
-                data = json.loads(seed.card_file.read_text(encoding="utf-8"))
+                data = loads_limited(seed.card_file.read_bytes(), max_depth=_MAX_CARD_DEPTH)
                 record = await registry.register_card(data, seed.id)
         except Conflict as exc:
             log.info("seed agent %s already registered: %s", seed.url or seed.card_file, exc)
             continue
-        except (RegistryError, OSError, ValueError) as exc:
+        except (RegistryError, OSError, JsonLimitError) as exc:
             log.warning("seed agent %s not registered: %s", seed.url or seed.card_file, exc)
             continue
         log.info("registered seed agent %s from %s", record.id, seed.url or seed.card_file)

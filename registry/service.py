@@ -3,6 +3,10 @@
 It composes the crawler (fetch), the card readers (normalize), the store (persist) and the
 catalog (serve reads). The admin API, the CLI's ``serve`` and the seeds loader all go
 through it.
+
+Consistency: the database is the truth. Each write returns the catalog version it produced;
+the in-memory snapshot takes the written record directly when it was one version behind,
+and reloads from the database when another process wrote in between (:meth:`sync`).
 """
 
 from __future__ import annotations
@@ -23,15 +27,24 @@ from registry.records import AgentRecord, Source, utcnow
 from registry.store import Store
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+_ID_ATTEMPTS = 5
 
 
 class Registry:
     """Agent registration and the catalog view; one per process."""
 
-    def __init__(self, store: Store, crawler: Crawler, catalog: Catalog | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        crawler: Crawler,
+        catalog: Catalog | None = None,
+        *,
+        max_card_bytes: int = 1024 * 1024,
+    ) -> None:
         self.store = store
         self.crawler = crawler
         self.catalog = catalog or Catalog()
+        self.max_card_bytes = max_card_bytes
 
     async def load(self) -> None:
         """Create the schema if needed and load the catalog from the database."""
@@ -40,29 +53,40 @@ class Registry:
 
     async def reload(self) -> None:
         """Rebuild the in-memory catalog from the database."""
-        version = await self.store.catalog_version()
+        version = await self.store.catalog_version()  # read first: records are at least as new
         self.catalog.replace(await self.store.all(), version)
+
+    async def sync(self) -> bool:
+        """Reload if another process changed the catalog; True if it did."""
+        if await self.store.catalog_version() == self.catalog.snapshot.version:
+            return False
+        await self.reload()
+        return True
 
     def get(self, agent_id: str) -> AgentRecord:
         """An agent from the catalog, or :class:`NotFound`."""
         record = self.catalog.snapshot.agents.get(agent_id)
         if record is None:
-            raise NotFound(f"no agent with id {agent_id!r}", details={"id": agent_id})
+            raise _not_found(agent_id)
         return record
 
     async def raw_card(self, agent_id: str) -> bytes:
         """The agent's card bytes as fetched or pushed."""
         raw = await self.store.raw_card(agent_id)
         if raw is None:
-            raise NotFound(f"no agent with id {agent_id!r}", details={"id": agent_id})
+            raise _not_found(agent_id)
         return raw
+
+    # --- writes --------------------------------------------------------------------------
 
     async def register_url(self, url: str, agent_id: str | None = None) -> AgentRecord:
         """Register the agent at a base URL (well-known discovery) or an exact card URL."""
-        source: Source = "card_url" if is_card_url(url) else "url"
+        await self.sync()
+        self._check_new_id(agent_id)
         existing = await self.store.id_for_source(url)
         if existing:
             raise _duplicate(existing, f"{url} is already registered as agent {existing!r}")
+        source: Source = "card_url" if is_card_url(url) else "url"
         if source == "card_url":
             fetched = await self.crawler.fetch_card(url)
         else:
@@ -72,12 +96,14 @@ class Registry:
 
     async def register_card(self, data: Any, agent_id: str | None = None) -> AgentRecord:
         """Register a card pushed as JSON (it cannot be refreshed by fetching)."""
+        await self.sync()
+        self._check_new_id(agent_id)
         card = parse_card(data)
-        raw = json.dumps(data, ensure_ascii=False).encode()
-        return await self._create(card, raw, "push", None, None, agent_id)
+        return await self._create(card, self._raw(data), "push", None, None, agent_id)
 
     async def replace_card(self, agent_id: str, data: Any) -> AgentRecord:
         """Replace the card of a pushed agent with a new one."""
+        await self.sync()
         current = self.get(agent_id)
         if current.source != "push":
             raise RegistryError(
@@ -86,17 +112,17 @@ class Registry:
                 status=409,
             )
         card = parse_card(data)
-        raw = json.dumps(data, ensure_ascii=False).encode()
+        self._check_interfaces(card, exclude=agent_id)
+        raw = self._raw(data)
         now = utcnow()
         record = current.model_copy(
             update={"card": card, "card_sha256": _sha(raw), "updated_at": now, "fetched_at": now}
         )
-        await self.store.save(record, raw)
-        await self._installed(record)
-        return record
+        return (await self._update(record, raw))[0]
 
     async def refresh(self, agent_id: str) -> tuple[AgentRecord, bool]:
         """Fetch an agent's card again (conditionally); return the record and whether it changed."""
+        await self.sync()
         current = self.get(agent_id)
         if current.source == "push" or not current.source_url:
             raise RegistryError(
@@ -116,9 +142,13 @@ class Registry:
         else:
             raw = fetched.raw
             changed = _sha(raw) != current.card_sha256
+            card = current.card
+            if changed:
+                card = parse_card(fetched.data)
+                self._check_interfaces(card, exclude=agent_id)
             record = current.model_copy(
                 update={
-                    "card": parse_card(fetched.data) if changed else current.card,
+                    "card": card,
                     "card_sha256": _sha(raw),
                     "card_url": fetched.url,
                     "etag": fetched.etag,
@@ -127,15 +157,43 @@ class Registry:
                     "updated_at": now if changed else current.updated_at,
                 }
             )
-        changed = await self.store.save(record, raw)
-        await self._installed(record)
-        return record, changed
+        return await self._update(record, raw)
 
     async def remove(self, agent_id: str) -> None:
         """Delete an agent from the index."""
-        if not await self.store.delete(agent_id):
-            raise NotFound(f"no agent with id {agent_id!r}", details={"id": agent_id})
-        self.catalog.remove(agent_id, await self.store.catalog_version())
+        version = await self.store.delete(agent_id)
+        if version is None:
+            raise _not_found(agent_id)
+        if not self.catalog.remove(agent_id, version):
+            await self.reload()
+
+    # --- internals ---------------------------------------------------------------------------
+
+    def _raw(self, data: Any) -> bytes:
+        """The stored bytes of a pushed card, within the card size limit."""
+        raw = json.dumps(data, ensure_ascii=False).encode()
+        if len(raw) > self.max_card_bytes:
+            raise RegistryError(
+                f"the card is {len(raw)} bytes; the limit is {self.max_card_bytes} "
+                "(SWITCHBOARD_MAX_CARD_BYTES)",
+                code="too_large",
+                status=413,
+                details={"size": len(raw), "limit": self.max_card_bytes},
+            )
+        return raw
+
+    def _check_new_id(self, agent_id: str | None) -> None:
+        if agent_id is None:
+            return
+        if not _ID.match(agent_id):
+            raise RegistryError(
+                "an agent id is 1 to 64 characters of a-z, 0-9, '.', '_' and '-', "
+                "starting with a letter or digit",
+                code="invalid_id",
+                details={"id": agent_id},
+            )
+        if agent_id in self.catalog.snapshot.agents:
+            raise _duplicate(agent_id, f"an agent with id {agent_id!r} already exists")
 
     async def _create(
         self,
@@ -147,51 +205,73 @@ class Registry:
         agent_id: str | None,
     ) -> AgentRecord:
         self._check_interfaces(card)
-        taken = await self.store.ids()
-        if agent_id is not None:
-            _check_id(agent_id)
-            if agent_id in taken:
-                raise _duplicate(agent_id, f"an agent with id {agent_id!r} already exists")
-        else:
-            agent_id = _new_id(card.name, source_url or card.interfaces[0].url, taken)
         now = utcnow()
-        record = AgentRecord(
-            id=agent_id,
-            card=card,
-            source=source,
-            source_url=source_url,
-            card_url=fetched.url if fetched else None,
-            card_sha256=_sha(raw),
-            etag=fetched.etag if fetched else None,
-            last_modified=fetched.last_modified if fetched else None,
-            created_at=now,
-            updated_at=now,
-            fetched_at=now,
+        for _attempt in range(_ID_ATTEMPTS):
+            chosen = agent_id or _new_id(
+                card.name, source_url or card.interfaces[0].url, set(self.catalog.snapshot.agents)
+            )
+            record = AgentRecord(
+                id=chosen,
+                card=card,
+                source=source,
+                source_url=source_url,
+                card_url=fetched.url if fetched else None,
+                card_sha256=_sha(raw),
+                etag=fetched.etag if fetched else None,
+                last_modified=fetched.last_modified if fetched else None,
+                created_at=now,
+                updated_at=now,
+                fetched_at=now,
+            )
+            try:
+                version = await self.store.insert(record, raw)
+            except IntegrityError:
+                # another request (or replica) took the id or the source meanwhile
+                await self.reload()
+                if source_url and (owner := await self.store.id_for_source(source_url)):
+                    message = f"{source_url} is already registered as {owner!r}"
+                    raise _duplicate(owner, message) from None
+                self._check_new_id(agent_id)
+                self._check_interfaces(card)
+                continue
+            await self._install(record, version)
+            return record
+        raise Conflict(
+            "could not choose a free agent id; try again",
+            code="duplicate_agent",
+            details={"id": agent_id},
         )
-        try:
-            await self.store.save(record, raw)
-        except IntegrityError:
-            raise Conflict(
-                "the agent was registered concurrently by another request",
-                code="duplicate_agent",
-                details={"id": agent_id, "source_url": source_url},
-            ) from None
-        await self._installed(record)
-        return record
 
-    async def _installed(self, record: AgentRecord) -> None:
-        """Put a just-saved record into the in-memory catalog."""
-        self.catalog.upsert(record, await self.store.catalog_version())
+    async def _update(self, record: AgentRecord, raw: bytes) -> tuple[AgentRecord, bool]:
+        result = await self.store.update(record, raw)
+        if result is None:  # removed while we were fetching: do not bring it back
+            await self.reload()
+            raise _not_found(record.id)
+        changed, version = result
+        await self._install(record, version)
+        return record, changed
 
-    def _check_interfaces(self, card: AgentCard) -> None:
-        urls = {i.url for i in card.interfaces}
+    async def _install(self, record: AgentRecord, version: int) -> None:
+        if not self.catalog.upsert(record, version):
+            await self.reload()  # another process wrote in between: rebuild from the database
+
+    def _check_interfaces(self, card: AgentCard, exclude: str | None = None) -> None:
+        """Refuse a card whose endpoint (URL and tenant) another agent already has."""
+        keys = {(i.url, i.tenant) for i in card.interfaces}
         for other in self.catalog.snapshot.agents.values():
-            shared = urls & {i.url for i in other.card.interfaces}
+            if other.id == exclude:
+                continue
+            shared = keys & {(i.url, i.tenant) for i in other.card.interfaces}
             if shared:
-                url = sorted(shared)[0]
+                url, tenant = sorted(shared, key=str)[0]
+                where = f"{url} (tenant {tenant})" if tenant else url
                 raise _duplicate(
-                    other.id, f"interface {url} is already registered as agent {other.id!r}"
+                    other.id, f"interface {where} is already registered as agent {other.id!r}"
                 )
+
+
+def _not_found(agent_id: str) -> NotFound:
+    return NotFound(f"no agent with id {agent_id!r}", details={"id": agent_id})
 
 
 def _duplicate(existing: str, message: str) -> Conflict:
@@ -200,16 +280,6 @@ def _duplicate(existing: str, message: str) -> Conflict:
 
 def _sha(raw: bytes) -> str:
     return hashlib.sha256(raw).hexdigest()
-
-
-def _check_id(agent_id: str) -> None:
-    if not _ID.match(agent_id):
-        raise RegistryError(
-            "an agent id is 1 to 64 characters of a-z, 0-9, '.', '_' and '-', "
-            "starting with a letter or digit",
-            code="invalid_id",
-            details={"id": agent_id},
-        )
 
 
 def slugify(text: str) -> str:

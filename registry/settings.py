@@ -9,7 +9,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Annotated
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -25,7 +25,6 @@ class Settings(BaseSettings):
     database_url: str = "sqlite:///./switchboard.db"
     admin_token: str | None = None
     read_token: str | None = None
-    public_url: str | None = None
     seeds: Annotated[list[str], NoDecode] = Field(default_factory=list)
 
     # crawler limits
@@ -40,6 +39,17 @@ class Settings(BaseSettings):
     page_size: int = Field(50, gt=0)
     max_page_size: int = Field(500, gt=0)
     max_request_bytes: int = Field(2 * 1024 * 1024, gt=0)
+
+    # replicas: how often each process checks the database for other processes' changes
+    catalog_sync_interval: float = Field(2.0, gt=0)
+
+    @model_validator(mode="after")
+    def _page_sizes(self) -> Settings:
+        if self.page_size > self.max_page_size:
+            raise ValueError(
+                f"page_size ({self.page_size}) must not exceed max_page_size ({self.max_page_size})"
+            )
+        return self
 
     @field_validator("allow_networks", mode="before")
     @classmethod

@@ -2,7 +2,8 @@
 
 The database is the source of truth; replicas share nothing else. Every write of an agent
 replaces its interfaces, skills, tags and modes in one transaction and bumps a catalog
-version counter, so readers rebuild their in-memory view from a consistent state.
+version counter; each process compares that counter with its in-memory snapshot's version
+and reloads when another process changed the catalog (see ``Registry.sync``).
 """
 
 from __future__ import annotations
@@ -67,8 +68,8 @@ class InterfaceRow(SQLModel, table=True):
     agent_id: str = Field(foreign_key="agents.id", index=True)
     position: int
     url: str
-    binding: str = Field(max_length=32)
-    protocol_version: str = Field(max_length=32, index=True)
+    binding: str = Field(max_length=128)
+    protocol_version: str = Field(max_length=128, index=True)
     tenant: str | None = None
 
 
@@ -135,6 +136,7 @@ class CatalogStateRow(SQLModel, table=True):
 
 
 _VERSION = "catalog_version"
+_DDL_LOCK = 0x5B_0A4D  # PostgreSQL advisory lock key held while creating the schema
 _CHILDREN: tuple[type[SQLModel], ...] = (SkillModeRow, SkillTagRow, SkillRow, InterfaceRow)
 
 
@@ -163,10 +165,17 @@ def create_engine(url: str) -> AsyncEngine:
 
         @event.listens_for(engine.sync_engine, "connect")
         def _pragmas(dbapi_connection: Any, _record: Any) -> None:
+            dbapi_connection.isolation_level = None  # we issue BEGIN ourselves, below
             cursor = dbapi_connection.cursor()
             cursor.execute("PRAGMA journal_mode=WAL")
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.close()
+
+        @event.listens_for(engine.sync_engine, "begin")
+        def _begin(conn: Any) -> None:
+            # take the write lock up front: two deferred transactions that both read, then
+            # write, would otherwise fail with "database is locked" instead of waiting
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
 
         return engine
     return create_async_engine(full, pool_pre_ping=True)
@@ -185,6 +194,9 @@ class Store:
     async def create_schema(self) -> None:
         """Create missing tables (idempotent)."""
         async with self.engine.begin() as conn:
+            if conn.dialect.name == "postgresql":
+                # replicas starting together must not race on CREATE TABLE
+                await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _DDL_LOCK})
             await conn.run_sync(SQLModel.metadata.create_all)
         try:
             async with self.session() as session, session.begin():
@@ -240,49 +252,50 @@ class Store:
         async with self.session() as session:
             return set((await session.exec(select(AgentRow.id))).all())
 
-    async def save(self, record: AgentRecord, raw: bytes) -> bool:
-        """Insert or replace an agent and its index rows atomically.
+    async def insert(self, record: AgentRecord, raw: bytes) -> int:
+        """Add a new agent with its index rows and first revision; return the catalog version.
 
-        Adds a card revision when the card bytes changed. Returns True if they did.
+        Raises :class:`sqlalchemy.exc.IntegrityError` if the id or source URL is taken.
         """
         async with self.session() as session, session.begin():
-            existing = await session.get(AgentRow, record.id)
-            changed = existing is None or existing.card_sha256 != record.card_sha256
-            row = _agent_row(record, raw)
-            if existing is None:
-                session.add(row)
-            else:
-                for key, value in row.model_dump().items():
-                    setattr(existing, key, value)
-                existing.card_raw = raw
-                for table in _CHILDREN:
-                    await session.exec(delete(table).where(col(table.agent_id) == record.id))
+            session.add(_agent_row(record, raw))
             await session.flush()
             session.add_all(_child_rows(record))
-            if changed:
-                session.add(
-                    CardRevisionRow(
-                        agent_id=record.id,
-                        sha256=record.card_sha256,
-                        fetched_at=record.fetched_at,
-                        card_url=record.card_url,
-                        raw=raw,
-                    )
-                )
-            await _bump(session)
-        return changed
+            session.add(_revision(record, raw))
+            return await _bump(session)
 
-    async def delete(self, agent_id: str) -> bool:
-        """Remove an agent with its index rows and revisions; False if it did not exist."""
+    async def update(self, record: AgentRecord, raw: bytes) -> tuple[bool, int] | None:
+        """Replace an existing agent and its index rows atomically.
+
+        Returns (whether the card bytes changed, the catalog version), or None if the agent
+        no longer exists (it was removed meanwhile: an update never brings it back).
+        """
         async with self.session() as session, session.begin():
-            row = await session.get(AgentRow, agent_id)
+            existing = await session.get(AgentRow, record.id, with_for_update=True)
+            if existing is None:
+                return None
+            changed = existing.card_sha256 != record.card_sha256
+            for key, value in _agent_row(record, raw).model_dump().items():
+                setattr(existing, key, value)
+            existing.card_raw = raw
+            for table in _CHILDREN:
+                await session.exec(delete(table).where(col(table.agent_id) == record.id))
+            session.add_all(_child_rows(record))
+            if changed:
+                session.add(_revision(record, raw))
+            return changed, await _bump(session)
+
+    async def delete(self, agent_id: str) -> int | None:
+        """Remove an agent with its index rows and revisions; the new catalog version, or
+        None if it did not exist."""
+        async with self.session() as session, session.begin():
+            row = await session.get(AgentRow, agent_id, with_for_update=True)
             if row is None:
-                return False
+                return None
             for table in (*_CHILDREN, CardRevisionRow):
                 await session.exec(delete(table).where(col(table.agent_id) == agent_id))
             await session.delete(row)
-            await _bump(session)
-        return True
+            return await _bump(session)
 
     async def revisions(self, agent_id: str) -> list[CardRevisionRow]:
         """The card revisions of an agent, newest first."""
@@ -306,12 +319,29 @@ class Store:
         return _records(rows)
 
 
-async def _bump(session: AsyncSession) -> None:
-    """Increment the catalog version in the writer's transaction (atomic in both databases)."""
+async def _bump(session: AsyncSession) -> int:
+    """Increment the catalog version in the writer's transaction; return the new value.
+
+    One UPDATE, so concurrent writers serialize on the row in both databases.
+    """
     await session.exec(
         update(CatalogStateRow)
         .where(col(CatalogStateRow.key) == _VERSION)
         .values(value=CatalogStateRow.value + 1)
+    )
+    result = await session.exec(
+        select(CatalogStateRow.value).where(CatalogStateRow.key == _VERSION)
+    )
+    return result.one()
+
+
+def _revision(record: AgentRecord, raw: bytes) -> CardRevisionRow:
+    return CardRevisionRow(
+        agent_id=record.id,
+        sha256=record.card_sha256,
+        fetched_at=record.fetched_at,
+        card_url=record.card_url,
+        raw=raw,
     )
 
 

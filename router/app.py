@@ -1,11 +1,13 @@
 """The Switchboard application factory: admin API, health endpoints and (later) the router.
 
-Resources (database engine, crawler session) open and close with the app through
-``cleanup_ctx``; seed files are loaded before the server accepts requests.
+Resources (database engine, crawler session, the catalog sync loop) open and close with the
+app through ``cleanup_ctx``; seed files are loaded before the server accepts requests.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 
@@ -29,8 +31,11 @@ def create_app(settings: Settings) -> web.Application:
         client_max_size=settings.max_request_bytes,
     )
     app[SETTINGS] = settings
-    app[REGISTRY] = Registry(Store(settings.database_url), Crawler(settings))
+    app[REGISTRY] = Registry(
+        Store(settings.database_url), Crawler(settings), max_card_bytes=settings.max_card_bytes
+    )
     app.cleanup_ctx.append(_registry_context)
+    app.cleanup_ctx.append(_catalog_sync)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     api.add_routes(app)
@@ -43,12 +48,33 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
     try:
         await registry.load()
         for path in app[SETTINGS].seeds:
-            added = await apply_seeds(registry, load_seed_file(path))
+            added = await apply_seeds(registry, load_seed_file(path).agents)
             log.info("seed file %s: %d agent(s) registered", path, len(added))
         yield
     finally:
         await registry.crawler.close()
         await registry.store.close()
+
+
+async def _catalog_sync(app: web.Application) -> AsyncIterator[None]:
+    """Poll the catalog version so changes made by other replicas show up here too."""
+    registry = app[REGISTRY]
+    interval = app[SETTINGS].catalog_sync_interval
+
+    async def loop() -> None:
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                if await registry.sync():
+                    log.info("catalog reloaded at version %d", registry.catalog.snapshot.version)
+            except Exception:  # a database hiccup must not end the loop; /readyz reports it
+                log.warning("catalog sync failed", exc_info=True)
+
+    task = asyncio.create_task(loop())
+    yield
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 async def healthz(request: web.Request) -> web.Response:

@@ -211,3 +211,25 @@ def test_unknown_fields_are_ignored() -> None:
 )
 def test_detect_format(data: dict[str, Any], expected: str) -> None:
     assert detect_format(data) == expected
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field"),
+    [
+        (lambda c: c["skills"][0]["tags"].append("t" * 129), "skills[0].tags[2]"),
+        (lambda c: c["skills"][0].update(inputModes=["x/" + "y" * 300]), "skills[0].inputModes[0]"),
+        (
+            lambda c: c["supportedInterfaces"][0].update(protocolVersion="9" * 200),
+            "supportedInterfaces[0].protocolVersion",
+        ),
+        (lambda c: c.update(name="n" * 257), "name"),
+        (lambda c: c.update(skills=[{"id": str(n), "name": "s"} for n in range(1001)]), "skills"),
+    ],
+)
+def test_oversized_fields_are_refused_by_name(mutate: Any, field: str) -> None:
+    """Bounded so every value fits the index (PostgreSQL refuses huge index entries)."""
+    card = card_v1("https://w.example")
+    mutate(card)
+    with pytest.raises(CardError) as info:
+        parse_card(card)
+    assert field in [d["field"] for d in info.value.details]

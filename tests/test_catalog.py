@@ -7,9 +7,10 @@ import pytest
 from registry import mediatypes
 from registry.cards import parse_card
 from registry.catalog import (
+    AGENTS,
+    SKILLS,
     Query,
     Snapshot,
-    agent_key,
     decode_cursor,
     encode_cursor,
     paginate,
@@ -103,19 +104,43 @@ def test_agent_level_and_skill_level_filters() -> None:
 
 
 def test_cursors_round_trip_and_reject_garbage() -> None:
-    assert decode_cursor(encode_cursor([-1.5, "x"])) == [-1.5, "x"]
-    for bad in ("", "***", encode_cursor([])[:-1] + "!", "e30"):  # e30 = "{}"
+    shape = (float, str)
+    assert decode_cursor(encode_cursor("agents:x", [-1.5, "x"]), "agents:x", shape) == [-1.5, "x"]
+    bad = [
+        "",
+        "***",
+        "e30",  # {}
+        encode_cursor("agents:x", [-1.5]),  # wrong length
+        encode_cursor("agents:x", ["a", "b"]),  # wrong types
+        encode_cursor("agents:y", [-1.5, "x"]),  # another query
+        "eyJzIjoiYWdlbnRzOngiLCJrIjpbTmFOLCJ4Il19",  # {"s":"agents:x","k":[NaN,"x"]}
+    ]
+    for cursor in bad:
         with pytest.raises(RegistryError) as info:
-            decode_cursor(bad or "=")
+            decode_cursor(cursor or "=", "agents:x", shape)
         assert info.value.code == "invalid_cursor"
 
 
-def test_paginate_after_the_last_item_is_empty() -> None:
+def test_paginate_pages_through_and_cursors_are_scoped() -> None:
     snap = _snapshot(card_v1("https://a.example"), card_v03("https://b.example"))
-    hits = snap.agents_for(Query())
-    first = paginate(hits, agent_key, 1, None)
+    query = Query()
+    hits = snap.agents_for(query)
+    first = paginate(hits, AGENTS, query, 1, None)
     assert [h.agent.id for h in first.items] == ["agent-0"]
-    second = paginate(hits, agent_key, 1, first.next_cursor)
+    second = paginate(hits, AGENTS, query, 1, first.next_cursor)
     assert [h.agent.id for h in second.items] == ["agent-1"]
     assert second.next_cursor is None
-    assert paginate(hits, agent_key, 1, encode_cursor([0.0, "zzz"])).items == []
+    for other_query, ordering, items in (
+        (Query(streaming=True), AGENTS, hits),
+        (query, SKILLS, snap.skills(query)),
+    ):
+        with pytest.raises(RegistryError, match="another listing"):
+            paginate(items, ordering, other_query, 1, first.next_cursor)
+
+
+def test_text_query_lists_only_matching_skills() -> None:
+    snap = _snapshot(card_v1("https://a.example"))
+    (hit,) = snap.agents_for(Query(q="radar"))
+    assert hit.skills == ("radar-image",)
+    (hit,) = snap.agents_for(Query(q="weather agent"))  # the agent's own name
+    assert hit.score > 0

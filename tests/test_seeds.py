@@ -10,7 +10,7 @@ import pytest
 
 from registry.api import REGISTRY
 from registry.errors import RegistryError
-from registry.seeds import SeedAgent, load_seed_file
+from registry.seeds import SeedAgent, SeedKey, load_seed_file
 from router.app import create_app
 from tests.helpers import CardServer, card_v03, card_v1, make_settings
 
@@ -24,11 +24,18 @@ def _write(tmp_path: Path, text: str) -> Path:
 def test_valid_file(tmp_path: Path) -> None:
     path = _write(
         tmp_path,
-        '[[agents]]\nurl = "https://a.example"\nid = "a"\n\n[[agents]]\ncard_file = "c.json"\n',
+        '[[agents]]\nurl = "https://a.example"\nid = "a"\n\n[[agents]]\ncard_file = "c.json"\n'
+        '\n[[keys]]\njwk = { kty = "OKP", crv = "Ed25519", x = "abc" }\n'
+        '\n[[keys]]\njwks_url = "https://a.example/jwks.json"\n',
     )
-    assert load_seed_file(path) == [
+    seeds = load_seed_file(path)
+    assert seeds.agents == [
         SeedAgent(url="https://a.example", id="a"),
         SeedAgent(card_file=tmp_path / "c.json"),
+    ]
+    assert seeds.keys == [
+        SeedKey(jwk={"kty": "OKP", "crv": "Ed25519", "x": "abc"}),
+        SeedKey(jwks_url="https://a.example/jwks.json"),
     ]
 
 

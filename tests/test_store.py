@@ -42,7 +42,7 @@ def _record(agent_id: str, card: dict, source_url: str | None = None) -> tuple[A
 async def test_round_trip_keeps_every_field(store: Store) -> None:
     card = card_v1("https://w.example", description="Prévisions météo ✓")
     record, raw = _record("wx", card, "https://w.example")
-    assert await store.save(record, raw) is True
+    assert await store.insert(record, raw) == 1
     assert await store.get("wx") == record
     assert await store.raw_card("wx") == raw
     assert await store.id_for_source("https://w.example") == "wx"
@@ -52,12 +52,12 @@ async def test_round_trip_keeps_every_field(store: Store) -> None:
 async def test_update_replaces_index_rows_and_adds_revision(store: Store) -> None:
     card = card_v1("https://w.example")
     record, raw = _record("wx", card)
-    await store.save(record, raw)
-    assert await store.save(record, raw) is False  # same bytes: no new revision
+    await store.insert(record, raw)
+    assert await store.update(record, raw) == (False, 2)  # same bytes: no new revision
     card["skills"] = card["skills"][:1]
     card["skills"][0]["tags"] = ["only"]
     updated, raw2 = _record("wx", card)
-    assert await store.save(updated, raw2) is True
+    assert await store.update(updated, raw2) == (True, 3)
     got = await store.get("wx")
     assert got is not None
     assert [s.id for s in got.card.skills] == ["forecast"]
@@ -69,9 +69,9 @@ async def test_update_replaces_index_rows_and_adds_revision(store: Store) -> Non
 
 async def test_delete_removes_everything(store: Store) -> None:
     for agent_id, card in (("a", card_v1("https://a.example")), ("b", card_v03("https://b"))):
-        await store.save(*_record(agent_id, card))
-    assert await store.delete("a") is True
-    assert await store.delete("a") is False
+        await store.insert(*_record(agent_id, card))
+    assert await store.delete("a") == 3
+    assert await store.delete("a") is None
     assert [r.id for r in await store.all()] == ["b"]
     assert await store.revisions("a") == []
     assert await store.ids() == {"b"}
@@ -80,17 +80,41 @@ async def test_delete_removes_everything(store: Store) -> None:
 async def test_source_url_is_unique(store: Store) -> None:
     from sqlalchemy.exc import IntegrityError
 
-    await store.save(*_record("a", card_v1("https://a.example"), "https://same.example"))
+    await store.insert(*_record("a", card_v1("https://a.example"), "https://same.example"))
     with pytest.raises(IntegrityError):
-        await store.save(*_record("b", card_v1("https://b.example"), "https://same.example"))
-    assert await store.ids() == {"a"}  # the failed save left nothing behind
+        await store.insert(*_record("b", card_v1("https://b.example"), "https://same.example"))
+    with pytest.raises(IntegrityError):
+        await store.insert(*_record("a", card_v1("https://c.example")))
+    assert await store.ids() == {"a"}  # the failed inserts left nothing behind
+    assert await store.catalog_version() == 1
+
+
+async def test_update_never_brings_back_a_removed_agent(store: Store) -> None:
+    record, raw = _record("a", card_v1("https://a.example"))
+    await store.insert(record, raw)
+    await store.delete("a")
+    assert await store.update(record, raw) is None
+    assert await store.get("a") is None
+
+
+async def test_concurrent_schema_creation(db_url: str) -> None:
+    """Replicas starting together on an empty database must not race on CREATE TABLE."""
+    stores = [Store(db_url) for _ in range(4)]
+    try:
+        await asyncio.gather(*(s.create_schema() for s in stores))
+        assert await stores[0].catalog_version() == 0
+    finally:
+        await asyncio.gather(*(s.close() for s in stores))
 
 
 async def test_concurrent_saves_keep_a_consistent_version(store: Store) -> None:
     records = [_record(f"agent-{n}", card_v1(f"https://{n}.example")) for n in range(8)]
-    await asyncio.gather(*(store.save(r, raw) for r, raw in records))
+    versions = await asyncio.gather(*(store.insert(r, raw) for r, raw in records))
+    assert sorted(versions) == list(range(1, 9))  # each write saw its own version
+    updates = await asyncio.gather(*(store.update(r, raw) for r, raw in records))
+    assert sorted(v for _, v in updates) == list(range(9, 17))
     assert len(await store.all()) == 8
-    assert await store.catalog_version() == 8
+    assert await store.catalog_version() == 16
 
 
 def test_async_url_mapping() -> None:
