@@ -1,0 +1,212 @@
+"""Signing keys for agent cards: the JWS algorithms allowed, key checks and key generation.
+
+Also the strict base64url codec JOSE uses. Symmetric (``oct``) keys, ``none`` and ``HS*`` are
+never accepted; RSA keys need at least 2048 bits.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import time
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from jwcrypto.common import JWException
+from jwcrypto.jwk import JWK
+
+from registry.errors import RegistryError
+
+__all__ = [
+    "ALLOWED_ALGS",
+    "as_jwk",
+    "b64url_decode",
+    "b64url_encode",
+    "default_alg",
+    "generate_key",
+    "key_id",
+    "key_problem",
+    "public_jwks",
+    "signing_problem",
+]
+
+#: Public-key JWS algorithms accepted on card signatures (never ``none`` nor ``HS*``).
+ALLOWED_ALGS: frozenset[str] = frozenset(
+    {"ES256", "ES384", "ES512", "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "EdDSA"}
+)
+
+_EC_CURVES = {"ES256": "P-256", "ES384": "P-384", "ES512": "P-521"}
+_EDDSA_CURVES = ("Ed25519", "Ed448")
+_MIN_RSA_BITS = 2048
+_B64URL = re.compile(r"[A-Za-z0-9_-]*")
+
+
+def b64url_decode(text: str) -> bytes:
+    """Strict base64url: alphabet only, no padding, canonical trailing bits."""
+    if not _B64URL.fullmatch(text) or len(text) % 4 == 1:
+        raise ValueError("not base64url")
+    data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if b64url_encode(data) != text:
+        raise ValueError("not canonical base64url")
+    return data
+
+
+def b64url_encode(data: bytes) -> str:
+    """Base64url without padding."""
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def as_jwk(value: JWK | dict[str, Any]) -> JWK:
+    """``value`` as a :class:`JWK`; ``ValueError`` if it is not a valid one."""
+    if isinstance(value, JWK):
+        return value
+    if not isinstance(value, dict):
+        raise ValueError("a JWK must be a JSON object")
+    try:
+        return JWK(**value)
+    except (JWException, ValueError, TypeError) as exc:
+        raise ValueError(str(exc) or type(exc).__name__) from None
+
+
+def key_id(key: JWK) -> str | None:
+    """The key's ``kid`` or, without one, its RFC 7638 thumbprint; ``None`` if neither works."""
+    kid = key.get("kid")
+    if kid is not None:
+        return kid if isinstance(kid, str) else None
+    try:
+        return key.thumbprint()
+    except (JWException, ValueError, TypeError):
+        return None
+
+
+def _describe(key: JWK) -> str:
+    kty = key.get("kty")
+    if kty == "RSA":
+        return f"a {_rsa_bits(key)}-bit RSA key"
+    if kty in ("EC", "OKP"):
+        return f"an {kty} {key.get('crv')} key"
+    return f"a {kty} key"
+
+
+def _rsa_bits(key: JWK) -> int:
+    try:
+        return int.from_bytes(b64url_decode(key.get("n", "")), "big").bit_length()
+    except (ValueError, TypeError):
+        return 0
+
+
+def _fit_problem(key: JWK, alg: str) -> str | None:
+    """Why ``key``'s type cannot serve ``alg``, or ``None``."""
+    kty = key.get("kty")
+    if kty == "oct":
+        return "it is a symmetric (oct) key, and card signatures need a public key"
+    if alg not in ALLOWED_ALGS:
+        return f"alg {alg!r} is not supported"
+    if alg in _EC_CURVES:
+        if kty != "EC" or key.get("crv") != _EC_CURVES[alg]:
+            return f"{alg} needs an EC {_EC_CURVES[alg]} key, not {_describe(key)}"
+    elif alg == "EdDSA":
+        if kty != "OKP" or key.get("crv") not in _EDDSA_CURVES:
+            return f"EdDSA needs an OKP Ed25519 or Ed448 key, not {_describe(key)}"
+    elif kty != "RSA":
+        return f"{alg} needs an RSA key, not {_describe(key)}"
+    elif (bits := _rsa_bits(key)) < _MIN_RSA_BITS:
+        return f"its RSA modulus has {bits} bits, fewer than the {_MIN_RSA_BITS} required"
+    return None
+
+
+def _usage_problem(key: JWK, op: str, now: float) -> str | None:
+    use = key.get("use")
+    if use is not None and use != "sig":
+        return f"its use is {use!r}, not 'sig'"
+    key_ops = key.get("key_ops")
+    if key_ops is not None and (not isinstance(key_ops, list) or op not in key_ops):
+        return f"its key_ops {key_ops!r} do not include {op!r}"
+    exp = key.get("exp")
+    if exp is not None:
+        if isinstance(exp, bool) or not isinstance(exp, int | float):
+            return f"its exp {exp!r} is not a NumericDate"
+        if exp <= now:
+            try:
+                when = datetime.fromtimestamp(exp, UTC).isoformat(timespec="seconds")
+            except (OverflowError, OSError, ValueError):
+                when = f"exp {exp}"
+            return f"it expired at {when}"
+    return None
+
+
+def key_problem(jwk: JWK | dict[str, Any], alg: str, *, now: float | None = None) -> str | None:
+    """Why ``jwk`` cannot verify a signature made with ``alg``, or ``None`` if it can.
+
+    Checks ``use`` (must be ``sig`` if present), ``key_ops`` (must include ``verify``), ``exp``
+    (a NumericDate in the future), ``alg`` (must equal ``alg`` if present), the key type and
+    curve for ``alg`` and the RSA size (at least 2048 bits); symmetric keys are refused.
+    """
+    try:
+        key = as_jwk(jwk)
+    except ValueError as exc:
+        return f"it is not a valid JWK ({exc})"
+    if key.get("kty") == "oct":
+        return _fit_problem(key, alg)
+    return (
+        _usage_problem(key, "verify", time.time() if now is None else now)
+        or _alg_problem(key, alg)
+        or _fit_problem(key, alg)
+    )
+
+
+def signing_problem(key: JWK, alg: str, *, now: float) -> str | None:
+    """Why ``key`` cannot sign with ``alg`` (its usage, type or own ``alg``), or ``None``."""
+    return _usage_problem(key, "sign", now) or _fit_problem(key, alg) or _alg_problem(key, alg)
+
+
+def _alg_problem(key: JWK, alg: str) -> str | None:
+    key_alg = key.get("alg")
+    if key_alg is not None and key_alg != alg:
+        return f"it is for {key_alg!r}, not {alg!r}"
+    return None
+
+
+def default_alg(key: JWK) -> str:
+    """The algorithm to sign with by key type: EC P-256 → ES256, RSA → RS256, OKP → EdDSA."""
+    kty, crv = key.get("kty"), key.get("crv")
+    if kty == "EC":
+        for alg, curve in _EC_CURVES.items():
+            if crv == curve:
+                return alg
+    if kty == "RSA":
+        return "RS256"
+    if kty == "OKP" and crv in _EDDSA_CURVES:
+        return "EdDSA"
+    raise RegistryError(f"no signing algorithm for {_describe(key)}", code="bad_key")
+
+
+_GENERATE: dict[str, dict[str, Any]] = {
+    **{alg: {"kty": "EC", "crv": crv} for alg, crv in _EC_CURVES.items()},
+    "EdDSA": {"kty": "OKP", "crv": "Ed25519"},
+    **{alg: {"kty": "RSA", "size": 3072} for alg in ALLOWED_ALGS if alg[:2] in ("RS", "PS")},
+}
+
+
+def generate_key(alg: str = "ES256", kid: str | None = None) -> JWK:
+    """A new private signing key for ``alg`` with ``use: sig`` and ``alg`` set.
+
+    ES256/ES384/ES512 use EC P-256/P-384/P-521, RS*/PS* a 3072-bit RSA key, EdDSA Ed25519.
+    ``kid`` defaults to the key's RFC 7638 thumbprint.
+    """
+    params = _GENERATE.get(alg)
+    if params is None:
+        choices = ", ".join(sorted(_GENERATE))
+        raise RegistryError(
+            f"cannot generate a key for alg {alg!r}; use one of {choices}", code="bad_key"
+        )
+    key = JWK.generate(**params, alg=alg, use="sig")
+    key["kid"] = kid or key.thumbprint()
+    return key
+
+
+def public_jwks(keys: Iterable[JWK]) -> dict[str, Any]:
+    """A JWKS (``{"keys": [...]}``) of the public halves of ``keys``, e.g. for ``jwks.json``."""
+    return {"keys": [json.loads(key.export_public()) for key in keys]}
