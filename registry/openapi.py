@@ -10,6 +10,13 @@ from functools import cache
 from typing import Any
 
 _ID = {"name": "agent_id", "in": "path", "required": True, "schema": {"type": "string"}}
+_KEY_ID = {
+    "name": "key_id",
+    "in": "path",
+    "required": True,
+    "description": "The anchor id: a JWK's RFC 7638 thumbprint, or jwks-<16 hex> for a URL.",
+    "schema": {"type": "string"},
+}
 
 
 def _param(name: str, description: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -170,6 +177,35 @@ _SCHEMAS: dict[str, Any] = {
     },
     "Revisions": {"type": "object", "properties": {"revisions": {"type": "array"}}},
     "Stats": {"type": "object"},
+    "TrustedKey": {
+        "type": "object",
+        "required": ["id", "kind", "source", "created_at"],
+        "properties": {
+            "id": {"type": "string"},
+            "kind": {"type": "string", "enum": ["jwk", "jwks_url"]},
+            "kid": {"type": ["string", "null"]},
+            "kty": {"type": ["string", "null"]},
+            "alg": {"type": ["string", "null"]},
+            "jwk": {"type": ["object", "null"], "description": "Public members only."},
+            "jwks_url": {"type": ["string", "null"]},
+            "source": {"type": "string", "enum": ["api", "seed"]},
+            "created_at": {"type": "string", "format": "date-time"},
+        },
+    },
+    "TrustedKeyList": {
+        "type": "object",
+        "properties": {
+            "keys": {"type": "array", "items": {"$ref": "#/components/schemas/TrustedKey"}}
+        },
+    },
+    "NewTrustedKey": {
+        "type": "object",
+        "description": 'Exactly one of "jwk" or "jwks_url".',
+        "properties": {
+            "jwk": {"type": "object", "description": "A public JWK (EC, RSA or OKP)."},
+            "jwks_url": {"type": "string", "description": "A JWKS URL, fetched once to check."},
+        },
+    },
 }
 
 
@@ -224,6 +260,22 @@ def openapi_document() -> dict[str, Any]:
                 "get": _op("Search skills", {"200": _json("SkillList")}, params=_FILTERS),
             },
             "/api/v1/stats": {"get": _op("Catalog counts", {"200": _json("Stats")})},
+            "/api/v1/keys": {
+                "get": _op("Trusted signing keys", {"200": _json("TrustedKeyList")}),
+                "post": _op(
+                    "Trust a public JWK or a JWKS URL",
+                    {"201": _json("TrustedKey", "Trusted")},
+                    body="NewTrustedKey",
+                    write=True,
+                ),
+            },
+            "/api/v1/keys/{key_id}": {
+                "parameters": [_KEY_ID],
+                "get": _op("One trusted key", {"200": _json("TrustedKey")}),
+                "delete": _op(
+                    "Stop trusting a key", {"204": {"description": "Removed"}}, write=True
+                ),
+            },
         },
         "components": {
             "schemas": _SCHEMAS,
