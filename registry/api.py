@@ -20,7 +20,7 @@ from registry.catalog import AGENTS, SKILLS, Query, paginate
 from registry.errors import RegistryError
 from registry.jsonsafe import JsonLimitError, loads_limited
 from registry.openapi import openapi_document
-from registry.records import iso
+from registry.records import AgentRecord, iso
 from registry.service import Registry
 from registry.settings import Settings
 from registry.textsearch import tokenize
@@ -40,7 +40,10 @@ _FILTERS = {
     "streaming",
     "push",
     "protocol_version",
+    "verified",
+    "verification",
 }
+_STATUSES = ("verified", "unsigned", "invalid", "untrusted-key")
 _PAGING = {"limit", "cursor"}
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -59,6 +62,13 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get(f"{PREFIX}/agents/{{agent_id}}/revisions", list_revisions)
     app.router.add_get(f"{PREFIX}/skills", list_skills)
     app.router.add_get(f"{PREFIX}/stats", get_stats)
+
+
+def agent_view(registry: Registry, record: AgentRecord) -> dict[str, Any]:
+    """An agent as the API shows it: the record's view plus whether routing may use it."""
+    view = record.to_api()
+    view["routable"] = registry.routable(record)
+    return view
 
 
 def api_error(status: int, code: str, message: str, details: Any = None) -> web.Response:
@@ -199,6 +209,8 @@ def parse_query(request: web.Request) -> tuple[Query, int, str | None]:
         streaming=_bool_param("streaming", params.get("streaming")),
         push=_bool_param("push", params.get("push")),
         protocol_version=params.get("protocol_version") or None,
+        verified=_bool_param("verified", params.get("verified")),
+        verification=_choice_param("verification", params.get("verification"), _STATUSES),
     )
     return query, limit, params.get("cursor") or None
 
@@ -225,6 +237,18 @@ def _int_param(value: str | None, default: int, maximum: int) -> int:
             details={"parameter": "limit", "value": value, "maximum": maximum},
         )
     return int(value)
+
+
+def _choice_param(name: str, value: str | None, choices: tuple[str, ...]) -> str | None:
+    if value is None:
+        return None
+    if value not in choices:
+        raise RegistryError(
+            f"{name} must be one of {', '.join(choices)}",
+            code="invalid_parameter",
+            details={"parameter": name, "value": value, "allowed": list(choices)},
+        )
+    return value
 
 
 def _bool_param(name: str, value: str | None) -> bool | None:
@@ -257,7 +281,7 @@ async def list_agents(request: web.Request) -> web.Response:
     page = paginate(hits, AGENTS, query, limit, cursor)
     agents = []
     for hit in page.items:
-        view = hit.agent.to_api()
+        view = agent_view(request.app[REGISTRY], hit.agent)
         if query.q:
             view["score"] = hit.score
         if query.skill_filters() or query.q:
@@ -301,7 +325,7 @@ async def get_agent(request: web.Request) -> web.Response:
 
 
 async def _full_view(registry: Registry, agent_id: str) -> dict[str, Any]:
-    view = registry.get(agent_id).to_api()
+    view = agent_view(registry, registry.get(agent_id))
     raw = await registry.raw_card(agent_id)
     try:
         view["card"] = loads_limited(raw, max_depth=256)
@@ -331,8 +355,9 @@ async def delete_agent(request: web.Request) -> web.Response:
 
 async def refresh_agent(request: web.Request) -> web.Response:
     """Fetch an agent's card again now; ``{"agent": {...}, "changed": bool}``."""
-    record, changed = await request.app[REGISTRY].refresh(request.match_info["agent_id"])
-    return web.json_response({"agent": record.to_api(), "changed": changed})
+    registry = request.app[REGISTRY]
+    record, changed = await registry.refresh(request.match_info["agent_id"])
+    return web.json_response({"agent": agent_view(registry, record), "changed": changed})
 
 
 async def list_revisions(request: web.Request) -> web.Response:
@@ -373,9 +398,11 @@ async def get_stats(request: web.Request) -> web.Response:
     snapshot = request.app[REGISTRY].catalog.snapshot
     versions: Counter[str] = Counter()
     formats: Counter[str] = Counter()
+    verifications: Counter[str] = Counter()
     for agent in snapshot.agents.values():
         versions.update(agent.card.protocol_versions)
         formats[agent.card.card_format] += 1
+        verifications[agent.verification.status] += 1
     total = len(snapshot)
     return web.json_response(
         {
@@ -385,6 +412,6 @@ async def get_stats(request: web.Request) -> web.Response:
             "by_protocol_version": dict(sorted(versions.items())),
             "by_card_format": dict(sorted(formats.items())),
             "by_health": {"unknown": total} if total else {},
-            "by_verification": {"unchecked": total} if total else {},
+            "by_verification": dict(sorted(verifications.items())),
         }
     )

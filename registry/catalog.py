@@ -34,9 +34,9 @@ class Query:
 
     Skill-level filters (``skill``, ``tags``, ``input_mode``, ``output_mode``) must all hold
     for one and the same skill; agent-level ones (``streaming``, ``push``,
-    ``protocol_version``) for the agent. ``q`` is ranked text: a skill matches on its own
-    text (and its agent's name); an agent matches on its name and description or on one of
-    the skills that pass the skill-level filters.
+    ``protocol_version``, ``verified``, ``verification``) for the agent. ``q`` is ranked
+    text: a skill matches on its own text (and its agent's name); an agent matches on its
+    name and description or on one of the skills that pass the skill-level filters.
     """
 
     q: str | None = None
@@ -47,6 +47,8 @@ class Query:
     streaming: bool | None = None
     push: bool | None = None
     protocol_version: str | None = None
+    verified: bool | None = None
+    verification: str | None = None
 
     def skill_filters(self) -> bool:
         """True if any skill-level filter is set."""
@@ -201,6 +203,11 @@ def _agent_ok(agent: AgentRecord, query: Query) -> bool:
     if query.streaming is not None and caps.streaming != query.streaming:
         return False
     if query.push is not None and caps.push_notifications != query.push:
+        return False
+    status = agent.verification.status
+    if query.verified is not None and (status == "verified") != query.verified:
+        return False
+    if query.verification is not None and status != query.verification:
         return False
     wanted = query.protocol_version
     return not wanted or any(version_matches(wanted, v) for v in agent.card.protocol_versions)

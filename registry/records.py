@@ -5,16 +5,28 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from registry.cards import AgentCard
 
 Source = Literal["url", "card_url", "push"]
+VerificationStatus = Literal["verified", "unsigned", "invalid", "untrusted-key"]
 
 
 def utcnow() -> datetime:
     """The current time, timezone-aware UTC, to the microsecond."""
     return datetime.now(UTC)
+
+
+class VerificationRecord(BaseModel):
+    """The outcome of checking a card's signatures, as stored and shown."""
+
+    status: VerificationStatus = "unsigned"
+    kid: str | None = None
+    reason: str | None = None
+    key_source: str | None = None
+    payload_form: str | None = None
+    uncovered_fields: list[str] = Field(default_factory=list)
 
 
 class AgentRecord(BaseModel):
@@ -31,6 +43,7 @@ class AgentRecord(BaseModel):
     created_at: datetime
     updated_at: datetime
     fetched_at: datetime
+    verification: VerificationRecord = Field(default_factory=VerificationRecord)
 
     def to_api(self) -> dict[str, Any]:
         """The admin API's snake_case view of this agent (without the raw card)."""
@@ -56,6 +69,7 @@ class AgentRecord(BaseModel):
             "created_at": iso(self.created_at),
             "updated_at": iso(self.updated_at),
             "fetched_at": iso(self.fetched_at),
+            "verification": self.verification.model_dump(),
         }
 
 

@@ -23,8 +23,11 @@ from registry.cards import AgentCard, parse_card
 from registry.catalog import Catalog
 from registry.crawler import Crawler, Fetched, is_card_url
 from registry.errors import Conflict, NotFound, RegistryError
-from registry.records import AgentRecord, Source, utcnow
+from registry.jsonsafe import JsonLimitError, loads_limited
+from registry.records import AgentRecord, Source, VerificationRecord, utcnow
+from registry.signatures import KeyResolver, StaticKeys, verify_card
 from registry.store import Store
+from registry.trust import TrustAnchorRow  # noqa: F401 - its table must exist with the schema
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 _ID_ATTEMPTS = 5
@@ -40,11 +43,15 @@ class Registry:
         catalog: Catalog | None = None,
         *,
         max_card_bytes: int = 1024 * 1024,
+        keys: KeyResolver | None = None,
+        require_signed: bool = False,
     ) -> None:
         self.store = store
         self.crawler = crawler
         self.catalog = catalog or Catalog()
         self.max_card_bytes = max_card_bytes
+        self.keys: KeyResolver = keys or StaticKeys([])
+        self.require_signed = require_signed
 
     async def load(self) -> None:
         """Create the schema if needed and load the catalog from the database."""
@@ -62,6 +69,45 @@ class Registry:
             return False
         await self.reload()
         return True
+
+    def routable(self, record: AgentRecord) -> bool:
+        """Whether routing may choose this agent (``SWITCHBOARD_REQUIRE_SIGNED_CARDS`` policy).
+
+        Unverified agents stay in the catalog either way.
+        """
+        return not self.require_signed or record.verification.status == "verified"
+
+    def routable_agents(self) -> list[AgentRecord]:
+        """The agents routing may choose, from the current snapshot."""
+        return [r for r in self.catalog.snapshot.agents.values() if self.routable(r)]
+
+    async def verify(self, data: Any) -> VerificationRecord:
+        """Check a card's signatures against the trusted keys."""
+        verification = await verify_card(data, self.keys)
+        return VerificationRecord(**verification.to_api())
+
+    async def reverify_all(self) -> int:
+        """Check every agent's card again (after the trusted keys changed); return how many
+        verification results changed."""
+        await self.sync()
+        changed = 0
+        for record in list(self.catalog.snapshot.agents.values()):
+            raw = await self.store.raw_card(record.id)
+            if raw is None:
+                continue
+            try:
+                data = loads_limited(raw, max_depth=256)
+            except JsonLimitError:
+                continue
+            verification = await self.verify(data)
+            if verification == record.verification:
+                continue
+            updated = record.model_copy(update={"verification": verification})
+            result = await self.store.update(updated, raw)
+            if result is not None:
+                await self._install(updated, result[1])
+                changed += 1
+        return changed
 
     def get(self, agent_id: str) -> AgentRecord:
         """An agent from the catalog, or :class:`NotFound`."""
@@ -92,14 +138,17 @@ class Registry:
         else:
             fetched = await self.crawler.discover(url)
         card = parse_card(fetched.data)
-        return await self._create(card, fetched.raw, source, url, fetched, agent_id)
+        verification = await self.verify(fetched.data)
+        return await self._create(card, fetched.raw, source, url, fetched, agent_id, verification)
 
     async def register_card(self, data: Any, agent_id: str | None = None) -> AgentRecord:
         """Register a card pushed as JSON (it cannot be refreshed by fetching)."""
         await self.sync()
         self._check_new_id(agent_id)
         card = parse_card(data)
-        return await self._create(card, self._raw(data), "push", None, None, agent_id)
+        raw = self._raw(data)
+        verification = await self.verify(data)
+        return await self._create(card, raw, "push", None, None, agent_id, verification)
 
     async def replace_card(self, agent_id: str, data: Any) -> AgentRecord:
         """Replace the card of a pushed agent with a new one."""
@@ -116,7 +165,13 @@ class Registry:
         raw = self._raw(data)
         now = utcnow()
         record = current.model_copy(
-            update={"card": card, "card_sha256": _sha(raw), "updated_at": now, "fetched_at": now}
+            update={
+                "card": card,
+                "card_sha256": _sha(raw),
+                "updated_at": now,
+                "fetched_at": now,
+                "verification": await self.verify(data),
+            }
         )
         return (await self._update(record, raw))[0]
 
@@ -142,13 +197,15 @@ class Registry:
         else:
             raw = fetched.raw
             changed = _sha(raw) != current.card_sha256
-            card = current.card
+            card, verification = current.card, current.verification
             if changed:
                 card = parse_card(fetched.data)
                 self._check_interfaces(card, exclude=agent_id)
+                verification = await self.verify(fetched.data)
             record = current.model_copy(
                 update={
                     "card": card,
+                    "verification": verification,
                     "card_sha256": _sha(raw),
                     "card_url": fetched.url,
                     "etag": fetched.etag,
@@ -203,6 +260,7 @@ class Registry:
         source_url: str | None,
         fetched: Fetched | None,
         agent_id: str | None,
+        verification: VerificationRecord,
     ) -> AgentRecord:
         self._check_interfaces(card)
         now = utcnow()
@@ -222,6 +280,7 @@ class Registry:
                 created_at=now,
                 updated_at=now,
                 fetched_at=now,
+                verification=verification,
             )
             try:
                 version = await self.store.insert(record, raw)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Annotated
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -40,6 +40,11 @@ class Settings(BaseSettings):
     max_page_size: int = Field(500, gt=0)
     max_request_bytes: int = Field(2 * 1024 * 1024, gt=0)
 
+    # signed cards
+    trusted_jku: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    require_signed_cards: bool = False
+    signing_key_file: str | None = None
+
     # replicas: how often each process checks the database for other processes' changes
     catalog_sync_interval: float = Field(2.0, gt=0)
 
@@ -51,18 +56,13 @@ class Settings(BaseSettings):
             )
         return self
 
-    @field_validator("allow_networks", mode="before")
+    @field_validator("allow_networks", "trusted_jku", "seeds", mode="before")
     @classmethod
-    def _split_networks(cls, value: object) -> object:
+    def _split_commas(cls, value: object, info: ValidationInfo) -> object:
+        """Lists come from the environment as comma-separated text; networks may have host
+        bits set (``10.0.0.1/8`` means ``10.0.0.0/8``)."""
         if isinstance(value, str):
             value = [part.strip() for part in value.split(",") if part.strip()]
-        if isinstance(value, list):
+        if info.field_name == "allow_networks" and isinstance(value, list):
             return [ipaddress.ip_network(item, strict=False) for item in value]
-        return value
-
-    @field_validator("seeds", mode="before")
-    @classmethod
-    def _split_seeds(cls, value: object) -> object:
-        if isinstance(value, str):
-            return [part.strip() for part in value.split(",") if part.strip()]
         return value

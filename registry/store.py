@@ -12,7 +12,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import JSON, Column, DateTime, LargeBinary, UniqueConstraint, event, text
+from sqlalchemy import (
+    JSON,
+    Column,
+    DateTime,
+    LargeBinary,
+    UniqueConstraint,
+    event,
+    inspect,
+    text,
+)
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -20,7 +29,8 @@ from sqlmodel import Field, SQLModel, col, delete, select, update
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from registry.cards import AgentCard, Capabilities, Interface, Provider, Skill
-from registry.records import AgentRecord
+from registry.errors import RegistryError
+from registry.records import AgentRecord, VerificationRecord
 
 # --- tables ----------------------------------------------------------------------------------
 
@@ -57,6 +67,12 @@ class AgentRow(SQLModel, table=True):
     created_at: datetime = Field(sa_type=DateTime(timezone=True))
     updated_at: datetime = Field(sa_type=DateTime(timezone=True))
     fetched_at: datetime = Field(sa_type=DateTime(timezone=True))
+    verification_status: str = Field(default="unsigned", max_length=16, index=True)
+    verification_kid: str | None = None
+    verification_reason: str | None = None
+    verification_key_source: str | None = None
+    verification_payload_form: str | None = Field(default=None, max_length=32)
+    verification_uncovered: list[str] = Field(default_factory=list, sa_column=Column(JSON))
 
 
 class InterfaceRow(SQLModel, table=True):
@@ -198,6 +214,14 @@ class Store:
                 # replicas starting together must not race on CREATE TABLE
                 await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _DDL_LOCK})
             await conn.run_sync(SQLModel.metadata.create_all)
+            missing = await conn.run_sync(_missing_columns)
+        if missing:
+            raise RegistryError(
+                f"the database was created by an older Switchboard (missing {missing[0]}); "
+                "schema migrations are not supported yet: start with a new database",
+                code="schema_outdated",
+                details={"missing_columns": missing},
+            )
         try:
             async with self.session() as session, session.begin():
                 if await session.get(CatalogStateRow, _VERSION) is None:
@@ -319,6 +343,16 @@ class Store:
         return _records(rows)
 
 
+def _missing_columns(conn: Any) -> list[str]:
+    """``table.column`` for every column the models have and the database lacks."""
+    inspector = inspect(conn)
+    missing = []
+    for table in SQLModel.metadata.sorted_tables:
+        have = {column["name"] for column in inspector.get_columns(table.name)}
+        missing += [f"{table.name}.{c.name}" for c in table.columns if c.name not in have]
+    return missing
+
+
 async def _bump(session: AsyncSession) -> int:
     """Increment the catalog version in the writer's transaction; return the new value.
 
@@ -379,6 +413,12 @@ def _agent_row(record: AgentRecord, raw: bytes) -> AgentRow:
         created_at=record.created_at,
         updated_at=record.updated_at,
         fetched_at=record.fetched_at,
+        verification_status=record.verification.status,
+        verification_kid=record.verification.kid,
+        verification_reason=record.verification.reason,
+        verification_key_source=record.verification.key_source,
+        verification_payload_form=record.verification.payload_form,
+        verification_uncovered=list(record.verification.uncovered_fields),
     )
 
 
@@ -488,6 +528,14 @@ def _records(rows: dict[str, list[Any]]) -> list[AgentRecord]:
                 created_at=_utc(row.created_at),
                 updated_at=_utc(row.updated_at),
                 fetched_at=_utc(row.fetched_at),
+                verification=VerificationRecord(
+                    status=row.verification_status,
+                    kid=row.verification_kid,
+                    reason=row.verification_reason,
+                    key_source=row.verification_key_source,
+                    payload_form=row.verification_payload_form,
+                    uncovered_fields=list(row.verification_uncovered or []),
+                ),
             )
         )
     return out

@@ -16,12 +16,17 @@ from aiohttp import web
 from registry import api
 from registry.api import REGISTRY, SETTINGS
 from registry.crawler import Crawler
+from registry.keys_api import KEYS_CHANGED, TRUST, add_key_routes
 from registry.seeds import apply_seeds, load_seed_file
 from registry.service import Registry
 from registry.settings import Settings
 from registry.store import Store
+from registry.trust import TrustStore
+from router.signing import CardSigner
 
 log = logging.getLogger(__name__)
+
+SIGNER = web.AppKey("signer", CardSigner)
 
 
 def create_app(settings: Settings) -> web.Application:
@@ -31,14 +36,25 @@ def create_app(settings: Settings) -> web.Application:
         client_max_size=settings.max_request_bytes,
     )
     app[SETTINGS] = settings
+    store, crawler = Store(settings.database_url), Crawler(settings)
+    trust = TrustStore(store, crawler, settings.trusted_jku)
+    app[TRUST] = trust
     app[REGISTRY] = Registry(
-        Store(settings.database_url), Crawler(settings), max_card_bytes=settings.max_card_bytes
+        store,
+        crawler,
+        max_card_bytes=settings.max_card_bytes,
+        keys=trust,
+        require_signed=settings.require_signed_cards,
     )
+    app[KEYS_CHANGED] = app[REGISTRY].reverify_all
+    app[SIGNER] = CardSigner()
     app.cleanup_ctx.append(_registry_context)
     app.cleanup_ctx.append(_catalog_sync)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
+    app.router.add_get("/.well-known/jwks.json", jwks)
     api.add_routes(app)
+    add_key_routes(app)
     return app
 
 
@@ -47,8 +63,13 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
     await registry.crawler.start()
     try:
         await registry.load()
+        await app[TRUST].load()
+        await app[SIGNER].load(registry.store, app[SETTINGS].signing_key_file)
         for path in app[SETTINGS].seeds:
-            added = await apply_seeds(registry, load_seed_file(path).agents)
+            seeds = load_seed_file(path)
+            if await app[TRUST].apply_seed_keys(seeds.keys):
+                await registry.reverify_all()
+            added = await apply_seeds(registry, seeds.agents)
             log.info("seed file %s: %d agent(s) registered", path, len(added))
         yield
     finally:
@@ -58,7 +79,7 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
 
 async def _catalog_sync(app: web.Application) -> AsyncIterator[None]:
     """Poll the catalog version so changes made by other replicas show up here too."""
-    registry = app[REGISTRY]
+    registry, trust = app[REGISTRY], app[TRUST]
     interval = app[SETTINGS].catalog_sync_interval
 
     async def loop() -> None:
@@ -67,6 +88,11 @@ async def _catalog_sync(app: web.Application) -> AsyncIterator[None]:
             try:
                 if await registry.sync():
                     log.info("catalog reloaded at version %d", registry.catalog.snapshot.version)
+                if await trust.reload():  # another replica changed the trusted keys
+                    log.info(
+                        "trusted keys changed: %d agent(s) re-verified",
+                        await registry.reverify_all(),
+                    )
             except Exception:  # a database hiccup must not end the loop; /readyz reports it
                 log.warning("catalog sync failed", exc_info=True)
 
@@ -75,6 +101,15 @@ async def _catalog_sync(app: web.Application) -> AsyncIterator[None]:
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
+
+
+async def jwks(request: web.Request) -> web.Response:
+    """The public key the router signs the cards it serves with."""
+    return web.json_response(
+        request.app[SIGNER].jwks(),
+        content_type="application/jwk-set+json",
+        headers={"Cache-Control": "public, max-age=300"},
+    )
 
 
 async def healthz(request: web.Request) -> web.Response:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import socket
 from collections.abc import AsyncIterator
 from typing import Any
@@ -16,7 +17,12 @@ from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
 from a2a.server.tasks import InMemoryTaskStore
 from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Role
+from a2a.utils.signing import create_agent_card_signer
+from jwcrypto.jwk import JWK
+from jwt import PyJWK
 from starlette.applications import Starlette
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
 
 class EchoExecutor(AgentExecutor):
@@ -59,25 +65,59 @@ def echo_card(base_url: str, **overrides: Any) -> AgentCard:
     return AgentCard(**fields)
 
 
-def sdk_app(card: AgentCard) -> Starlette:
-    """A Starlette app serving ``card`` and JSON-RPC at ``/a2a`` like a real SDK agent."""
+def sdk_app(card: AgentCard, signing_key: JWK | None = None, jku: str | None = None) -> Starlette:
+    """A Starlette app serving ``card`` and JSON-RPC at ``/a2a`` like a real SDK agent.
+
+    With ``signing_key`` the card is signed by the SDK's own signer (through the SDK's
+    ``card_modifier`` hook) and the public key is served at ``/.well-known/jwks.json``.
+    """
     handler = DefaultRequestHandler(
         agent_executor=EchoExecutor(), task_store=InMemoryTaskStore(), agent_card=card
     )
-    routes = [*create_agent_card_routes(agent_card=card)]
+    modifier = None
+    routes: list[Any] = []
+    if signing_key is not None:
+        signer = create_agent_card_signer(
+            signing_key=PyJWK(json.loads(signing_key.export_private())),
+            protected_header={
+                "alg": signing_key["alg"],
+                "kid": signing_key["kid"],
+                "jku": jku,
+                "typ": "JOSE",
+            },
+        )
+
+        async def modifier(served: AgentCard) -> AgentCard:
+            signed = AgentCard()
+            signed.CopyFrom(served)
+            return signer(signed)
+
+        jwks = {"keys": [json.loads(signing_key.export_public())]}
+
+        async def serve_jwks(_request: Any) -> JSONResponse:
+            return JSONResponse(jwks)
+
+        routes.append(Route("/.well-known/jwks.json", serve_jwks))
+    routes += create_agent_card_routes(agent_card=card, card_modifier=modifier)
     routes += create_jsonrpc_routes(request_handler=handler, rpc_url="/a2a")
     return Starlette(routes=routes)
 
 
 @contextlib.asynccontextmanager
-async def serve_sdk_agent(**card_overrides: Any) -> AsyncIterator[str]:
-    """Run an SDK echo agent on a random 127.0.0.1 port; yield its base URL."""
+async def serve_sdk_agent(
+    signing_key: JWK | None = None, **card_overrides: Any
+) -> AsyncIterator[str]:
+    """Run an SDK echo agent on a random 127.0.0.1 port; yield its base URL.
+
+    With ``signing_key`` its card is signed by the SDK, with ``jku`` = its own JWKS URL.
+    """
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     sock.listen(128)  # connections queue until uvicorn accepts: no need to wait for startup
     base_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    app = sdk_app(echo_card(base_url, **card_overrides))
+    jku = f"{base_url}/.well-known/jwks.json"
+    app = sdk_app(echo_card(base_url, **card_overrides), signing_key, jku)
     config = uvicorn.Config(app, log_level="warning", lifespan="off")
     server = uvicorn.Server(config)
     server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]

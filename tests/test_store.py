@@ -6,10 +6,12 @@ import asyncio
 import hashlib
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
 from registry.cards import parse_card
+from registry.errors import RegistryError
 from registry.records import AgentRecord, utcnow
 from registry.store import Store, async_url
 from tests.helpers import card_v03, card_v1
@@ -122,3 +124,19 @@ def test_async_url_mapping() -> None:
     assert async_url("postgresql://u:p@h/db") == "postgresql+psycopg://u:p@h/db"
     assert async_url("postgres://u@h/db") == "postgresql+psycopg://u@h/db"
     assert async_url("postgresql+asyncpg://u@h/db") == "postgresql+asyncpg://u@h/db"
+
+
+async def test_an_older_schema_is_a_clear_error(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as conn:  # what an earlier Switchboard left behind
+        conn.execute("CREATE TABLE agents (id VARCHAR(64) PRIMARY KEY, name VARCHAR)")
+    store = Store(f"sqlite:///{path}")
+    try:
+        with pytest.raises(RegistryError) as info:
+            await store.create_schema()
+    finally:
+        await store.close()
+    assert info.value.code == "schema_outdated"
+    assert "agents.description" in info.value.details["missing_columns"]

@@ -1,0 +1,117 @@
+"""The router's own signing key.
+
+The router serves cards whose URLs it rewrites to itself (its own card, per-agent cards),
+which breaks the agents' signatures; it re-signs them with this key and publishes the public
+half at ``/.well-known/jwks.json``. The key comes from ``SWITCHBOARD_SIGNING_KEY_FILE`` (a
+private JWK) or, when unset, is generated once and kept in the database so that every replica
+signs with the same key.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from jwcrypto.common import JWException
+from jwcrypto.jwk import JWK
+from sqlalchemy import JSON, Column, DateTime
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Field, SQLModel, col, select
+
+from registry.errors import RegistryError
+from registry.records import utcnow
+from registry.signatures import generate_key, public_jwks, sign_card
+from registry.store import Store
+
+
+class SigningKeyRow(SQLModel, table=True):
+    """The generated router signing key (private JWK), shared by every replica."""
+
+    __tablename__ = "router_signing_keys"
+
+    kid: str = Field(primary_key=True, max_length=128)
+    jwk: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+    created_at: datetime = Field(sa_type=DateTime(timezone=True))
+
+
+class CardSigner:
+    """Re-signs cards with the router's key; publishes the key's public half.
+
+    Created with the app, given its key at startup (:meth:`load`).
+    """
+
+    def __init__(self, key: JWK | None = None, jku: str | None = None) -> None:
+        self._key = key
+        self.jku = jku
+
+    async def load(self, store: Store, key_file: str | None) -> None:
+        """Load (or create) the key: see :func:`load_signing_key`."""
+        self._key = await load_signing_key(store, key_file)
+
+    @property
+    def key(self) -> JWK:
+        """The signing key; RuntimeError before :meth:`load`."""
+        if self._key is None:
+            raise RuntimeError("the router signing key is not loaded yet")
+        return self._key
+
+    @property
+    def kid(self) -> str:
+        """The key id put in every signature."""
+        return self.key.get("kid") or self.key.thumbprint()
+
+    def resign(self, card: dict[str, Any]) -> dict[str, Any]:
+        """``card`` without its own signatures, signed by the router."""
+        unsigned = {k: v for k, v in card.items() if k != "signatures"}
+        return sign_card(unsigned, self.key, kid=self.kid, jku=self.jku)
+
+    def jwks(self) -> dict[str, Any]:
+        """The JWKS to serve at ``/.well-known/jwks.json``."""
+        return public_jwks([self.key])
+
+
+def read_key_file(path: str | Path) -> JWK:
+    """A private JWK from a file; :class:`RegistryError` (code ``bad_key``) if unusable."""
+    try:
+        key = JWK.from_json(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        message = f"cannot read signing key {path}: {exc.strerror}"
+        raise RegistryError(message, code="bad_key") from None
+    except (JWException, ValueError, TypeError) as exc:
+        raise RegistryError(f"signing key {path} is not a JWK: {exc}", code="bad_key") from None
+    if not key.has_private or key.get("kty") == "oct":
+        raise RegistryError(
+            f"signing key {path} must be a private EC, RSA or OKP key", code="bad_key"
+        )
+    return key
+
+
+async def load_signing_key(store: Store, key_file: str | None) -> JWK:
+    """The configured key file's key, else the database's key (generated on first use)."""
+    if key_file:
+        return read_key_file(key_file)
+    key = await _oldest(store)
+    if key is not None:
+        return key
+    new = generate_key("ES256")
+    try:
+        async with store.session() as session, session.begin():
+            row = SigningKeyRow(kid=new["kid"], jwk=json.loads(new.export()), created_at=utcnow())
+            session.add(row)
+    except IntegrityError:
+        pass
+    # another replica may have generated one at the same moment: the oldest wins everywhere
+    key = await _oldest(store)
+    assert key is not None
+    return key
+
+
+async def _oldest(store: Store) -> JWK | None:
+    async with store.session() as session:
+        query = select(SigningKeyRow).order_by(
+            col(SigningKeyRow.created_at), col(SigningKeyRow.kid)
+        )
+        row = (await session.exec(query)).first()
+    return JWK(**row.jwk) if row is not None else None
