@@ -14,7 +14,7 @@ from aiohttp.test_utils import TestServer
 
 from router.app import create_app
 from router.cli import main
-from tests.helpers import ADMIN, AUTH, CardServer, card_v03, card_v1, make_settings
+from tests.helpers import ADMIN, AUTH, FIXTURES, CardServer, card_v03, card_v1, make_settings
 from tests.sdk_peers import serve_sdk_agent
 
 
@@ -29,7 +29,7 @@ async def run(
     """Run the CLI with ``--server`` pointing at ``server``; return (status, stdout, stderr)."""
     command, *rest = argv
     args = [command]
-    if command == "agents":
+    if command in ("agents", "keys"):
         args.append(rest.pop(0))
     args += ["--server", str(server.make_url("")), "--token", ADMIN, *rest]
     status = await asyncio.to_thread(main, args)
@@ -158,7 +158,7 @@ def test_serve_rejects_bad_configuration(
     def must_not_start(*_args: Any, **_kwargs: Any) -> None:
         raise AssertionError("serve started despite a bad configuration")
 
-    monkeypatch.setattr("router.cli.web.run_app", must_not_start)
+    monkeypatch.setattr("router.cli.serve.web.run_app", must_not_start)
     for name in [n for n in os.environ if n.startswith("SWITCHBOARD_")]:
         monkeypatch.delenv(name)
     (tmp_path / "bad.toml").write_text("[[agents]\nurl = ")
@@ -271,3 +271,89 @@ def test_limit_must_be_positive(capsys: pytest.CaptureFixture[str]) -> None:
         main(["agents", "list", "--limit", "0"])
     assert exit_info.value.code == 2
     assert "must be a whole number of at least 1" in capsys.readouterr().err
+
+
+async def test_verification_in_list_show_and_filter(
+    capsys: pytest.CaptureFixture[str], server: TestServer
+) -> None:
+    signed = json.loads((FIXTURES / "cards" / "signed_card_v1.json").read_text(encoding="utf-8"))
+    await _push_cards(server, {"plain": card_v1("https://plain.example"), "signed": signed})
+
+    status, out, _ = await run(capsys, server, "agents", "list")
+    markers = {line.split()[0]: line for line in out.splitlines()}
+    assert "[A2A 1.0] [unsigned]  skills:" in markers["plain"]
+    assert "] [untrusted-key]  skills:" in markers["signed"]  # no trusted key for its kid
+
+    status, out, _ = await run(capsys, server, "agents", "show", "plain")
+    assert "  verification: unsigned\n" in out
+    status, out, _ = await run(capsys, server, "agents", "show", "signed")
+    assert "  verification: untrusted-key: " in out and "echo-key-1" in out
+
+    status, out, _ = await run(capsys, server, "agents", "list", "--verified")
+    assert status == 0 and out.strip() == "no agents found"
+    status, out, _ = await run(capsys, server, "search", "--no-verified")
+    assert status == 0 and sorted(_ids(out)) == ["plain", "signed"]
+
+
+async def test_keys_add_list_remove_and_verified_agents(
+    capsys: pytest.CaptureFixture[str],
+    server: TestServer,
+    card_server: CardServer,
+    tmp_path: Path,
+) -> None:
+    """An owner's flow: make a key, sign a card, trust the key, see the agent verified."""
+    status, out, _ = await run(capsys, server, "keys", "list")
+    assert (status, out) == (0, "no trusted keys\n")
+
+    key = tmp_path / "owner"
+    assert main(["keys", "generate", "--kid", "owner-1", "--out", str(key)]) == 0
+    card = tmp_path / "card.json"
+    card.write_text(json.dumps(card_v1("https://owner.example")))
+    assert main(["card", "sign", str(card), "--key", f"{key}.jwk", "--out", str(card)]) == 0
+    capsys.readouterr()
+    status, _, err = await run(capsys, server, "agents", "add", "--card", str(card), "--id", "own")
+    assert status == 0, err
+    status, out, _ = await run(capsys, server, "agents", "show", "own")
+    assert "  verification: untrusted-key: " in out
+
+    # the private key file: only its public part is sent (the server refuses private keys)
+    status, out, err = await run(capsys, server, "keys", "add", "--jwk", f"{key}.jwk")
+    assert status == 0, err
+    key_id = out.split()[2]
+    assert out == f"trusted key {key_id} (kid owner-1, EC/ES256)\n"
+    status, out, _ = await run(capsys, server, "agents", "show", "own")
+    assert "  verification: verified (kid owner-1, rfc8785)\n" in out
+    status, out, _ = await run(capsys, server, "agents", "list", "--verified")
+    assert _ids(out) == ["own"] and "[verified]" in out
+
+    # a JWKS URL, fetched by the server
+    card_server.set("/jwks.json", json.loads((FIXTURES / "cards" / "jwks_v1.json").read_text()))
+    jwks_url = card_server.url("/jwks.json")
+    status, out, err = await run(capsys, server, "keys", "add", "--jwks-url", jwks_url)
+    assert status == 0 and out.startswith(f"trusted JWKS URL {jwks_url} (id jwks-"), err
+
+    status, out, _ = await run(capsys, server, "keys", "list")
+    lines = out.splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith(key_id) and "jwk kid=owner-1 EC/ES256  (api)" in lines[0]
+    assert f"jwks_url {jwks_url}  (api)" in lines[1]
+    status, out, _ = await run(capsys, server, "keys", "list", "--json")
+    anchors = json.loads(out)["keys"]
+    assert [a["kind"] for a in anchors] == ["jwk", "jwks_url"] and "d" not in anchors[0]["jwk"]
+
+    # the same key again: the server's one-line error
+    status, _, err = await run(capsys, server, "keys", "add", "--jwk", f"{key}.jwks.json")
+    assert status == 1 and "duplicate_key" in err and err.count("\n") == 1
+
+    status, out, _ = await run(capsys, server, "keys", "remove", key_id)
+    assert (status, out) == (0, f"removed key {key_id}\n")
+    status, out, _ = await run(capsys, server, "agents", "show", "own")
+    assert "  verification: untrusted-key: " in out
+    status, _, err = await run(capsys, server, "keys", "remove", key_id)
+    assert status == 1 and "not_found" in err
+
+    # a symmetric key never leaves the machine
+    secret = tmp_path / "oct.jwk"
+    secret.write_text(json.dumps({"kty": "oct", "k": "c2VjcmV0LXNlY3JldC1zZWNyZXQ"}))
+    status, _, err = await run(capsys, server, "keys", "add", "--jwk", str(secret))
+    assert status == 2 and "symmetric (oct) key" in err and err.count("\n") == 1

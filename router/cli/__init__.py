@@ -1,0 +1,70 @@
+"""The ``switchboard`` command: run the server, manage a running one, sign and check cards.
+
+``switchboard serve`` runs Switchboard (:mod:`router.cli.serve`). ``agents`` and ``search``
+talk to a running server's admin API (:mod:`router.cli.client`; ``--server`` or
+``SWITCHBOARD_URL``, token from ``--token`` or the ``SWITCHBOARD_ADMIN_TOKEN`` /
+``SWITCHBOARD_READ_TOKEN`` environment variables). ``card sign``, ``card verify`` and
+``keys generate`` work offline on files (:mod:`router.cli.cards`); ``keys add/list/remove``
+manage a running server's trusted keys (:mod:`router.cli.keys`).
+
+Exit status: 0 success, 1 the server refused or could not be reached (or ``serve`` could not
+start, or ``card verify`` found no valid signature), 2 bad usage or configuration; errors
+are one ``switchboard:`` line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+__all__ = ["CliError", "build_parser", "main"]
+
+
+class CliError(Exception):
+    """A failure to report in one line, with the exit status to use."""
+
+    def __init__(self, message: str, status: int = 1) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``switchboard`` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        # a command group without its subcommand prints that group's help
+        (getattr(args, "group_parser", None) or parser).print_help()
+        return 2
+    try:
+        return args.func(args)
+    except CliError as exc:
+        print(f"switchboard: {exc}", file=sys.stderr)
+        return exc.status
+    except KeyboardInterrupt:
+        print("switchboard: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # stdout was closed early (e.g. piped into ``head``): not an error worth a traceback;
+        # point stdout at /dev/null so the interpreter's final flush does not fail again
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line: each command module adds its own subcommands."""
+    # imported here: the command modules import CliError from this package
+    from router.cli import cards, client, keys, serve
+
+    parser = argparse.ArgumentParser(
+        prog="switchboard", description="Registry and router for A2A agents."
+    )
+    commands = parser.add_subparsers(title="commands")
+    serve.add_commands(commands)
+    client.add_commands(commands)
+    cards.add_commands(commands)
+    keys.add_commands(commands)
+    return parser
