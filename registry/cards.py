@@ -13,7 +13,23 @@ Shapes (detected from the fields present, see :func:`detect_format`):
 
 Every reader validates types and required fields and raises :class:`CardError` whose details
 name each bad field (``skills[0].id``). Unknown fields are ignored here; they stay in the raw
-card the registry keeps.
+card the registry keeps. Fields are read by their published camelCase names only: a snake_case
+spelling (``supported_interfaces``, ``input_modes``) is an unknown field, never an alias.
+
+Empty values read as absent, the way protobuf (A2A 1.0) and the SDKs' signing forms read them,
+so that a card means the same whichever payload form its signature covers:
+
+- a skill's ``inputModes``/``outputModes`` that is ``[]`` inherits the card's
+  ``defaultInputModes``/``defaultOutputModes``, exactly like a missing list (a proto3 repeated
+  field cannot tell the two apart, and neither can the a2a-sdk signatures, which drop empty
+  values; an explicit ``[]`` therefore cannot take a skill's modes away);
+- ``""`` for an optional text (``documentationUrl``, ``iconUrl``, the provider's members, an
+  interface's ``protocolBinding``/``protocolVersion``/``tenant``, ``preferredTransport``, a
+  0.3 ``protocolVersion``, an additional interface's ``transport``) is its default, and an empty
+  ``provider`` object is no provider.
+
+A verified card must be read from :attr:`registry.signatures.Verification.signed_content`, the
+content its signature covers, not from the card as received.
 """
 
 from __future__ import annotations
@@ -23,6 +39,7 @@ from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StrictBool,
@@ -118,8 +135,19 @@ _Example = Annotated[StrictStr, StringConstraints(max_length=4096)]
 _Modes = Annotated[list[_Mode], Field(max_length=64)]
 
 
+def _blank_is_absent(value: Any) -> Any:
+    return None if value == "" else value
+
+
+# Optional texts where "" means "not given" (the SDK forms drop empty strings before signing).
+_OptUrl = Annotated[_Url | None, BeforeValidator(_blank_is_absent)]
+_OptName = Annotated[_Name | None, BeforeValidator(_blank_is_absent)]
+
+
 class _Wire(BaseModel):
-    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    # Aliases only: no snake_case spelling of a field is read (it would be a second name for
+    # the same field, one the signature forms do not know and so do not cover).
+    model_config = ConfigDict(extra="ignore", populate_by_name=False)
 
 
 class _WireSkill(_Wire):
@@ -133,8 +161,8 @@ class _WireSkill(_Wire):
 
 
 class _WireProvider(_Wire):
-    organization: _Name | None = None
-    url: _Url | None = None
+    organization: _OptName = None
+    url: _OptUrl = None
 
 
 class _WireCapabilities(_Wire):
@@ -156,8 +184,8 @@ class _WireCommon(_Wire):
     description: _Text = ""
     version: _Word = ""
     provider: _WireProvider | None = None
-    documentation_url: _Url | None = Field(None, alias="documentationUrl")
-    icon_url: _Url | None = Field(None, alias="iconUrl")
+    documentation_url: _OptUrl = Field(None, alias="documentationUrl")
+    icon_url: _OptUrl = Field(None, alias="iconUrl")
     capabilities: _WireCapabilities = Field(default_factory=_WireCapabilities)
     default_input_modes: _Modes = Field(default_factory=list, alias="defaultInputModes")
     default_output_modes: _Modes = Field(default_factory=list, alias="defaultOutputModes")
@@ -170,7 +198,7 @@ class _WireInterface10(_Wire):
     url: _Url
     protocol_binding: _Word = Field("JSONRPC", alias="protocolBinding")
     protocol_version: _Word | None = Field(None, alias="protocolVersion")
-    tenant: _Name | None = None
+    tenant: _OptName = None
 
 
 class _WireCard10(_WireCommon):
@@ -240,13 +268,13 @@ def parse_card(data: Any) -> AgentCard:
 def _interfaces(wire: _WireCommon, card_format: CardFormat) -> list[tuple[str, Interface]]:
     """The card's interfaces, each with the card field it was read from."""
     if isinstance(wire, _WireCard10):
-        fallback = (wire.protocol_versions or ["1.0"])[0]
+        fallback = next((v for v in wire.protocol_versions or [] if v), "1.0")
         return [
             (
                 f"supportedInterfaces[{n}].url",
                 Interface(
                     url=i.url,
-                    binding=_binding(i.protocol_binding),
+                    binding=_binding(i.protocol_binding or "JSONRPC"),
                     protocol_version=i.protocol_version or fallback,
                     tenant=i.tenant or None,
                 ),
@@ -254,14 +282,18 @@ def _interfaces(wire: _WireCommon, card_format: CardFormat) -> list[tuple[str, I
             for n, i in enumerate(wire.supported_interfaces)
         ]
     if isinstance(wire, _WireCard03):
-        version = wire.protocol_version
+        version = wire.protocol_version or "0.3.0"
         first = Interface(
-            url=wire.url, binding=_binding(wire.preferred_transport), protocol_version=version
+            url=wire.url,
+            binding=_binding(wire.preferred_transport or "JSONRPC"),
+            protocol_version=version,
         )
         more = [
             (
                 f"additionalInterfaces[{n}].url",
-                Interface(url=i.url, binding=_binding(i.transport), protocol_version=version),
+                Interface(
+                    url=i.url, binding=_binding(i.transport or "JSONRPC"), protocol_version=version
+                ),
             )
             for n, i in enumerate(wire.additional_interfaces)
         ]
@@ -300,12 +332,9 @@ def _normalize(
             description=s.description,
             tags=list(s.tags),
             examples=list(s.examples),
-            input_modes=list(
-                s.input_modes if s.input_modes is not None else wire.default_input_modes
-            ),
-            output_modes=list(
-                s.output_modes if s.output_modes is not None else wire.default_output_modes
-            ),
+            # [] inherits the defaults like a missing list (see the module documentation)
+            input_modes=list(s.input_modes or wire.default_input_modes),
+            output_modes=list(s.output_modes or wire.default_output_modes),
         )
         for s in wire.skills
     ]
@@ -322,7 +351,11 @@ def _normalize(
         name=wire.name,
         description=wire.description,
         version=wire.version,
-        provider=Provider(**wire.provider.model_dump()) if wire.provider else None,
+        provider=(
+            Provider(**wire.provider.model_dump())
+            if wire.provider and (wire.provider.organization or wire.provider.url)
+            else None
+        ),
         documentation_url=wire.documentation_url,
         icon_url=wire.icon_url,
         interfaces=interfaces,

@@ -2,9 +2,17 @@
 
 :func:`loads_limited` accepts only UTF-8 text holding standard JSON (no ``NaN``/``Infinity``)
 nested at most ``max_depth`` containers deep. It raises :class:`JsonLimitError`, a plain
-``ValueError`` carrying a stable ``code`` and ``details``; strings holding NUL or an unpaired
-surrogate are refused too (no database stores them); callers turn it into their own error
+``ValueError`` carrying a stable ``code`` and ``details``; callers turn it into their own error
 type (the crawler into a ``CrawlError`` naming the URL, the API into a 400/413 answer).
+
+Also refused, because they make one document mean different things to different readers:
+
+- numbers that overflow a double (``1e400`` would parse to ``inf``, which no canonical JSON form,
+  database or strict client accepts);
+- an object with the same member twice (``{"url": "a", "url": "b"}``): Python keeps the last
+  value, other parsers the first, so a signature checked on one reading would vouch for content
+  a client reads differently from the stored bytes;
+- strings holding NUL or an unpaired surrogate (no database stores them).
 """
 
 from __future__ import annotations
@@ -19,9 +27,10 @@ __all__ = ["JsonLimitError", "json_depth", "loads_limited"]
 class JsonLimitError(ValueError):
     """A document that is not acceptable JSON.
 
-    ``code`` is ``"invalid_json"`` (bad UTF-8, bad syntax, non-standard constants, oversized
-    integers) or ``"json_too_deep"``; ``message`` is one sentence without a trailing period, so
-    callers can prefix the source ("The card at URL is not valid JSON: ...").
+    ``code`` is ``"invalid_json"`` (bad UTF-8, bad syntax, non-standard constants, numbers beyond
+    the range of a double, oversized integers, duplicate object members) or ``"json_too_deep"``;
+    ``message`` is one sentence without a trailing period, so callers can prefix the source
+    ("The card at URL is not valid JSON: ...").
     """
 
     def __init__(self, code: str, message: str, details: dict[str, Any]) -> None:
@@ -35,18 +44,70 @@ class _BadConstant(ValueError):
     pass
 
 
+class _NotFinite(ValueError):
+    pass
+
+
+class _DuplicateMember(ValueError):
+    pass
+
+
 def _reject_constant(name: str) -> Any:
     raise _BadConstant(name)
+
+
+_INF = float("inf")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value == _INF or value == -_INF:  # NaN cannot come from a JSON number literal
+        raise _NotFinite(text)
+    return value
+
+
+def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):  # the common case costs one length comparison
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateMember(key)
+            seen.add(key)
+    return obj
 
 
 def loads_limited(data: bytes | str, *, max_depth: int) -> Any:
     """Parse ``data`` as strict JSON nested at most ``max_depth`` levels (a scalar is level 0)."""
     text = _decode(data)
     try:
-        value = json.loads(text, parse_constant=_reject_constant)
+        value = json.loads(
+            text,
+            parse_constant=_reject_constant,
+            parse_float=_finite_float,
+            object_pairs_hook=_unique_object,
+        )
     except _BadConstant as exc:
         raise JsonLimitError(
             "invalid_json", f"{exc} is not allowed in JSON", {"constant": str(exc)}
+        ) from None
+    except _NotFinite as exc:
+        number = str(exc)
+        shown = number if len(number) <= 40 else f"{number[:37]}..."
+        raise JsonLimitError(
+            "invalid_json",
+            f"the number {shown} is beyond the range of a double (non-finite numbers are "
+            "not allowed)",
+            {"problem": "non-finite number", "number": shown},
+        ) from None
+    except _DuplicateMember as exc:
+        member = str(exc)
+        member = member if member.isprintable() else ascii(member)[1:-1]
+        shown = member if len(member) <= 64 else f"{member[:61]}..."
+        raise JsonLimitError(
+            "invalid_json",
+            f"an object has the member {shown!r} more than once",
+            {"problem": "duplicate member", "member": shown},
         ) from None
     except json.JSONDecodeError as exc:
         raise JsonLimitError(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import re
 import time
 from collections.abc import Iterable
@@ -124,25 +125,51 @@ def _usage_problem(key: JWK, op: str, now: float) -> str | None:
     key_ops = key.get("key_ops")
     if key_ops is not None and (not isinstance(key_ops, list) or op not in key_ops):
         return f"its key_ops {key_ops!r} do not include {op!r}"
-    exp = key.get("exp")
-    if exp is not None:
-        if isinstance(exp, bool) or not isinstance(exp, int | float):
-            return f"its exp {exp!r} is not a NumericDate"
-        if exp <= now:
-            try:
-                when = datetime.fromtimestamp(exp, UTC).isoformat(timespec="seconds")
-            except (OverflowError, OSError, ValueError):
-                when = f"exp {exp}"
-            return f"it expired at {when}"
+    return _lifetime_problem(key, now)
+
+
+def _numeric_date(value: Any) -> bool:
+    """Whether ``value`` is a JSON NumericDate: a finite number (not a bool, not a string)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return isinstance(value, int) or math.isfinite(value)
+
+
+def _when(value: int | float, member: str) -> str:
+    try:
+        return datetime.fromtimestamp(value, UTC).isoformat(timespec="seconds")
+    except (OverflowError, OSError, ValueError):
+        return f"{member} {value}"
+
+
+def _lifetime_problem(key: JWK, now: float) -> str | None:
+    """The key's validity period: ``exp`` (expiry), ``nbf`` (not before), ``iat`` (issued at).
+
+    Each, if present, must be a NumericDate (a number of POSIX seconds); the key is usable from
+    ``nbf`` (inclusive) until ``exp`` (exclusive). ``iat`` is only checked for its type.
+    """
+    for member in ("exp", "nbf", "iat"):
+        value = key.get(member)
+        if value is not None and not _numeric_date(value):
+            shown = repr(value)
+            shown = shown if len(shown) <= 40 else f"{shown[:37]}..."
+            return f"its {member} {shown} is not a NumericDate (a number of seconds since 1970)"
+    exp, nbf = key.get("exp"), key.get("nbf")
+    if exp is not None and exp <= now:
+        return f"it expired at {_when(exp, 'exp')}"
+    if nbf is not None and nbf > now:
+        return f"it is not valid before {_when(nbf, 'nbf')} (nbf)"
     return None
 
 
 def key_problem(jwk: JWK | dict[str, Any], alg: str, *, now: float | None = None) -> str | None:
     """Why ``jwk`` cannot verify a signature made with ``alg``, or ``None`` if it can.
 
-    Checks ``use`` (must be ``sig`` if present), ``key_ops`` (must include ``verify``), ``exp``
-    (a NumericDate in the future), ``alg`` (must equal ``alg`` if present), the key type and
-    curve for ``alg`` and the RSA size (at least 2048 bits); symmetric keys are refused.
+    Checks ``use`` (must be ``sig`` if present), ``key_ops`` (must include ``verify``), the
+    lifetime members (``exp`` a NumericDate in the future, ``nbf`` one not after ``now``,
+    ``iat`` a NumericDate; any other type is a problem), ``alg`` (must equal ``alg`` if
+    present), the key type and curve for ``alg`` and the RSA size (at least 2048 bits);
+    symmetric keys are refused.
     """
     try:
         key = as_jwk(jwk)

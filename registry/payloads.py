@@ -15,19 +15,26 @@ different, so :func:`card_forms` gives every form, strictest first, each named:
     What a2a-sdk 0.3 signs: the card parsed into its pydantic ``AgentCard`` (unknown fields
     dropped), dumped without default values (``preferredTransport: "JSONRPC"``,
     ``protocolVersion: "0.3.0"``, each security scheme's ``type``), empty values dropped, then
-    ``json.dumps(sort_keys=True)`` with compact separators and ASCII escapes.
+    ``json.dumps(sort_keys=True)`` with compact separators and ASCII escapes (non-finite
+    numbers refused).
 
 Whatever a form leaves out is not covered by the signature: :attr:`Form.uncovered` names it
-(fields unknown to the producer's schema, and non-empty values the SDKs' empty-value cleaning
-erases, such as ``security: [{"apiKey": []}]``). Values dropped because they equal a default or
-are empty are covered: changing them breaks the signature. :func:`clean_for_signing` gives the
-card content on which the strict and the a2a-sdk 1.x forms agree.
+(fields unknown to the producer's schema, non-empty values the SDKs' empty-value cleaning
+erases, such as ``security: [{"apiKey": []}]``, and in the 0.3 form each security scheme's
+``type``, which a2a-sdk 0.3 drops as a default although it is what selects the scheme). Values
+dropped because they equal a default or are empty are covered: changing them breaks the
+signature.
+
+:func:`covered_content` turns a verified payload back into the card it covers, the thing to
+read a verified card from. :func:`clean_for_signing` gives the card content on which the strict
+and the a2a-sdk 1.x forms agree.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -41,10 +48,13 @@ __all__ = [
     "FormError",
     "card_forms",
     "clean_for_signing",
+    "covered_content",
     "jcs",
     "payload_forms",
     "unsigned_part",
 ]
+
+log = logging.getLogger(__name__)
 
 _MAX_DEPTH = 200  # containers; deeper cards have no payload form (the SDKs stop at 128)
 
@@ -252,9 +262,14 @@ def _project(value: Any, schema: Any, path: str, dropped: list[str], depth: int 
             for key, item in value.items()
         }
     if isinstance(schema, _Union):
-        if not isinstance(value, dict) or value.get(schema.tag) not in schema.variants:
+        if not isinstance(value, dict):
             return value
-        variant = {schema.tag: _Default(value[schema.tag]), **schema.variants[value[schema.tag]]}
+        tag = value.get(schema.tag)
+        if not isinstance(tag, str) or tag not in schema.variants:
+            return value  # the SDK could not have parsed it: kept whole, so covered whole
+        # The SDK drops the tag as a default: the signature does not say which variant it is.
+        dropped.append(_join(path, schema.tag))
+        variant = {schema.tag: _Default(tag), **schema.variants[tag]}
         return _project(value, variant, path, dropped, depth)
     if schema == _STRUCT:
         return _doubles(value, depth)
@@ -267,7 +282,10 @@ def _doubles(value: Any, depth: int) -> Any:
     if isinstance(value, bool):
         return value
     if isinstance(value, int):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:
+            raise FormError("an integer in params exceeds the range of a double") from None
     if isinstance(value, dict):
         return {key: _doubles(item, depth + 1) for key, item in value.items()}
     if isinstance(value, list):
@@ -346,6 +364,49 @@ def _sdk_form(
     return Form(name, dump({} if cleaned is _DROP else cleaned), _outermost(dropped))
 
 
+def _v03_form(card: dict[str, Any]) -> Form:
+    return _sdk_form("a2a-sdk-0.3", card, _V03_SCHEMA, _sorted_json)
+
+
+_V03_DEFAULTS = {"preferredTransport": "JSONRPC", "protocolVersion": "0.3.0"}
+
+
+def covered_content(payload: bytes) -> dict[str, Any]:
+    """The card a verified ``payload`` covers: what a verified card must be read from.
+
+    The payload parsed, with the defaults a2a-sdk 0.3 drops put back
+    (``preferredTransport: "JSONRPC"``, ``protocolVersion: "0.3.0"``, when absent) if the
+    payload is one a2a-sdk 0.3 could have signed (its 0.3 form is the payload itself), so that
+    it reads as that SDK reads it. Nothing else is added: whatever a form leaves uncovered
+    (unknown fields, erased values, the 0.3 security schemes' ``type``) is not in it.
+
+    It depends on the payload bytes alone, never on which form matched nor on the card as
+    received: a form is chosen by whoever presents the card (adding an unknown field turns a
+    strict match into an SDK match, removing the 0.3 defaults can turn an SDK match into a
+    strict one), and the same signed bytes must always read the same. (A strictly signed card
+    of only 0.3 fields, e.g. a bare ``url`` card, so reads as 0.3: signatures arrived with 0.3.)
+    Raises :class:`FormError` if ``payload`` is not a JSON object.
+    """
+    try:
+        content = json.loads(payload.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise FormError(f"the payload is not JSON: {exc}") from None
+    if not isinstance(content, dict):
+        raise FormError("the payload is not a JSON object")
+    missing = [key for key in _V03_DEFAULTS if key not in content]
+    if missing:
+        try:
+            signable_by_v03 = _v03_form(content).payload == payload
+        except (FormError, RecursionError):
+            signable_by_v03 = False
+        except Exception:  # as in card_forms: no such form (still a function of the payload)
+            log.exception("building the a2a-sdk-0.3 form of a signed payload failed")
+            signable_by_v03 = False
+        if signable_by_v03:
+            content.update({key: _V03_DEFAULTS[key] for key in missing})
+    return content
+
+
 def _outermost(paths: list[str]) -> tuple[str, ...]:
     """``paths`` sorted, without those inside another listed path."""
     listed = set(paths)
@@ -360,23 +421,32 @@ def _outermost(paths: list[str]) -> tuple[str, ...]:
 
 def _sorted_json(value: Any) -> bytes:
     try:
-        return json.dumps(value, separators=(",", ":"), sort_keys=True).encode("ascii")
-    except (ValueError, RecursionError) as exc:
+        return json.dumps(value, separators=(",", ":"), sort_keys=True, allow_nan=False).encode(
+            "ascii"
+        )
+    except (ValueError, TypeError, RecursionError) as exc:
         raise FormError(str(exc)) from None
 
 
 def card_forms(card: dict[str, Any]) -> list[Form]:
-    """The card's payload forms, strictest first, skipping impossible ones and duplicates."""
-    builders: list[Callable[[], Form]] = [
-        lambda: _strict_form(card),
-        lambda: _sdk_form("a2a-sdk-1.x", card, _V1_SCHEMA, jcs),
-        lambda: _sdk_form("a2a-sdk-0.3", card, _V03_SCHEMA, _sorted_json),
+    """The card's payload forms, strictest first, skipping impossible ones and duplicates.
+
+    A form that cannot be built is skipped: a card it cannot represent (:class:`FormError`), and
+    also any unexpected failure (logged), so that no card shape can make verification raise.
+    """
+    builders: list[tuple[str, Callable[[], Form]]] = [
+        ("rfc8785", lambda: _strict_form(card)),
+        ("a2a-sdk-1.x", lambda: _sdk_form("a2a-sdk-1.x", card, _V1_SCHEMA, jcs)),
+        ("a2a-sdk-0.3", lambda: _v03_form(card)),
     ]
     forms: list[Form] = []
-    for build in builders:
+    for name, build in builders:
         try:
             form = build()
         except (FormError, RecursionError):
+            continue
+        except Exception:  # a card shape the projection did not foresee: no such form
+            log.exception("building the %s payload form of a card failed; form skipped", name)
             continue
         if all(form.payload != seen.payload for seen in forms):
             forms.append(form)

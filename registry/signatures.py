@@ -2,8 +2,9 @@
 
 A card signature is a JWS over a canonical form of the card without ``signatures``;
 :func:`verify_card` checks it against each payload form of :mod:`registry.payloads`, strictest
-first, and records which one matched and what it leaves uncovered. :func:`sign_card` signs the
-strict RFC 8785 form. Keys come from a :class:`KeyResolver` (the trust store, or
+first, and records which one matched, what it leaves uncovered and the content it covers
+(:attr:`Verification.signed_content`, what a verified card must be read from). :func:`sign_card`
+signs the strict RFC 8785 form. Keys come from a :class:`KeyResolver` (the trust store, or
 :class:`StaticKeys`); a card's own ``jku`` is only a hint the resolver may follow. Every refusal
 is a :class:`Verification` with a one-sentence reason; :func:`verify_card` never raises.
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import binascii
 import copy
 import json
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,6 +46,7 @@ from registry.payloads import (
     FormError,
     card_forms,
     clean_for_signing,
+    covered_content,
     jcs,
     payload_forms,
     unsigned_part,
@@ -65,6 +68,8 @@ __all__ = [
     "verify_card",
 ]
 
+log = logging.getLogger(__name__)
+
 Status = Literal["verified", "unsigned", "invalid", "untrusted-key"]
 
 #: At most this many signatures are checked on one card; more make the card ``invalid``.
@@ -77,7 +82,21 @@ MAX_SIGNATURES = 16
 
 @dataclass(frozen=True)
 class Verification:
-    """The outcome of checking a card's signatures."""
+    """The outcome of checking a card's signatures.
+
+    ``signed_content`` is set only when ``status`` is ``verified``: the card exactly as the
+    verified payload form covers it, and so the only thing a verified card may be read from
+    (``parse_card(verification.signed_content)``, never the card as received). For the strict
+    ``rfc8785`` form it is the card minus ``signatures`` (read back from the signed bytes); for
+    an SDK form it is the object the SDK signed (fields unknown to its schema, erased values
+    and the 0.3 security schemes' ``type`` left out, empty values dropped) with the defaults
+    a2a-sdk 0.3 drops put back (``preferredTransport: "JSONRPC"``, ``protocolVersion:
+    "0.3.0"``), so it reads as the SDK read it. It is computed from the signed payload bytes alone
+    (:func:`registry.payloads.covered_content`), so the same signature always yields the same
+    content whatever was added to, changed in or removed from the card's uncovered parts. It
+    never contains ``signatures`` nor any path of ``uncovered_fields``. It is a fresh object
+    owned by the caller, and not part of equality, hashing, ``repr`` or :meth:`to_api`.
+    """
 
     status: Status
     kid: str | None = None
@@ -85,6 +104,7 @@ class Verification:
     key_source: str | None = None
     payload_form: str | None = None
     uncovered_fields: tuple[str, ...] = ()
+    signed_content: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
     def to_api(self) -> dict[str, Any]:
         """The JSON shape the API and CLI show."""
@@ -223,6 +243,9 @@ def _jws_verifies(protected: str, payload: bytes, signature: str, key: JWK, alg:
         jws.verify(key, alg=alg)
     except (JWException, ValueError, TypeError):
         return False
+    except Exception:  # jwcrypto or cryptography failing on an odd key: not a match
+        log.exception("checking a card signature with kid %r failed unexpectedly", key.get("kid"))
+        return False
     return True
 
 
@@ -282,6 +305,7 @@ async def _verify_one(
                     key_source=source,
                     payload_form=form.name,
                     uncovered_fields=form.uncovered,
+                    signed_content=covered_content(form.payload),
                 )
     tried = ", ".join(form.name for form in candidates)
     raise _Refused(
@@ -309,9 +333,25 @@ async def verify_card(
 
     ``unsigned`` without signatures; otherwise ``invalid`` if some signature is malformed,
     refused or does not match, else ``untrusted-key``. ``now`` (POSIX seconds) is the time key
-    expiry is judged against. Never raises.
+    expiry is judged against. A ``verified`` result carries ``signed_content``, the card as its
+    signature covers it: read the card from that, not from ``card``. Never raises: an
+    unexpected failure is logged and makes the card ``invalid`` with a reason saying so.
     """
-    now = time.time() if now is None else now
+    try:
+        return await _verify_card(card, resolver, time.time() if now is None else now)
+    except Exception as exc:
+        log.exception("verifying a card's signatures failed unexpectedly")
+        return Verification("invalid", reason=_internal_failure(exc))
+
+
+def _internal_failure(exc: BaseException) -> str:
+    return (
+        f"the signatures could not be checked: the verifier failed internally "
+        f"({type(exc).__name__}); the card is treated as not verified"
+    )
+
+
+async def _verify_card(card: dict[str, Any], resolver: KeyResolver, now: float) -> Verification:
     if not isinstance(card, dict):
         return Verification("invalid", reason="the card is not a JSON object")
     signatures = card.get("signatures")
@@ -339,6 +379,9 @@ async def verify_card(
             return await _verify_one(entry, index, forms, resolver, now)
         except _Refused as refused:
             failures.append(refused)
+        except Exception as exc:  # one odd signature must not hide another that verifies
+            log.exception("checking signatures[%d] of a card failed unexpectedly", index)
+            failures.append(_Refused("invalid", _internal_failure(exc)))
     return _combine(failures)
 
 

@@ -233,3 +233,71 @@ def test_oversized_fields_are_refused_by_name(mutate: Any, field: str) -> None:
     with pytest.raises(CardError) as info:
         parse_card(card)
     assert field in [d["field"] for d in info.value.details]
+
+
+# --- only the published names, empty values read as absent -----------------------------------
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda c: c.update(supported_interfaces=[{"url": "https://evil.example/a2a"}]),
+        lambda c: c.update(default_input_modes=["image/evil"]),
+        lambda c: c["skills"][0].update(input_modes=["image/evil"], output_modes=["x/y"]),
+        lambda c: c["capabilities"].update(push_notifications=True, extended_agent_card=True),
+        lambda c: c["supportedInterfaces"][0].update(
+            protocol_binding="GRPC", protocol_version="0.2"
+        ),
+        lambda c: c.update(documentation_url="https://evil.example/docs"),
+    ],
+)
+def test_snake_case_spellings_are_unknown_fields(edit: Any) -> None:
+    """A second spelling of a field would be one the signature forms do not cover."""
+    data = card_v1("https://w.example")
+    before = parse_card(data)
+    edit(data)
+    assert parse_card(data) == before
+
+
+def test_snake_case_alone_does_not_provide_a_field() -> None:
+    data = card_v03("https://i.example")
+    data["additional_interfaces"] = [{"url": "https://evil.example/rest"}]
+    data["skills"][0]["input_modes"] = ["image/evil"]
+    card = parse_card(data)
+    assert [i.url for i in card.interfaces] == ["https://i.example/rpc"]
+    assert card.skills[0].input_modes == ["application/pdf", "image/*"]
+
+
+def test_empty_skill_modes_inherit_the_defaults() -> None:
+    """`[]` reads like a missing list, as in protobuf and the SDKs' signed forms."""
+    data = card_v1("https://w.example")
+    data["skills"][0].update(inputModes=[], outputModes=[])
+    data["skills"][1]["outputModes"] = []
+    forecast, radar = parse_card(data).skills
+    assert forecast.input_modes == ["text/plain"]
+    assert forecast.output_modes == ["text/plain", "application/json"]
+    assert radar.output_modes == ["text/plain", "application/json"]
+
+
+def test_empty_optional_texts_read_as_their_defaults() -> None:
+    data = card_v1(
+        "https://w.example",
+        documentationUrl="",
+        iconUrl="",
+        provider={"organization": "", "url": ""},
+        protocolVersions=["", "1.1"],
+    )
+    data["supportedInterfaces"][0].update(protocolBinding="", protocolVersion="", tenant="")
+    card = parse_card(data)
+    assert (card.documentation_url, card.icon_url, card.provider) == (None, None, None)
+    assert [(i.binding, i.protocol_version, i.tenant) for i in card.interfaces] == [
+        ("JSONRPC", "1.1", None)
+    ]
+    data = card_v03("https://i.example", preferredTransport="", protocolVersion="")
+    data["additionalInterfaces"] = [{"url": "https://i.example/2", "transport": ""}]
+    card = parse_card(data)
+    assert [(i.binding, i.protocol_version) for i in card.interfaces] == [
+        ("JSONRPC", "0.3.0"),
+        ("JSONRPC", "0.3.0"),
+    ]
+    assert parse_card(card_v1("https://w.example", provider={})).provider is None

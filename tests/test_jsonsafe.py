@@ -75,3 +75,46 @@ def test_json_depth_is_iterative() -> None:
 def test_is_a_value_error() -> None:
     with pytest.raises(ValueError):
         loads_limited("", max_depth=1)
+
+
+@pytest.mark.parametrize("number", ["1e400", "-1e400", "1E+309", "9" * 400 + ".0"])
+def test_numbers_beyond_a_double_are_refused(number: str) -> None:
+    """They would parse to inf: no canonical form, database or strict client takes that."""
+    with pytest.raises(JsonLimitError) as info:
+        loads_limited(f'{{"params": {{"n": {number}}}}}', max_depth=8)
+    assert info.value.code == "invalid_json"
+    assert info.value.details["problem"] == "non-finite number"
+    assert "beyond the range of a double" in info.value.message
+    assert len(info.value.message) < 200
+
+
+def test_large_finite_and_tiny_numbers_are_fine() -> None:
+    assert loads_limited(
+        "[1.7976931348623157e308, 1e-400, -0.0, 12345678901234567890]", max_depth=1
+    ) == [1.7976931348623157e308, 0.0, -0.0, 12345678901234567890]
+
+
+@pytest.mark.parametrize(
+    ("text", "member"),
+    [
+        ('{"url": "https://a.example", "url": "https://evil.example"}', "url"),
+        ('{"skills": [{"id": "a", "name": "A", "id": "b"}]}', "id"),
+        ('{"a": {}, "a": {}}', "a"),
+        ('{"\\u0000": 1, "\\u0000": 2}', "\\x00"),
+    ],
+)
+def test_duplicate_members_are_refused(text: str, member: str) -> None:
+    """Parsers disagree on which value wins, so a signature checked on one reading could vouch
+    for content a client reads differently from the same bytes."""
+    with pytest.raises(JsonLimitError) as info:
+        loads_limited(text, max_depth=8)
+    assert info.value.code == "invalid_json"
+    assert info.value.details == {"problem": "duplicate member", "member": member}
+    assert info.value.message == f"an object has the member {member!r} more than once"
+
+
+def test_same_member_in_different_objects_is_fine() -> None:
+    assert loads_limited('[{"a": 1}, {"a": 2, "b": {"a": 3}}]', max_depth=3) == [
+        {"a": 1},
+        {"a": 2, "b": {"a": 3}},
+    ]

@@ -220,13 +220,14 @@ def sdk_verify(card_json: dict[str, Any], key: JWK, alg: str) -> None:
         # a2a-sdk 0.3.26: defaults (preferredTransport, protocolVersion) left out, ASCII escapes.
         ("signed_card_v03.json", "jwks_v03.json", "echo-key-1", "a2a-sdk-0.3", ()),
         # a2a-sdk 0.3.26, non-ASCII everywhere; `security: [{"schlüssel": []}]` is erased by the
-        # SDK's empty-value cleaning, so its signature does not cover it.
+        # SDK's empty-value cleaning, and each scheme's `type` dropped as a default, so its
+        # signature covers neither.
         (
             "signed_card_v03_nonascii.json",
             "jwks_v03_nonascii.json",
             "übersetzer-key-1",
             "a2a-sdk-0.3",
-            ("security",),
+            ("security", "securitySchemes.bearer.type", "securitySchemes.schlüssel.type"),
         ),
     ],
 )
@@ -441,7 +442,12 @@ async def test_extra_unsigned_top_level_field(keys: dict[str, JWK]) -> None:
     assert (result.status, result.payload_form, result.uncovered_fields) == (
         "verified",
         "a2a-sdk-0.3",
-        ("security", "x-routing-hint"),
+        (
+            "security",
+            "securitySchemes.bearer.type",
+            "securitySchemes.schlüssel.type",
+            "x-routing-hint",
+        ),
     )
 
     # A strictly signed non-ASCII 0.3-shaped card: no SDK form reproduces its payload (0.3
@@ -586,7 +592,17 @@ async def test_unsigned_cards() -> None:
         ({"use": "enc"}, "its use is 'enc', not 'sig'"),
         ({"use": None, "key_ops": ["encrypt"]}, "its key_ops ['encrypt'] do not include 'verify'"),
         ({"exp": NOW - 60}, "it expired at 2027-01-15T07:59:00+00:00"),
-        ({"exp": "tomorrow"}, "its exp 'tomorrow' is not a NumericDate"),
+        (
+            {"exp": "tomorrow"},
+            "its exp 'tomorrow' is not a NumericDate (a number of seconds since 1970)",
+        ),
+        ({"nbf": NOW + 60}, "it is not valid before 2027-01-15T08:01:00+00:00 (nbf)"),
+        ({"nbf": "now"}, "its nbf 'now' is not a NumericDate (a number of seconds since 1970)"),
+        ({"iat": True}, "its iat True is not a NumericDate (a number of seconds since 1970)"),
+        (
+            {"exp": [NOW + 60]},
+            "its exp [1800000060.0] is not a NumericDate (a number of seconds since 1970)",
+        ),
         ({"alg": "ES384"}, "it is for 'ES384', not 'ES256'"),
     ],
 )
@@ -607,6 +623,23 @@ async def test_key_exp_in_the_future_is_fine(keys: dict[str, JWK]) -> None:
     resolver = StaticKeys([public(key, exp=NOW + 60, key_ops=["verify"])])
     assert (await verify_card(card, resolver, now=NOW)).status == "verified"
     assert (await verify_card(card, resolver, now=NOW + 61)).status == "invalid"
+
+
+async def test_key_nbf_and_iat_bound_the_lifetime(keys: dict[str, JWK]) -> None:
+    """A key is usable from its nbf (inclusive) until its exp (exclusive)."""
+    key = keys["ES256"]
+    card = sign_card(card_v1(), key)
+    resolver = StaticKeys([public(key, nbf=NOW, exp=NOW + 60, iat=NOW - 10)])
+    assert (await verify_card(card, resolver, now=NOW - 1)).status == "invalid"
+    assert (await verify_card(card, resolver, now=NOW)).status == "verified"
+    assert (await verify_card(card, resolver, now=NOW + 59.5)).status == "verified"
+    assert (await verify_card(card, resolver, now=NOW + 60)).status == "invalid"
+    assert key_problem(public(key, nbf=float("inf")), "ES256", now=NOW) == (
+        "its nbf inf is not a NumericDate (a number of seconds since 1970)"
+    )
+    assert key_problem(public(key, nbf=10**30), "ES256", now=NOW) == (
+        f"it is not valid before nbf {10**30} (nbf)"
+    )
 
 
 async def test_wrong_curve_is_refused(keys: dict[str, JWK]) -> None:
