@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
 from jwcrypto.jwk import JWK
 
 from router.cli import main
+from router.cli.cards import FetchError, fetch_json
 from router.cli.keys import public_keys
 from tests.helpers import FIXTURES, CardServer, card_v1
 
@@ -297,9 +299,18 @@ async def test_verify_follows_the_cards_own_jku(
     path = write_card(tmp_path, signed, "signed.json")
 
     status, out, err = await cli_thread(capsys, "card", "verify", path)
-    assert (status, out) == (0, f"verified: kid={kid} form=rfc8785\n")
+    assert (status, out) == (3, f"intact (self-asserted key from {jku}): kid={kid} form=rfc8785\n")
     assert err == f"using the card's own jku {jku}: this checks integrity, not trust\n"
     assert card_server.hits("/.well-known/jwks.json") == 1
+
+    status, out, _ = await cli_thread(capsys, "card", "verify", path, "--json")
+    assert status == 3
+    shown = json.loads(out)
+    assert (shown["status"], shown["kid"], shown["key_source"]) == ("intact", kid, jku)
+
+    # trusted keys, and only they, make it "verified"
+    status, out, err = await cli_thread(capsys, "card", "verify", path, "--jwks", public)
+    assert (status, out, err) == (0, f"verified: kid={kid} form=rfc8785\n", "")
 
     # --jwks wins over the jku, and can be a URL too
     card_server.set("/other.json", {"keys": []})
@@ -307,7 +318,7 @@ async def test_verify_follows_the_cards_own_jku(
         capsys, "card", "verify", path, "--jwks", card_server.url("/other.json")
     )
     assert status == 1 and out.startswith("untrusted-key: ") and err == ""
-    assert card_server.hits("/.well-known/jwks.json") == 1
+    assert card_server.hits("/.well-known/jwks.json") == 2  # the two runs without --jwks
 
     # the key the jku names is not the signer's: the signature does not match
     _, other_public, _ = generate(capsys, tmp_path, "other")
@@ -351,6 +362,139 @@ async def test_jku_fetch_failures_are_untrusted(
     assert status == 1 and "cannot fetch --jwks" in one_error_line(err)
 
 
+async def test_self_signed_card_does_not_pass_verify(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, card_server: CardServer
+) -> None:
+    """Finding: ``card verify x && deploy`` took an attacker's card signed with a key the
+    attacker published at the card's own jku for ``verified``, exit 0."""
+    _, owner_public, _ = generate(capsys, tmp_path, "owner")
+    attacker_private, attacker_public, attacker_kid = generate(capsys, tmp_path, "attacker")
+    jku = card_server.url("/attacker/jwks.json")
+    card_server.set("/attacker/jwks.json", json.loads(attacker_public.read_text()))
+    forged = sign(
+        capsys,
+        write_card(tmp_path, card_v1("https://attacker.example", name="Weather Agent")),
+        attacker_private,
+        "--jku",
+        jku,
+    )
+    path = write_card(tmp_path, forged, "forged.json")
+
+    status, out, _ = await cli_thread(capsys, "card", "verify", path)
+    assert status == 3 != 0
+    assert out.startswith(f"intact (self-asserted key from {jku}): kid={attacker_kid} ")
+    assert "verified" not in out
+    status, out, _ = await cli_thread(capsys, "card", "verify", path, "--jwks", owner_public)
+    assert status == 1 and out.startswith("untrusted-key: ")
+
+
+def test_verify_help_documents_the_exit_statuses(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["card", "verify", "--help"])
+    out = capsys.readouterr().out
+    assert "exit status:" in out
+    for line in ("  0  verified:", "  1  unsigned,", "  2  bad usage", "  3  intact:"):
+        assert line in out
+
+
+async def test_jku_redirects_stay_on_the_origin(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    card_server: CardServer,
+    aiohttp_server: Any,
+) -> None:
+    private, public, kid = generate(capsys, tmp_path, "k")
+    keys = json.loads(public.read_text())
+    elsewhere = web.Application()
+
+    async def serve_keys(request: web.Request) -> web.Response:
+        return web.json_response(keys)
+
+    elsewhere.router.add_get("/jwks.json", serve_keys)
+    other = await aiohttp_server(elsewhere)  # another port: another origin
+    card_server.set("/away", {}, status=302, Location=str(other.make_url("/jwks.json")))
+    card_server.set("/moved", {}, status=301, Location="/v2/jwks.json")
+    card_server.set("/v2/jwks.json", keys)
+    card = write_card(tmp_path, card_v1("https://agent.example"))
+
+    away = card_server.url("/away")
+    signed = write_card(tmp_path, sign(capsys, card, private, "--jku", away), "s.json")
+    status, out, _ = await cli_thread(capsys, "card", "verify", signed)
+    assert (status, out) == (
+        1,
+        f"untrusted-key: cannot fetch the jku {away}: redirected to "
+        f"{other.make_url('/jwks.json')}, another origin (refused)\n",
+    )
+    status, _, err = await cli_thread(capsys, "card", "verify", signed, "--jwks", away)
+    assert status == 1 and "another origin (refused)" in one_error_line(err)
+
+    moved = card_server.url("/moved")
+    signed = write_card(tmp_path, sign(capsys, card, private, "--jku", moved), "s.json")
+    status, out, _ = await cli_thread(capsys, "card", "verify", signed)
+    assert status == 3
+    assert out == (
+        f"intact (self-asserted key from {moved} -> {card_server.url('/v2/jwks.json')}): "
+        f"kid={kid} form=rfc8785\n"
+    )
+
+
+async def test_fetch_has_an_overall_deadline(aiohttp_server: Any) -> None:
+    """Finding: a server sending one byte at a time kept ``read(64 KiB)`` waiting past
+    FETCH_TIMEOUT. Each byte is sent when the client looks at its clock (a tick), and the
+    clock moves 1 s per look: the answer never ends, the deadline does."""
+    tick, done = asyncio.Event(), asyncio.Event()
+    sent = [0]
+
+    async def trickle(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        while not done.is_set():
+            await response.write(b" ")
+            sent[0] += 1
+            await tick.wait()
+            tick.clear()
+        return response
+
+    app = web.Application()
+    app.router.add_get("/jwks.json", trickle)
+    server = await aiohttp_server(app)
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 1.0
+        tick.set()
+        return now[0]
+
+    try:
+        with pytest.raises(FetchError, match=r"^took longer than 10 s$"):
+            await fetch_json(str(server.make_url("/jwks.json")), time_limit=10.0, clock=clock)
+    finally:
+        done.set()
+        tick.set()
+    assert sent[0] <= 12  # one byte per look at the clock: cut off after 10 (fake) seconds
+
+
+async def test_fetch_deadline_holds_in_real_time(aiohttp_server: Any) -> None:
+    """Headers sent, then silence: the real time limit ends the fetch (with the real clock)."""
+    gate = asyncio.Event()
+
+    async def stall(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        await response.write(b"{")
+        await gate.wait()
+        return response
+
+    app = web.Application()
+    app.router.add_get("/jwks.json", stall)
+    server = await aiohttp_server(app)
+    try:
+        with pytest.raises(FetchError, match=r"^took longer than 0.2 s$"):
+            await fetch_json(str(server.make_url("/jwks.json")), time_limit=0.2)
+    finally:
+        gate.set()
+
+
 def test_keys_add_sends_only_public_keys(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -361,3 +505,9 @@ def test_keys_add_sends_only_public_keys(
     assert sent["kid"] == kid and "d" not in sent and "p" not in sent
     assert not JWK(**sent).has_private
     assert public_keys(public) == [sent]
+
+    # the key's lifetime goes along (the server checks it and honours exp)
+    dated = tmp_path / "dated.jwk"
+    dated.write_text(json.dumps({**json.loads(private.read_text()), "exp": 4e9, "nbf": 1}))
+    (sent,) = public_keys(dated)
+    assert (sent["exp"], sent["nbf"]) == (4e9, 1) and "d" not in sent

@@ -24,7 +24,13 @@ from registry.seeds import SeedKey
 from registry.settings import Settings
 from registry.signatures import sign_card, verify_card
 from registry.store import Store
-from registry.trust import JWKS_MAX_BYTES, TrustAnchorRow, TrustStore, jwks_anchor_id
+from registry.trust import (
+    JWKS_MAX_BYTES,
+    LOOKUP_TIMEOUT,
+    TrustAnchorRow,
+    TrustStore,
+    jwks_anchor_id,
+)
 from tests.helpers import AUTH, CardServer, card_v1, make_settings
 
 ServerFactory = Callable[..., Awaitable[TestServer]]
@@ -88,10 +94,24 @@ async def make_trust() -> AsyncIterator[Callable[..., Awaitable[Env]]]:
     """Build loaded trust stores on a database (closed at teardown)."""
     made: list[Env] = []
 
-    async def factory(url: str, trusted_jku: list[str] | None = None, **overrides: Any) -> Env:
+    async def factory(
+        url: str,
+        trusted_jku: list[str] | None = None,
+        *,
+        lookup_timeout: float = LOOKUP_TIMEOUT,
+        host_concurrency: int = 4,
+        **overrides: Any,
+    ) -> Env:
         settings = make_settings(url, **overrides)
         store, crawler, clock = Store(url), Crawler(settings), Clock()
-        trust = TrustStore(store, crawler, trusted_jku or [], timer=clock)
+        trust = TrustStore(
+            store,
+            crawler,
+            trusted_jku or [],
+            timer=clock,
+            lookup_timeout=lookup_timeout,
+            host_concurrency=host_concurrency,
+        )
         await trust.load()
         env = Env(trust, clock, store, crawler)
         made.append(env)
@@ -436,12 +456,78 @@ async def test_trusted_jwk_found_by_kid_or_thumbprint(
 
 async def test_jwk_expiry_kept(make_trust: Callable[..., Awaitable[Env]], sqlite_url: str) -> None:
     env = await make_trust(sqlite_url)
-    anchor = await env.trust.add_jwk(public(ec_key("k1"), exp=1_700_000_000, note="dropped"))
+    anchor = await env.trust.add_jwk(
+        public(ec_key("k1"), exp=4_000_000_000, nbf=1_700_000_000, iat=1.5, note="dropped")
+    )
     assert anchor.jwk is not None
-    assert anchor.jwk["exp"] == 1_700_000_000
+    assert (anchor.jwk["exp"], anchor.jwk["nbf"], anchor.jwk["iat"]) == (4e9, 1.7e9, 1.5)
     assert "note" not in anchor.jwk
     [(key, _)] = (await env.trust.keys_for("k1", None)).keys
-    assert key.get("exp") == 1_700_000_000
+    assert key.get("exp") == 4_000_000_000
+
+
+@pytest.mark.parametrize(
+    ("member", "raw"),
+    [
+        ("exp", '"never"'),
+        ("exp", "true"),
+        ("exp", "null"),
+        ("exp", "-1"),
+        ("exp", "1" + "0" * 40),
+        ("nbf", '"2025-01-01"'),
+        ("iat", "[1]"),
+    ],
+)
+async def test_key_lifetime_must_be_a_numeric_date(keys_api: Api, member: str, raw: str) -> None:
+    """Finding: ``{"exp": "never"}`` was stored (201) and burnt the key's thumbprint forever."""
+    key = ec_key("k1")
+    body = json.dumps({"jwk": public(key)})[:-2] + f', "{member}": {raw}}}}}'
+    resp = await keys_api.client.post(
+        "/api/v1/keys", data=body, headers={**AUTH, "Content-Type": "application/json"}
+    )
+    assert resp.status == 400, await resp.text()
+    error = (await resp.json())["error"]
+    assert error["code"] == "invalid_jwk"
+    assert f'"{member}" must be a NumericDate' in error["message"]
+    assert error["details"] == {"parameter": member}
+    assert await rows(keys_api.trust.store) == []
+    # the key is not burnt: the same key with a proper lifetime is trusted
+    created = await keys_api.post({"jwk": public(key, **{member: 4_000_000_000})}, 201)
+    assert created["id"] == key.thumbprint()
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan")])
+async def test_key_lifetime_must_be_finite(
+    make_trust: Callable[..., Awaitable[Env]], sqlite_url: str, value: float
+) -> None:
+    """What JSON bodies cannot hold, a TOML seed file can (``exp = inf``)."""
+    env = await make_trust(sqlite_url)
+    with pytest.raises(RegistryError, match='"exp" must be a NumericDate'):
+        await env.trust.add_jwk(public(ec_key("k1"), exp=value))
+    with pytest.raises(RegistryError, match="must be a NumericDate"):
+        await env.trust.apply_seed_keys([SeedKey(jwk=public(ec_key("k1"), exp=value))])
+    assert env.trust.anchors() == []
+
+
+async def test_expired_key_refused_when_added(keys_api: Api) -> None:
+    key = ec_key("k1")
+    body = await keys_api.post({"jwk": public(key, exp=1_700_000_000)}, 400)
+    assert body["error"]["code"] == "invalid_jwk"
+    assert body["error"]["message"].startswith(
+        "the JWK expired at 2023-11-14T22:13:20+00:00 (its exp is 1700000000)"
+    )
+    assert await rows(keys_api.trust.store) == []
+    await keys_api.post({"jwk": public(key, exp=4_000_000_000)}, 201)
+
+
+async def test_expiry_judged_against_now(
+    make_trust: Callable[..., Awaitable[Env]], sqlite_url: str
+) -> None:
+    env = await make_trust(sqlite_url)
+    with pytest.raises(RegistryError, match="expired"):
+        await env.trust.add_jwk(public(ec_key("k1"), exp=1000), now=1000)
+    anchor = await env.trust.add_jwk(public(ec_key("k1"), exp=1000), now=999)
+    assert anchor.jwk is not None and anchor.jwk["exp"] == 1000
 
 
 async def test_jku_followed_only_when_allowed(
@@ -489,8 +575,13 @@ async def test_jku_that_is_a_trusted_jwks_url_is_not_fetched_twice(
     [
         ("https://a.example", "https://a.example", True),
         ("https://a.example", "https://a.example/jwks.json", True),
-        ("https://a.example", "https://a.example?x=1", True),
-        ("https://a.example", "https://a.example#k", True),
+        ("https://a.example", "https://a.example/", True),
+        ("https://a.example/", "https://a.example", True),
+        ("https://a.example", "https://a.example?x=1", False),  # query: its own fetch
+        ("https://a.example", "https://a.example/jwks.json?1", False),
+        ("https://a.example", "https://a.example/jwks.json?", False),
+        ("https://a.example", "https://a.example#k", False),
+        ("https://a.example", "https://a.example/jwks.json#", False),
         ("https://a.example", "https://a.example.evil/", False),
         ("https://a.example", "https://a.example.evil/jwks.json", False),
         ("https://a.example", "https://a.example@evil.net/jwks.json", False),
@@ -504,6 +595,32 @@ async def test_jku_that_is_a_trusted_jwks_url_is_not_fetched_twice(
         ("https://a.example/team/", "https://a.example/team/../other/jwks.json", False),
         ("https://a.example/team/", "https://a.example/team/%2e%2E/other/jwks.json", False),
         ("https://a.example/team/", "https://a.example/team/./jwks.json", False),
+        ("https://a.example/team/", "https://a.example/team/x/jwks.json", True),
+        ("https://a.example/team/", "https://a.example/team//jwks.json", True),
+        ("https://a.example/team/", "https://a.example/team/..\t/other/jwks.json", False),
+        ("https://a.example/team/", "https://a.example/team/.\t./other/jwks.json", False),
+        ("https://a.example/team/", "https://a.example/team/..%2f..%2fother/jwks.json", False),
+        ("https://a.example/team/", "https://a.example/team/..%2F/other/jwks.json", False),
+        ("https://a.example/team/", "https://a.example/team/%2e%2e%2fother/jwks.json", False),
+        ("https://a.example/team/", "https://a.example/team/..;/other/jwks.json", False),
+        ("https://a.example/team/", "https://a.example/team/x;y/jwks.json", False),
+        ("https://a.example/team/", "https://a.example/team/..\\other\\jwks.json", False),
+        ("https://a.example/team/", "https://a.example/team/..%5cother/jwks.json", False),
+        ("https://a.example/team/", "https://a.example/team/%7ex/jwks.json", False),  # not normal
+        ("https://a.example/team/", "https://a.example/team/a b.json", False),
+        ("https://a.example/team/", "https://a.example/team/\x00.json", False),
+        ("https://a.example/team/", "https://a.example/team/ü.json", False),
+        ("https://a.example/team/", "https://A.example/team/jwks.json", False),
+        ("https://a.example/team/", "https://a.example:443/team/jwks.json", False),
+        ("https://a.example/team/", "https://u@a.example/team/jwks.json", False),
+        ("https://a.example/team/", "https://a.example\\@evil.net/team/jwks.json", False),
+        ("https://a.example/team/", "https://a.example#@evil.net/team/jwks.json", False),
+        ("https://a.example/team/", "/team/jwks.json", False),
+        ("https://a.example/team/", "ftp://a.example/team/jwks.json", False),
+        ("https://A.example:443/team/", "https://a.example/team/jwks.json", True),
+        ("http://a.example:8080/k/", "http://a.example:8080/k/jwks.json", True),
+        ("http://a.example:8080/k/", "http://a.example:8081/k/jwks.json", False),
+        ("http://a.example:8080/k/", "http://a.example/k/jwks.json", False),
     ],
 )
 async def test_jku_allowed_at_a_boundary(
@@ -520,6 +637,265 @@ async def test_boundary_trick_is_not_fetched(
     lookup = await env.trust.keys_for("k1", "https://a.example.evil/jwks.json")
     assert lookup.problem is not None
     assert "https://a.example.evil/jwks.json is not on SWITCHBOARD_TRUSTED_JKU" in lookup.problem
+
+
+class Seen(list[str]):
+    """Paths a server was asked for; sets ``event`` once it holds ``count`` of them."""
+
+    def __init__(self, event: asyncio.Event, count: int) -> None:
+        super().__init__()
+        self.event, self.count = event, count
+
+    def append(self, path: str) -> None:
+        super().append(path)
+        if len(self) >= self.count:
+            self.event.set()
+
+
+def gated_jwks_app(
+    gate: asyncio.Event,
+    document: dict[str, Any],
+    seen: list[str] | None = None,
+    *,
+    open_gate: bool = False,
+) -> web.Application:
+    """A JWKS server whose every answer waits for ``gate``; ``seen`` records the paths."""
+    if open_gate:
+        gate.set()
+
+    async def handler(request: web.Request) -> web.Response:
+        if seen is not None:
+            seen.append(request.path)
+        await gate.wait()
+        return web.json_response(document)
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", handler)
+    return app
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        "..\t/uploads/evil.json",
+        "..%2f..%2fuploads/evil.json",
+        "..%2F/uploads/evil.json",
+        "..;/uploads/evil.json",
+        "..\\uploads\\evil.json",
+        "%2e%2e/uploads/evil.json",
+        ".\n./uploads/evil.json",
+    ],
+    ids=["tab", "encoded-slash", "encoded-slash-upper", "semicolon", "backslash", "dots", "nl"],
+)
+async def test_jku_cannot_escape_the_allowed_prefix(
+    make_trust: Callable[..., Awaitable[Env]],
+    sqlite_url: str,
+    card_server: CardServer,
+    tail: str,
+) -> None:
+    """Finding: ``/keys/..\\t/uploads/evil.json`` passed the check; yarl stripped the tab,
+    resolved ``..`` and fetched ``/uploads/evil.json`` (say, user uploads on the key host)."""
+    evil = ec_key("evil-k")
+    card_server.set("/uploads/evil.json", jwks(evil))
+    env = await make_trust(sqlite_url, trusted_jku=[card_server.url("/keys/")])
+    jku = card_server.url("/keys/") + tail
+    card = sign_card(card_v1("https://evil.example"), evil, jku=jku)
+
+    result = await verify_card(card, env.trust)
+    assert result.status == "untrusted-key"
+    assert f"the card's jku {jku!r} is refused: it " in (result.reason or "")
+    assert card_server.requests == []  # nothing fetched at all
+
+
+async def test_jku_query_variants_are_not_fetched(
+    make_trust: Callable[..., Awaitable[Env]], sqlite_url: str, card_server: CardServer
+) -> None:
+    """Finding: ``jwks.json?1``, ``?2``, ... each made a fetch and a cache entry."""
+    card_server.set("/keys/jwks.json", jwks(ec_key("k1")))
+    jku = card_server.url("/keys/jwks.json")
+    env = await make_trust(sqlite_url, trusted_jku=[card_server.url("/keys/")])
+    for n in range(5):
+        lookup = await env.trust.keys_for("k1", f"{jku}?{n}")
+        assert lookup.keys == []
+        assert "is refused: it has a query or a fragment" in (lookup.problem or "")
+        lookup = await env.trust.keys_for("k1", f"{jku}#{n}")
+        assert lookup.keys == []
+    assert card_server.requests == []
+    assert len((await env.trust.keys_for("k1", jku)).keys) == 1
+    assert [r.path_qs for r in card_server.requests] == ["/keys/jwks.json"]
+
+
+async def test_jku_fetched_as_checked(
+    make_trust: Callable[..., Awaitable[Env]], sqlite_url: str, card_server: CardServer
+) -> None:
+    """The allowed URL is the one requested, byte for byte (percent-encoding kept)."""
+    card_server.set("/keys/a b/jwks.json", jwks(ec_key("k1")))
+    jku = card_server.url("/keys/") + "a%20b/jwks.json"
+    env = await make_trust(sqlite_url, trusted_jku=[card_server.url("/keys/")])
+    [(_, label)] = (await env.trust.keys_for("k1", jku)).keys
+    assert label == f"jku:{jku}"
+    [request] = card_server.requests
+    assert request.raw_path == "/keys/a%20b/jwks.json"
+
+
+async def test_jku_redirect_to_another_origin_refused(
+    make_trust: Callable[..., Awaitable[Env]],
+    sqlite_url: str,
+    card_server: CardServer,
+    aiohttp_server: ServerFactory,
+) -> None:
+    """Finding: an open redirect under the allowed prefix handed out another host's keys,
+    credited to the allowed jku."""
+    evil_key = ec_key("evil-k")
+    evil = await aiohttp_server(
+        gated_jwks_app(asyncio.Event(), jwks(evil_key), open_gate=True)
+    )  # another port on 127.0.0.1: another origin
+    evil_url = str(evil.make_url("/evil.json"))
+    card_server.set("/keys/go", {}, status=302, Location=evil_url)
+    jku = card_server.url("/keys/go")
+    env = await make_trust(sqlite_url, trusted_jku=[card_server.url("/keys/")])
+
+    card = sign_card(card_v1("https://evil.example"), evil_key, jku=jku)
+    result = await verify_card(card, env.trust)
+    assert result.status == "untrusted-key"
+    assert result.reason == (
+        f"no trusted key has kid 'evil-k'; the JWKS at {jku} redirected to {evil_url}, another "
+        "origin (a JWKS must be served from its own origin)"
+    )
+
+    # a trusted JWKS URL that redirects away is refused too, when added and when used
+    card_server.set("/trusted.json", {}, status=301, Location=evil_url)
+    trusted = card_server.url("/trusted.json")
+    with pytest.raises(RegistryError) as info:
+        await env.trust.add_jwks_url(trusted)
+    assert (info.value.code, info.value.status) == ("invalid_jwks", 422)
+    assert "another origin" in info.value.message
+    await env.trust.apply_seed_keys([SeedKey(jwks_url=trusted)])
+    lookup = await env.trust.keys_for("evil-k", None)
+    assert lookup.keys == []
+    assert f"the JWKS at {trusted} redirected to {evil_url}, another origin" in (
+        lookup.problem or ""
+    )
+
+
+async def test_jku_redirect_within_the_origin_checked_again(
+    make_trust: Callable[..., Awaitable[Env]], sqlite_url: str, card_server: CardServer
+) -> None:
+    """A same-origin redirect out of the allowed prefix is refused; inside it, the key source
+    names the URL the keys came from."""
+    signer = ec_key("k1")
+    card_server.set("/uploads/evil.json", jwks(signer))
+    card_server.set("/keys/v2/jwks.json", jwks(signer))
+    card_server.set("/keys/out", {}, status=302, Location="/uploads/evil.json")
+    card_server.set("/keys/current", {}, status=302, Location="/keys/v2/jwks.json")
+    env = await make_trust(sqlite_url, trusted_jku=[card_server.url("/keys/")])
+
+    out = card_server.url("/keys/out")
+    lookup = await env.trust.keys_for("k1", out)
+    assert lookup.keys == []
+    assert lookup.problem == (
+        f"no trusted key has kid 'k1'; the card's jku {out} redirected to "
+        f"{card_server.url('/uploads/evil.json')}, which is not on SWITCHBOARD_TRUSTED_JKU"
+    )
+
+    current = card_server.url("/keys/current")
+    [(_, label)] = (await env.trust.keys_for("k1", current)).keys
+    assert label == f"jku:{current} -> {card_server.url('/keys/v2/jwks.json')}"
+
+
+async def test_trusted_jwk_found_without_waiting_for_jwks(
+    make_trust: Callable[..., Awaitable[Env]],
+    sqlite_url: str,
+    aiohttp_server: ServerFactory,
+    never: asyncio.Event,
+) -> None:
+    """Finding: a slow trusted JWKS URL delayed every lookup, even of a trusted JWK's kid."""
+    seen: list[str] = []
+    slow = await aiohttp_server(gated_jwks_app(never, jwks(ec_key("other")), seen))
+    env = await make_trust(sqlite_url)
+    await env.trust.apply_seed_keys([SeedKey(jwks_url=str(slow.make_url("/jwks.json")))])
+    anchor = await env.trust.add_jwk(public(ec_key("k1")))
+
+    lookup = await asyncio.wait_for(env.trust.keys_for("k1", None), LOOKUP_TIMEOUT / 2)
+    assert [label for _, label in lookup.keys] == [f"trust-store:{anchor.id}"]
+    assert seen == []  # the JWKS was not even asked
+
+
+async def test_expired_trusted_jwk_does_not_stop_the_lookup(
+    make_trust: Callable[..., Awaitable[Env]], sqlite_url: str, card_server: CardServer
+) -> None:
+    """A trusted JWK that has expired since it was added does not end the search."""
+    fresh = ec_key("k1")
+    card_server.set("/jwks.json", jwks(fresh))
+    url = card_server.url("/jwks.json")
+    env = await make_trust(sqlite_url)
+    await env.trust.apply_seed_keys([SeedKey(jwks_url=url)])
+    old = await env.trust.add_jwk(public(ec_key("k1"), exp=1000), now=0)
+    lookup = await env.trust.keys_for("k1", None)
+    assert [label for _, label in lookup.keys] == [f"trust-store:{old.id}", f"jwks:{url}"]
+    card = sign_card(card_v1("https://agent.example"), fresh)
+    result = await verify_card(card, env.trust)
+    assert (result.status, result.key_source) == ("verified", f"jwks:{url}")
+
+
+async def test_lookup_waits_for_jwks_at_most_the_lookup_timeout(
+    make_trust: Callable[..., Awaitable[Env]], sqlite_url: str, aiohttp_server: ServerFactory
+) -> None:
+    gate, both_asked = asyncio.Event(), asyncio.Event()
+    signer = ec_key("k1")
+    seen = Seen(both_asked, 2)
+    slow = await aiohttp_server(gated_jwks_app(gate, jwks(signer), seen))
+    urls = [str(slow.make_url(f"/{n}.json")) for n in range(2)]
+    env = await make_trust(sqlite_url, lookup_timeout=0.05)
+    await env.trust.apply_seed_keys([SeedKey(jwks_url=url) for url in urls])
+
+    lookup = await env.trust.keys_for("k1", None)
+    assert lookup.keys == []
+    assert lookup.problem == (
+        "no trusted key has kid 'k1'; "
+        f"the JWKS at {urls[0]} did not answer within 0.05 s; "
+        f"the JWKS at {urls[1]} did not answer within 0.05 s; the card has no jku"
+    )
+    # both fetches are under way at once (one after the other, the second would never start)
+    await asyncio.wait_for(both_asked.wait(), 10)
+    assert sorted(seen) == ["/0.json", "/1.json"]
+    # the fetches went on: once they are answered, the keys are there, with no new fetch
+    gate.set()
+    env.trust.lookup_timeout = LOOKUP_TIMEOUT  # wait for the answers now
+    lookup = await env.trust.keys_for("k1", None)
+    assert [label for _, label in lookup.keys] == [f"jwks:{urls[0]}"]
+    assert len(seen) == 2
+
+
+async def test_jwks_fetches_limited_per_host(
+    make_trust: Callable[..., Awaitable[Env]], sqlite_url: str, aiohttp_server: ServerFactory
+) -> None:
+    gate, two_in = asyncio.Event(), asyncio.Event()
+    signer = ec_key("k1")
+    in_flight: list[int] = [0, 0]  # now, most
+
+    async def handler(request: web.Request) -> web.Response:
+        in_flight[0] += 1
+        in_flight[1] = max(in_flight)
+        if in_flight[0] == 2:
+            two_in.set()
+        await gate.wait()
+        in_flight[0] -= 1
+        return web.json_response(jwks(signer))
+
+    app = web.Application()
+    app.router.add_get("/keys/{name}", handler)
+    server = await aiohttp_server(app)
+    prefix = str(server.make_url("/keys/"))
+    env = await make_trust(sqlite_url, trusted_jku=[prefix], host_concurrency=2)
+
+    lookups = asyncio.gather(*(env.trust.keys_for("k1", f"{prefix}{n}.json") for n in range(5)))
+    await two_in.wait()
+    assert env.trust.host_fetches("127.0.0.1") == (2, 3)
+    gate.set()
+    assert all(len(lookup.keys) == 1 for lookup in await lookups)
+    assert in_flight == [0, 2]
+    assert env.trust.host_fetches("127.0.0.1") == (0, 0)
 
 
 async def test_slow_jwks_endpoint(

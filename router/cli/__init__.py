@@ -8,8 +8,9 @@ talk to a running server's admin API (:mod:`router.cli.client`; ``--server`` or
 manage a running server's trusted keys (:mod:`router.cli.keys`).
 
 Exit status: 0 success, 1 the server refused or could not be reached (or ``serve`` could not
-start, or ``card verify`` found no valid signature), 2 bad usage or configuration; errors
-are one ``switchboard:`` line.
+start, or ``card verify`` found no valid signature), 2 bad usage or configuration, 3
+``card verify`` found a good signature by a key the card names itself (``jku``, no
+``--jwks``): intact, but not trusted. Errors are one ``switchboard:`` line.
 """
 
 from __future__ import annotations

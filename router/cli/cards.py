@@ -2,8 +2,9 @@
 
 Both work on files with :mod:`registry.signatures`, which is what Switchboard itself verifies
 with; no server is needed. ``card verify`` checks against the keys of ``--jwks`` (a JWKS or
-JWK file, or an ``http(s)`` URL), or else follows each signature's own ``jku``, which only
-shows that the card is intact, not that its signer is who it claims to be.
+JWK file, or an ``http(s)`` URL): only that makes a card ``verified`` (exit 0). Without it, it
+follows each signature's own ``jku``, which only shows that the card is intact, not that its
+signer is who it claims to be: ``intact (self-asserted key from <jku>)``, exit 3.
 
 Also the key and JWKS file helpers the ``keys`` commands share.
 """
@@ -18,14 +19,16 @@ import os
 import sys
 import tempfile
 import time
-import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 from jwcrypto.common import JWException
 from jwcrypto.jwk import JWK
+from yarl import URL
 
 from registry.errors import RegistryError
 from registry.signatures import (
@@ -42,7 +45,24 @@ from router.cli import CliError
 FETCH_MAX_BYTES = 1024 * 1024
 FETCH_TIMEOUT = 10.0
 _MAX_REDIRECTS = 3
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _JWKS_ACCEPT = "application/jwk-set+json, application/json"
+
+#: ``card verify`` exit statuses.
+EXIT_VERIFIED = 0  # a signature verified with a key of --jwks
+EXIT_NOT_VERIFIED = 1  # unsigned, invalid, untrusted key, or --jwks URL not fetched
+EXIT_USAGE = 2  # bad usage, unreadable or non-JSON files
+EXIT_INTACT = 3  # a signature verified, but only with a key from the card's own jku
+
+_VERIFY_EPILOG = """\
+exit status:
+  0  verified: a signature verified with a key of --jwks (the only way to get 0)
+  1  unsigned, invalid, untrusted-key, or the --jwks URL could not be fetched
+  2  bad usage, or a file that cannot be read or is not JSON
+  3  intact: without --jwks, a signature verified with a key from the card's own jku;
+     the card is unchanged, but whoever made it chose the key ("self-asserted"), so this
+     says nothing about who signed it. Give the signer's trusted keys with --jwks.
+"""
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -66,13 +86,16 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     verify = card.add_parser(
         "verify",
         help="check a card's signatures",
-        description="Exit 0 if a signature verifies, 1 if none does.",
+        description="Check a card's signatures against trusted keys (--jwks); without "
+        "--jwks, check only that the card is intact, with the keys its own jku names.",
+        epilog=_VERIFY_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     verify.add_argument("card", type=Path, help="the agent card (JSON file)")
     verify.add_argument(
         "--jwks",
         help="trusted keys: a JWKS or JWK file, or an http(s) URL of a JWKS "
-        "(default: each signature's own jku, which checks integrity, not trust)",
+        "(default: each signature's own jku, which checks integrity, not trust: exit 3)",
     )
     verify.add_argument("--json", action="store_true", help="print the verification as JSON")
     verify.set_defaults(func=cmd_verify)
@@ -166,30 +189,52 @@ def _signed_kid(card: dict[str, Any]) -> str:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    """``card verify``: exit 0 when a signature verifies, else 1 with ``<status>: <reason>``."""
+    """``card verify``: exit 0 only when a signature verifies with a key of ``--jwks``.
+
+    Without ``--jwks`` a good signature over a key from the card's own ``jku`` prints
+    ``intact (self-asserted key from <jku>): ...`` and exits 3 (:data:`EXIT_INTACT`), so
+    that ``card verify CARD && deploy`` is not fooled by a card its maker signed with a key of
+    their own choosing. Otherwise 1 with ``<status>: <reason>``.
+    """
     card = load_card(args.card)
+    return asyncio.run(_verify(args, card))
+
+
+async def _verify(args: argparse.Namespace, card: dict[str, Any]) -> int:
     resolver: StaticKeys | JkuKeys
     if args.jwks is None:
         resolver = JkuKeys()
     elif _is_url(args.jwks):
         try:
-            document = fetch_json(args.jwks)
+            document, _ = await fetch_json(args.jwks)
         except FetchError as exc:
             raise CliError(f"cannot fetch --jwks {args.jwks}: {exc}") from None
-        resolver = _static_keys(document, args.jwks, status=1)
+        resolver = _static_keys(document, args.jwks, status=EXIT_NOT_VERIFIED)
     else:
-        resolver = _static_keys(load_json(Path(args.jwks), "JWKS"), args.jwks, status=2)
-    result = asyncio.run(verify_card(card, resolver))
+        resolver = _static_keys(load_json(Path(args.jwks), "JWKS"), args.jwks, status=EXIT_USAGE)
+    result = await verify_card(card, resolver)
+    self_asserted = args.jwks is None and result.status == "verified"
     if args.json:
-        print(json.dumps(result.to_api(), indent=2, ensure_ascii=False))
+        shown = result.to_api()
+        if self_asserted:
+            shown["status"] = "intact"
+        print(json.dumps(shown, indent=2, ensure_ascii=False))
     else:
-        _print_verification(result)
-    return 0 if result.status == "verified" else 1
+        _print_verification(result, self_asserted=self_asserted)
+    if self_asserted:
+        return EXIT_INTACT
+    return EXIT_VERIFIED if result.status == "verified" else EXIT_NOT_VERIFIED
 
 
-def _print_verification(result: Verification) -> None:
+def _print_verification(result: Verification, *, self_asserted: bool = False) -> None:
     if result.status == "verified":
-        print(f"verified: kid={result.kid} form={result.payload_form}")
+        if self_asserted:
+            print(
+                f"intact (self-asserted key from {result.key_source}): "
+                f"kid={result.kid} form={result.payload_form}"
+            )
+        else:
+            print(f"verified: kid={result.kid} form={result.payload_form}")
         if result.uncovered_fields:
             print(f"not covered by the signature: {', '.join(result.uncovered_fields)}")
     elif result.status == "unsigned":
@@ -212,10 +257,17 @@ class JkuKeys:
 
     Says on stderr which URL it uses: keys named by the card itself prove that the card is
     intact and was signed by whoever controls that URL, not that the signer is trusted.
+
+    The key source is the jku, or ``<jku> -> <final URL>`` after a (same-origin) redirect.
+    ``time_limit`` and ``clock`` are passed to :func:`fetch_json`.
     """
 
-    def __init__(self) -> None:
+    def __init__(
+        self, *, time_limit: float = FETCH_TIMEOUT, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._fetched: dict[str, StaticKeys | str] = {}
+        self._time_limit = time_limit
+        self._clock = clock
 
     async def keys_for(self, kid: str, jku: str | None) -> KeyLookup:
         """The keys with ``kid`` in the JWKS at ``jku``."""
@@ -224,19 +276,19 @@ class JkuKeys:
                 problem="the signature names no jku; give the signer's keys with --jwks"
             )
         if jku not in self._fetched:
-            self._fetched[jku] = self._fetch(jku)
+            self._fetched[jku] = await self._fetch(jku)
         keys = self._fetched[jku]
         if isinstance(keys, str):
             return KeyLookup(problem=keys)
         return await keys.keys_for(kid, jku)
 
-    @staticmethod
-    def _fetch(url: str) -> StaticKeys | str:
+    async def _fetch(self, url: str) -> StaticKeys | str:
         if not _is_url(url):
             return f"the jku {url!r} is not an http(s) URL"
         print(f"using the card's own jku {url}: this checks integrity, not trust", file=sys.stderr)
         try:
-            return StaticKeys(fetch_json(url), source=url)
+            document, final = await fetch_json(url, time_limit=self._time_limit, clock=self._clock)
+            return StaticKeys(document, source=url if final == url else f"{url} -> {final}")
         except FetchError as exc:
             return f"cannot fetch the jku {url}: {exc}"
         except RegistryError as exc:  # not a JWKS, or a key in it is no valid JWK
@@ -318,51 +370,94 @@ class FetchError(Exception):
     """A JWKS could not be fetched; the message says why, in a few words."""
 
 
-class _Redirects(urllib.request.HTTPRedirectHandler):
-    max_redirections = _MAX_REDIRECTS
+async def fetch_json(
+    url: str, *, time_limit: float = FETCH_TIMEOUT, clock: Callable[[], float] = time.monotonic
+) -> tuple[Any, str]:
+    """GET ``url`` (http or https) and parse it as JSON: the document and the final URL.
 
-    def redirect_request(  # type: ignore[override]
-        self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any, newurl: str
-    ) -> urllib.request.Request | None:
-        if not _is_url(newurl):
-            raise FetchError(f"redirected to {newurl!r}, which is not an http(s) URL")
-        return super().redirect_request(req, fp, code, msg, headers, newurl)
-
-
-def fetch_json(url: str) -> Any:
-    """GET ``url`` (http or https) and parse it as JSON.
-
-    At most :data:`FETCH_MAX_BYTES`, :data:`FETCH_TIMEOUT` seconds in all and 3 redirects.
-    Raises :class:`FetchError`.
+    At most :data:`FETCH_MAX_BYTES` and 3 redirects, each to the same origin (scheme, host,
+    port: a JWKS is not taken from elsewhere). ``time_limit`` seconds in all, from connecting
+    to the last byte: a server that trickles its answer is cut off. ``clock`` (monotonic seconds)
+    is what the deadline is checked against between reads. Raises :class:`FetchError`.
     """
     if not _is_url(url):
         raise FetchError("not an http(s) URL")
-    opener = urllib.request.build_opener(_Redirects())
-    req = urllib.request.Request(
-        url, headers={"Accept": _JWKS_ACCEPT, "User-Agent": "switchboard-cli"}
-    )
-    deadline = time.monotonic() + FETCH_TIMEOUT
+    deadline = clock() + time_limit
+    too_slow = f"took longer than {time_limit:g} s"
+
+    def left() -> float:
+        remaining = deadline - clock()
+        if remaining <= 0:
+            raise FetchError(too_slow)
+        return remaining
+
     try:
-        with opener.open(req, timeout=FETCH_TIMEOUT) as response:
-            body = bytearray()
-            while chunk := response.read(64 * 1024):
-                body += chunk
-                if len(body) > FETCH_MAX_BYTES:
-                    raise FetchError(f"larger than {FETCH_MAX_BYTES} bytes")
-                if time.monotonic() > deadline:
-                    raise FetchError(f"took longer than {FETCH_TIMEOUT:g} s")
-    except urllib.error.HTTPError as exc:
-        raise FetchError(f"HTTP {exc.code} {exc.reason}") from None
-    except urllib.error.URLError as exc:
-        raise FetchError(str(exc.reason)) from None
+        async with asyncio.timeout(time_limit):  # the hard limit, whatever the clock says
+            return await _fetch(URL(url), left)
     except TimeoutError:
-        raise FetchError(f"no answer within {FETCH_TIMEOUT:g} s") from None
+        raise FetchError(too_slow) from None
+    except aiohttp.ClientError as exc:
+        raise FetchError(str(exc) or type(exc).__name__) from None
     except (OSError, ValueError) as exc:
         raise FetchError(str(exc) or type(exc).__name__) from None
+
+
+async def _fetch(url: URL, left: Callable[[], float]) -> tuple[Any, str]:
+    headers = {"Accept": _JWKS_ACCEPT, "User-Agent": "switchboard-cli"}
+    # trust_env would also send ~/.netrc credentials: proxies are taken from the environment
+    # by hand instead (_proxy_for)
+    async with aiohttp.ClientSession(headers=headers, trust_env=False) as session:
+        current = url
+        for _ in range(_MAX_REDIRECTS + 1):
+            remaining = left()  # before making the coroutine: left() may raise
+            response = await asyncio.wait_for(_get(session, current), remaining)
+            async with response:
+                if response.status in _REDIRECTS:
+                    current = _redirect_target(current, response.headers.get("Location"))
+                    continue
+                if not 200 <= response.status < 300:
+                    raise FetchError(f"HTTP {response.status} {response.reason or ''}".rstrip())
+                body = bytearray()
+                while True:
+                    remaining = left()
+                    chunk = await asyncio.wait_for(response.content.readany(), remaining)
+                    if not chunk:
+                        break
+                    body += chunk
+                    if len(body) > FETCH_MAX_BYTES:
+                        raise FetchError(f"larger than {FETCH_MAX_BYTES} bytes")
+            try:
+                return json.loads(bytes(body)), str(current)
+            except (ValueError, RecursionError):
+                raise FetchError("the answer is not JSON") from None
+    raise FetchError(f"more than {_MAX_REDIRECTS} redirects")
+
+
+async def _get(session: aiohttp.ClientSession, url: URL) -> aiohttp.ClientResponse:
+    return await session.get(url, allow_redirects=False, proxy=_proxy_for(url))
+
+
+def _proxy_for(url: URL) -> str | None:
+    """The proxy the environment (``https_proxy``, ``no_proxy``...) names for ``url``."""
+    proxy = urllib.request.getproxies().get(url.scheme)
+    if proxy is None or urllib.request.proxy_bypass(url.host or ""):
+        return None
+    return proxy
+
+
+def _redirect_target(current: URL, location: str | None) -> URL:
+    """Where a redirect from ``current`` leads; FetchError unless it is the same origin."""
+    if not location:
+        raise FetchError("a redirect without Location")
     try:
-        return json.loads(bytes(body))
-    except (ValueError, RecursionError):
-        raise FetchError("the answer is not JSON") from None
+        target = current.join(URL(location))
+    except (ValueError, TypeError):
+        raise FetchError(f"redirected to {location!r}, which is not a URL") from None
+    if not _is_url(str(target)):
+        raise FetchError(f"redirected to {location!r}, which is not an http(s) URL")
+    if (target.scheme, target.host, target.port) != (current.scheme, current.host, current.port):
+        raise FetchError(f"redirected to {target}, another origin (refused)")
+    return target
 
 
 def _is_url(text: str) -> bool:

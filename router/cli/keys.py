@@ -26,6 +26,7 @@ from router.cli.client import client_options, emit, quote, request
 #: The algorithms ``keys generate`` offers (registry.signatures can make a few more).
 GENERATE_ALGS = ("ES256", "RS256", "EdDSA")
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
+_LIFETIME = ("exp", "nbf", "iat")
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -143,7 +144,9 @@ def cmd_remove(args: argparse.Namespace) -> int:
 def public_keys(path: Path) -> list[dict[str, Any]]:
     """The public part of each key in the JWK or JWKS file ``path``: what ``keys add`` sends.
 
-    Private members never leave the machine: a private key file gives its public key.
+    Private members never leave the machine: a private key file gives its public key. The
+    key's lifetime (``exp``, ``nbf``, ``iat``), which jwcrypto's public export drops, is kept:
+    the server checks it and honours ``exp``.
     """
     document = load_json(path, "key")
     if isinstance(document, dict) and "keys" in document:
@@ -162,10 +165,12 @@ def public_keys(path: Path) -> list[dict[str, Any]]:
                 f"{where} is a symmetric (oct) key: only public keys can be trusted", status=2
             )
         try:
-            result.append(JWK(**entry).export_public(as_dict=True))
+            public = JWK(**entry).export_public(as_dict=True)
         except (JWException, ValueError, TypeError) as exc:
             reason = " ".join(str(exc).split()) or type(exc).__name__
             raise CliError(f"{where} is not a valid JWK: {reason}", status=2) from None
+        public.update({name: entry[name] for name in _LIFETIME if name in entry})
+        result.append(public)
     return result
 
 
