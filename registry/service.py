@@ -11,8 +11,10 @@ and reloads from the database when another process wrote in between (:meth:`sync
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
+import logging
 import re
 import unicodedata
 from typing import Any
@@ -22,12 +24,14 @@ from sqlalchemy.exc import IntegrityError
 from registry.cards import AgentCard, parse_card
 from registry.catalog import Catalog
 from registry.crawler import Crawler, Fetched, is_card_url
-from registry.errors import Conflict, NotFound, RegistryError
+from registry.errors import CardError, Conflict, NotFound, RegistryError
 from registry.jsonsafe import JsonLimitError, loads_limited
 from registry.records import AgentRecord, Source, VerificationRecord, utcnow
 from registry.signatures import KeyResolver, StaticKeys, verify_card
 from registry.store import Store
 from registry.trust import TrustAnchorRow  # noqa: F401 - its table must exist with the schema
+
+log = logging.getLogger(__name__)
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 _ID_ATTEMPTS = 5
@@ -52,6 +56,8 @@ class Registry:
         self.max_card_bytes = max_card_bytes
         self.keys: KeyResolver = keys or StaticKeys([])
         self.require_signed = require_signed
+        self._key_generation = 0
+        self._reverify_lock = asyncio.Lock()
 
     async def load(self) -> None:
         """Create the schema if needed and load the catalog from the database."""
@@ -81,33 +87,69 @@ class Registry:
         """The agents routing may choose, from the current snapshot."""
         return [r for r in self.catalog.snapshot.agents.values() if self.routable(r)]
 
-    async def verify(self, data: Any) -> VerificationRecord:
-        """Check a card's signatures against the trusted keys."""
-        verification = await verify_card(data, self.keys)
-        return VerificationRecord(**verification.to_api())
+    async def check(self, data: Any) -> tuple[AgentCard, VerificationRecord]:
+        """Validate a card and check its signatures against the trusted keys.
+
+        A verified card is read from what its signature covers only: fields outside the
+        verified payload form can never change the indexed agent.
+        """
+        card = parse_card(data)  # errors name the fields of the card as sent
+        try:
+            verification = await verify_card(data, self.keys)
+        except Exception as exc:  # a verifier bug must not become a 500 or block others
+            log.exception("verifying a card failed")
+            return card, VerificationRecord(status="invalid", reason=f"verification failed: {exc}")
+        record = VerificationRecord(**verification.to_api())
+        signed = verification.signed_content
+        if record.status != "verified" or signed is None:
+            return card, record
+        try:
+            signed_card = parse_card(signed).model_copy(update={"signatures": card.signatures})
+            return signed_card, record
+        except CardError as exc:
+            reason = f"the signed content alone is not a valid card: {exc.message}"
+            return card, VerificationRecord(status="invalid", kid=record.kid, reason=reason)
 
     async def reverify_all(self) -> int:
         """Check every agent's card again (after the trusted keys changed); return how many
-        verification results changed."""
-        await self.sync()
-        changed = 0
-        for record in list(self.catalog.snapshot.agents.values()):
-            raw = await self.store.raw_card(record.id)
-            if raw is None:
-                continue
-            try:
-                data = loads_limited(raw, max_depth=256)
-            except JsonLimitError:
-                continue
-            verification = await self.verify(data)
-            if verification == record.verification:
-                continue
-            updated = record.model_copy(update={"verification": verification})
-            result = await self.store.update(updated, raw)
-            if result is not None:
-                await self._install(updated, result[1])
-                changed += 1
-        return changed
+        verification results changed.
+
+        Runs one at a time; a change of keys during a run makes the run start over, so the
+        last keys always win.
+        """
+        self._key_generation += 1
+        async with self._reverify_lock:
+            changed = 0
+            while True:
+                generation = self._key_generation
+                await self.sync()
+                for record in list(self.catalog.snapshot.agents.values()):
+                    changed += await self._reverify(record.id)
+                if generation == self._key_generation:
+                    return changed
+
+    async def _reverify(self, agent_id: str) -> int:
+        """Re-check one agent's stored card; 1 if its verification changed, else 0."""
+        record = self.catalog.snapshot.agents.get(agent_id)
+        raw = await self.store.raw_card(agent_id)
+        if record is None or raw is None:
+            return 0
+        try:
+            card, verification = await self.check(loads_limited(raw, max_depth=256))
+        except (JsonLimitError, CardError) as exc:
+            card = record.card
+            verification = VerificationRecord(
+                status="invalid", reason=f"the stored card cannot be read: {exc}"
+            )
+        if verification == record.verification and card == record.card:
+            return 0
+        updated = record.model_copy(update={"card": card, "verification": verification})
+        # only if the card is still the one just checked: never undo a concurrent write
+        version = await self.store.update_if_unchanged(updated, raw, record.card_sha256)
+        if version is None:
+            return 0
+        await self._install(updated, version)
+        return 1
 
     def get(self, agent_id: str) -> AgentRecord:
         """An agent from the catalog, or :class:`NotFound`."""
@@ -137,18 +179,20 @@ class Registry:
             fetched = await self.crawler.fetch_card(url)
         else:
             fetched = await self.crawler.discover(url)
-        card = parse_card(fetched.data)
-        verification = await self.verify(fetched.data)
-        return await self._create(card, fetched.raw, source, url, fetched, agent_id, verification)
+        generation = self._key_generation
+        card, verification = await self.check(fetched.data)
+        record = await self._create(card, fetched.raw, source, url, fetched, agent_id, verification)
+        return await self._recheck_if_keys_changed(record, generation)
 
     async def register_card(self, data: Any, agent_id: str | None = None) -> AgentRecord:
         """Register a card pushed as JSON (it cannot be refreshed by fetching)."""
         await self.sync()
         self._check_new_id(agent_id)
-        card = parse_card(data)
         raw = self._raw(data)
-        verification = await self.verify(data)
-        return await self._create(card, raw, "push", None, None, agent_id, verification)
+        generation = self._key_generation
+        card, verification = await self.check(data)
+        record = await self._create(card, raw, "push", None, None, agent_id, verification)
+        return await self._recheck_if_keys_changed(record, generation)
 
     async def replace_card(self, agent_id: str, data: Any) -> AgentRecord:
         """Replace the card of a pushed agent with a new one."""
@@ -160,9 +204,10 @@ class Registry:
                 code="not_pushed",
                 status=409,
             )
-        card = parse_card(data)
-        self._check_interfaces(card, exclude=agent_id)
         raw = self._raw(data)
+        generation = self._key_generation
+        card, verification = await self.check(data)
+        self._check_interfaces(card, exclude=agent_id)
         now = utcnow()
         record = current.model_copy(
             update={
@@ -170,10 +215,11 @@ class Registry:
                 "card_sha256": _sha(raw),
                 "updated_at": now,
                 "fetched_at": now,
-                "verification": await self.verify(data),
+                "verification": verification,
             }
         )
-        return (await self._update(record, raw))[0]
+        record = (await self._update(record, raw))[0]
+        return await self._recheck_if_keys_changed(record, generation)
 
     async def refresh(self, agent_id: str) -> tuple[AgentRecord, bool]:
         """Fetch an agent's card again (conditionally); return the record and whether it changed."""
@@ -191,17 +237,20 @@ class Registry:
         else:
             fetched = await self.crawler.discover(current.source_url, **conditional)
         now = utcnow()
+        generation = self._key_generation
         if fetched.not_modified:
-            record = current.model_copy(update={"fetched_at": now})
             raw = await self.raw_card(agent_id)
+            # the card is the same, but keys may have expired or rotated: check it again
+            card, verification = await self.check(loads_limited(raw, max_depth=256))
+            record = current.model_copy(
+                update={"fetched_at": now, "card": card, "verification": verification}
+            )
         else:
             raw = fetched.raw
             changed = _sha(raw) != current.card_sha256
-            card, verification = current.card, current.verification
+            card, verification = await self.check(fetched.data)
             if changed:
-                card = parse_card(fetched.data)
                 self._check_interfaces(card, exclude=agent_id)
-                verification = await self.verify(fetched.data)
             record = current.model_copy(
                 update={
                     "card": card,
@@ -214,7 +263,8 @@ class Registry:
                     "updated_at": now if changed else current.updated_at,
                 }
             )
-        return await self._update(record, raw)
+        record, changed = await self._update(record, raw)
+        return await self._recheck_if_keys_changed(record, generation), changed
 
     async def remove(self, agent_id: str) -> None:
         """Delete an agent from the index."""
@@ -228,7 +278,7 @@ class Registry:
 
     def _raw(self, data: Any) -> bytes:
         """The stored bytes of a pushed card, within the card size limit."""
-        raw = json.dumps(data, ensure_ascii=False).encode()
+        raw = json.dumps(data, ensure_ascii=False, allow_nan=False).encode()
         if len(raw) > self.max_card_bytes:
             raise RegistryError(
                 f"the card is {len(raw)} bytes; the limit is {self.max_card_bytes} "
@@ -309,6 +359,14 @@ class Registry:
         changed, version = result
         await self._install(record, version)
         return record, changed
+
+    async def _recheck_if_keys_changed(self, record: AgentRecord, generation: int) -> AgentRecord:
+        """If the trusted keys changed while ``record`` was being checked, check it again
+        (a re-verification that ran meanwhile could not see it yet)."""
+        if generation != self._key_generation:
+            async with self._reverify_lock:
+                await self._reverify(record.id)
+        return self.catalog.snapshot.agents.get(record.id, record)
 
     async def _install(self, record: AgentRecord, version: int) -> None:
         if not self.catalog.upsert(record, version):

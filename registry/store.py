@@ -309,6 +309,23 @@ class Store:
                 session.add(_revision(record, raw))
             return changed, await _bump(session)
 
+    async def update_if_unchanged(
+        self, record: AgentRecord, raw: bytes, expected_sha256: str
+    ) -> int | None:
+        """:meth:`update`, but only while the stored card is still ``expected_sha256``;
+        the new catalog version, or None if the agent changed or went away meanwhile."""
+        async with self.session() as session, session.begin():
+            existing = await session.get(AgentRow, record.id, with_for_update=True)
+            if existing is None or existing.card_sha256 != expected_sha256:
+                return None
+            for key, value in _agent_row(record, raw).model_dump().items():
+                setattr(existing, key, value)
+            existing.card_raw = raw
+            for table in _CHILDREN:
+                await session.exec(delete(table).where(col(table.agent_id) == record.id))
+            session.add_all(_child_rows(record))
+            return await _bump(session)
+
     async def delete(self, agent_id: str) -> int | None:
         """Remove an agent with its index rows and revisions; the new catalog version, or
         None if it did not exist."""

@@ -3,6 +3,7 @@ re-verification when keys change, the routing policy, search and stats."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,11 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from registry.api import REGISTRY
-from registry.signatures import generate_key, sign_card
+from registry.crawler import Crawler
+from registry.keys_api import TRUST
+from registry.service import Registry
+from registry.signatures import StaticKeys, generate_key, sign_card
+from registry.store import Store
 from router.app import create_app
 from tests.helpers import AUTH, CardServer, card_v03, card_v1, make_settings
 from tests.sdk_peers import serve_sdk_agent
@@ -152,3 +157,63 @@ async def test_seed_keys_verify_seed_agents(
     agent = await (await client.get("/api/v1/agents/wx")).json()
     assert agent["verification"]["status"] == "verified"
     assert agent["verification"]["key_source"].startswith("trust-store:")
+
+
+class _GatedKeys:
+    """A key resolver over a mutable key set that can hold lookups until released."""
+
+    def __init__(self, jwks: dict[str, Any]) -> None:
+        self.jwks = jwks
+        self.looking = asyncio.Event()
+        self.release = asyncio.Event()
+        self.release.set()
+
+    async def keys_for(self, kid: str, jku: str | None) -> Any:
+        self.looking.set()
+        await self.release.wait()
+        return await StaticKeys(self.jwks).keys_for(kid, jku)
+
+
+async def test_a_key_removed_while_a_card_is_being_checked_still_counts(
+    sqlite_url: str, key: Any
+) -> None:
+    """Removing a key during a registration must not leave the new agent verified."""
+    settings = make_settings(sqlite_url)
+    keys = _GatedKeys({"keys": [_public(key)]})
+    registry = Registry(Store(sqlite_url), Crawler(settings), keys=keys)
+    await registry.load()
+    try:
+        keys.release.clear()
+        pushing = asyncio.ensure_future(
+            registry.register_card(sign_card(card_v1("https://w.example"), key))
+        )
+        await keys.looking.wait()  # the registration is checking the signature now
+        keys.jwks = {"keys": []}  # the operator removes the key ...
+        keys.release.set()
+        await registry.reverify_all()  # ... which re-verifies every agent known so far
+        record = await pushing
+        assert record.verification.status == "untrusted-key"
+        stored = await registry.store.get(record.id)
+        assert stored is not None and stored.verification.status == "untrusted-key"
+    finally:
+        await registry.store.close()
+
+
+async def test_refresh_checks_an_unchanged_card_again(
+    aiohttp_client: Any, sqlite_url: str, card_server: CardServer, key: Any
+) -> None:
+    """Keys expire and are withdrawn: a refresh re-verifies even an unchanged (304) card."""
+    client = await aiohttp_client(create_app(make_settings(sqlite_url)))
+    resp = await client.post("/api/v1/keys", json={"jwk": _public(key)}, headers=AUTH)
+    key_id = (await resp.json())["id"]
+    signed = sign_card(card_v1(card_server.url()), key)
+    card_server.set("/.well-known/agent-card.json", signed, ETag='"1"')
+    agent = await _register(client, {"url": card_server.url()})
+    assert agent["verification"]["status"] == "verified"
+    # withdrawn by another route than the API (e.g. another replica, before its sync ran)
+    await client.app[TRUST].remove(key_id)
+    resp = await client.post(f"/api/v1/agents/{agent['id']}/refresh", headers=AUTH)
+    result = await resp.json()
+    assert card_server.requests[-1].headers.get("If-None-Match") == '"1"'
+    assert result["changed"] is False  # 304: the same card ...
+    assert result["agent"]["verification"]["status"] == "untrusted-key"  # ... checked again
