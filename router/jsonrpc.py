@@ -1,0 +1,591 @@
+"""The JSON-RPC 2.0 envelope of the router's A2A endpoint, for A2A 0.3 and 1.0.
+
+The protocol version of a call is the ``A2A-Version`` header (empty means 0.3, see
+:func:`client_version`); both versions share one URL and differ in their method names
+(:data:`METHODS`) and in the shape of an error's ``data``: a plain object in 0.3, a list of
+typed detail objects (``google.rpc.ErrorInfo`` first) in 1.0 (:func:`error_body`).
+
+:func:`read_request` reads and checks one request; every envelope error it raises is an
+:class:`RpcError` carrying the client's ``id`` when it could be read (``None`` otherwise).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Literal
+
+from aiohttp import web
+
+from registry.jsonsafe import JsonLimitError, loads_limited
+
+__all__ = [
+    "AGENT_UNAVAILABLE",
+    "BAD_ROUTING_HINT",
+    "CONTENT_TYPE",
+    "EXTENDED_CARD_NOT_CONFIGURED",
+    "INTERNAL",
+    "INVALID_AGENT_RESPONSE",
+    "INVALID_PARAMS",
+    "INVALID_REQUEST",
+    "METHODS",
+    "METHOD_NOT_FOUND",
+    "NOT_CANCELABLE",
+    "NO_MATCHING_AGENT",
+    "PARSE",
+    "PUSH_NOT_SUPPORTED",
+    "STREAM_FAILED",
+    "TASK_NOT_FOUND",
+    "UNSUPPORTED",
+    "VERSIONS",
+    "VERSION_HEADER",
+    "VERSION_NOT_SUPPORTED",
+    "Op",
+    "Request",
+    "RpcError",
+    "Version",
+    "client_version",
+    "equivalent_method",
+    "error_body",
+    "error_object",
+    "method_name",
+    "read_request",
+    "request_version",
+    "result_body",
+    "version_of",
+]
+
+Version = Literal["0.3", "1.0"]
+VERSIONS: tuple[Version, ...] = ("0.3", "1.0")
+VERSION_HEADER = "A2A-Version"
+
+# JSON-RPC 2.0 and A2A error codes (A2A 1.0 section 5.4; 0.3 section 8).
+PARSE = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL = -32603
+TASK_NOT_FOUND = -32001
+NOT_CANCELABLE = -32002
+PUSH_NOT_SUPPORTED = -32003
+UNSUPPORTED = -32004
+CONTENT_TYPE = -32005
+INVALID_AGENT_RESPONSE = -32006
+EXTENDED_CARD_NOT_CONFIGURED = -32007
+VERSION_NOT_SUPPORTED = -32009
+# Switchboard's own (docs/routing.md).
+NO_MATCHING_AGENT = -32050
+BAD_ROUTING_HINT = -32051
+AGENT_UNAVAILABLE = -32052
+STREAM_FAILED = -32053
+
+ERROR_DOMAIN = "switchboard.a2a"
+ERROR_INFO_TYPE = "type.googleapis.com/google.rpc.ErrorInfo"
+BAD_REQUEST_TYPE = "type.googleapis.com/google.rpc.BadRequest"
+STRUCT_TYPE = "type.googleapis.com/google.protobuf.Struct"
+VALUE_TYPE = "type.googleapis.com/google.protobuf.Value"
+
+# ErrorInfo reasons per code; the A2A ones are those the official SDK uses.
+REASONS: dict[int, str] = {
+    PARSE: "PARSE_ERROR",
+    INVALID_REQUEST: "INVALID_REQUEST",
+    METHOD_NOT_FOUND: "METHOD_NOT_FOUND",
+    INVALID_PARAMS: "INVALID_PARAMS",
+    INTERNAL: "INTERNAL_ERROR",
+    TASK_NOT_FOUND: "TASK_NOT_FOUND",
+    NOT_CANCELABLE: "TASK_NOT_CANCELABLE",
+    PUSH_NOT_SUPPORTED: "PUSH_NOTIFICATION_NOT_SUPPORTED",
+    UNSUPPORTED: "UNSUPPORTED_OPERATION",
+    CONTENT_TYPE: "CONTENT_TYPE_NOT_SUPPORTED",
+    INVALID_AGENT_RESPONSE: "INVALID_AGENT_RESPONSE",
+    EXTENDED_CARD_NOT_CONFIGURED: "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+    -32008: "EXTENSION_SUPPORT_REQUIRED",
+    VERSION_NOT_SUPPORTED: "VERSION_NOT_SUPPORTED",
+    NO_MATCHING_AGENT: "NO_MATCHING_AGENT",
+    BAD_ROUTING_HINT: "BAD_ROUTING_HINT",
+    AGENT_UNAVAILABLE: "AGENT_UNAVAILABLE",
+    STREAM_FAILED: "STREAM_FAILED",
+}
+
+
+class Op(StrEnum):
+    """What a method does, the same in both versions."""
+
+    SEND = "send"
+    STREAM = "stream"
+    GET = "get"
+    CANCEL = "cancel"
+    SUBSCRIBE = "subscribe"
+    LIST = "list"
+    PUSH_CONFIG = "push-config"  # any push-notification-config method
+
+
+# (0.3 name, 1.0 name, op); None where a version has no such method.
+_METHOD_PAIRS: tuple[tuple[str | None, str | None, Op], ...] = (
+    ("message/send", "SendMessage", Op.SEND),
+    ("message/stream", "SendStreamingMessage", Op.STREAM),
+    ("tasks/get", "GetTask", Op.GET),
+    (None, "ListTasks", Op.LIST),
+    ("tasks/cancel", "CancelTask", Op.CANCEL),
+    ("tasks/resubscribe", "SubscribeToTask", Op.SUBSCRIBE),
+    ("tasks/pushNotificationConfig/set", "CreateTaskPushNotificationConfig", Op.PUSH_CONFIG),
+    ("tasks/pushNotificationConfig/get", "GetTaskPushNotificationConfig", Op.PUSH_CONFIG),
+    ("tasks/pushNotificationConfig/list", "ListTaskPushNotificationConfigs", Op.PUSH_CONFIG),
+    ("tasks/pushNotificationConfig/delete", "DeleteTaskPushNotificationConfig", Op.PUSH_CONFIG),
+)
+
+METHODS: dict[Version, dict[str, Op]] = {
+    "0.3": {old: op for old, _, op in _METHOD_PAIRS if old},
+    "1.0": {new: op for _, new, op in _METHOD_PAIRS if new},
+}
+
+# Methods of A2A that the router knows but does not serve (no extended card).
+_EXTENDED_CARD_METHODS = {
+    "agent/getAuthenticatedExtendedCard": "0.3",
+    "GetExtendedAgentCard": "1.0",
+}
+# Names from older drafts (v0.1/v0.2 seeds): the current 0.3 name to use instead.
+_LEGACY_METHODS = {
+    "tasks/send": "message/send",
+    "tasks/sendSubscribe": "message/stream",
+    "tasks/pushNotification/set": "tasks/pushNotificationConfig/set",
+    "tasks/pushNotification/get": "tasks/pushNotificationConfig/get",
+}
+
+
+def method_name(version: Version, op: Op) -> str:
+    """The method of ``version`` for ``op``; ValueError for PUSH_CONFIG (several) or a gap."""
+    names = [name for name, method_op in METHODS[version].items() if method_op == op]
+    if len(names) != 1:
+        raise ValueError(f"A2A {version} has {len(names)} methods for {op.value!r}")
+    return names[0]
+
+
+def equivalent_method(method: str, to_version: Version) -> str | None:
+    """The name of ``method`` (of either version) in ``to_version``; None if it has none."""
+    for old, new, _ in _METHOD_PAIRS:
+        if method in (old, new):
+            return old if to_version == "0.3" else new
+    return None
+
+
+# --- versions -------------------------------------------------------------------------------
+
+_VERSION_RE = re.compile(r"^(\d+)(?:\.(\d+))?(?:\.\d+)?$")
+
+
+def _major_minor(text: str) -> tuple[int, int] | None:
+    found = _VERSION_RE.match(text.strip())
+    if found is None:
+        return None
+    return int(found.group(1)), int(found.group(2) or 0)
+
+
+def client_version(header_value: str | None) -> Version:
+    """The version a client asks for in ``A2A-Version``: none or empty means 0.3.
+
+    Patch numbers are ignored (``0.3.0`` is 0.3, ``1`` and ``1.0.1`` are 1.0); anything
+    else raises :class:`RpcError` ``-32009`` naming the supported versions.
+    """
+    if header_value is None or not header_value.strip():
+        return "0.3"
+    parsed = _major_minor(header_value)
+    if parsed == (0, 3):
+        return "0.3"
+    if parsed == (1, 0):
+        return "1.0"
+    raise RpcError(
+        VERSION_NOT_SUPPORTED,
+        f"A2A-Version {header_value.strip()!r} is not supported: Switchboard speaks A2A 1.0 "
+        "(send A2A-Version: 1.0) and A2A 0.3 (send no A2A-Version header, or 0.3)",
+        {"requestedVersion": header_value.strip(), "supportedVersions": list(VERSIONS)},
+    )
+
+
+def request_version(request: web.Request) -> Version:
+    """:func:`client_version` of the header, or of an ``A2A-Version`` query parameter."""
+    value = request.headers.get(VERSION_HEADER) or request.query.get(VERSION_HEADER)
+    return client_version(value)
+
+
+def version_of(protocol_version: str) -> Version | None:
+    """The router version of an agent interface's ``protocolVersion``: 0.x is "0.3"."""
+    parsed = _major_minor(protocol_version) if isinstance(protocol_version, str) else None
+    if parsed is None:
+        return None
+    if parsed[0] == 0:
+        return "0.3"
+    if parsed == (1, 0):
+        return "1.0"
+    return None
+
+
+# --- errors ---------------------------------------------------------------------------------
+
+
+class RpcError(Exception):
+    """A JSON-RPC error to answer with.
+
+    ``data`` is raw facts (a dict with camelCase keys, shaped per version by
+    :func:`error_object`) unless ``shaped`` is true: then it is passed through verbatim (an
+    upstream agent's error relayed as it came). ``reason`` overrides the ErrorInfo reason of
+    the code; ``violations`` are (field, description) pairs of invalid params. ``id`` is the
+    client's request id when known (set by :func:`read_request`).
+    """
+
+    def __init__(
+        self,
+        code: int,
+        message: str,
+        data: Any = None,
+        *,
+        reason: str | None = None,
+        violations: Iterable[tuple[str, str]] = (),
+        shaped: bool = False,
+        id: Any = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+        self.reason = reason or REASONS.get(code, "UNKNOWN_ERROR")
+        self.violations = tuple(violations)
+        self.shaped = shaped
+        self.id = id
+
+    @classmethod
+    def relayed(cls, error: Mapping[str, Any]) -> RpcError:
+        """An upstream JSON-RPC ``error`` object, to relay with its code, message and data."""
+        code = error.get("code")
+        message = error.get("message")
+        return cls(
+            code if isinstance(code, int) and not isinstance(code, bool) else INTERNAL,
+            message if isinstance(message, str) else "",
+            error.get("data"),
+            shaped=True,
+        )
+
+    def __repr__(self) -> str:
+        return f"RpcError({self.code}, {self.message!r}, {self.data!r})"
+
+
+def error_object(version: Version, error: RpcError) -> dict[str, Any]:
+    """The ``error`` member: code, message and ``data`` in the shape of ``version``."""
+    body: dict[str, Any] = {"code": error.code, "message": error.message}
+    data = error.data if error.shaped else _shape_data(version, error)
+    if data is not None:
+        body["data"] = data
+    return body
+
+
+def error_body(version: Version, id: Any, error: RpcError) -> dict[str, Any]:
+    """A JSON-RPC error response (an ``id`` that is not a string, integer or null is null)."""
+    return {"jsonrpc": "2.0", "id": _response_id(id), "error": error_object(version, error)}
+
+
+def result_body(id: Any, result: Any) -> dict[str, Any]:
+    """A JSON-RPC success response."""
+    return {"jsonrpc": "2.0", "id": _response_id(id), "result": result}
+
+
+def _response_id(id: Any) -> str | int | None:
+    return id if _valid_id(id) else None
+
+
+def _valid_id(value: Any) -> bool:
+    return value is None or isinstance(value, str) or _is_int(value)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _violation_objects(error: RpcError) -> list[dict[str, str]]:
+    return [{"field": field, "description": text} for field, text in error.violations]
+
+
+def _shape_data(version: Version, error: RpcError) -> Any:
+    if version == "0.3":
+        return _shape_v03(error)
+    return _shape_v1(error)
+
+
+def _shape_v03(error: RpcError) -> Any:
+    """0.3: a plain object (field violations under ``fieldViolations``); None when empty."""
+    data = error.data
+    if not error.violations:
+        return data
+    shaped = dict(data) if isinstance(data, Mapping) else {} if data is None else {"detail": data}
+    shaped["fieldViolations"] = _violation_objects(error)
+    return shaped
+
+
+def _shape_v1(error: RpcError) -> list[dict[str, Any]]:
+    """1.0: ErrorInfo (string metadata), then the full data if structured, then BadRequest."""
+    data = error.data
+    facts = data if isinstance(data, Mapping) else {}
+    details: list[dict[str, Any]] = [
+        {
+            "@type": ERROR_INFO_TYPE,
+            "reason": error.reason,
+            "domain": ERROR_DOMAIN,
+            "metadata": {str(key): _metadata_value(value) for key, value in facts.items()},
+        }
+    ]
+    if isinstance(data, Mapping):
+        if any(isinstance(value, Mapping | list | tuple) for value in data.values()):
+            details.append({"@type": STRUCT_TYPE, "value": dict(data)})
+    elif data is not None:
+        details.append({"@type": VALUE_TYPE, "value": data})
+    if error.violations:
+        details.append({"@type": BAD_REQUEST_TYPE, "fieldViolations": _violation_objects(error)})
+    return details
+
+
+def _metadata_value(value: Any) -> str:
+    """google.rpc.ErrorInfo metadata values are strings: other JSON values as compact JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+# --- requests -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Request:
+    """A parsed JSON-RPC request of one A2A version."""
+
+    id: str | int | None
+    method: str
+    params: dict[str, Any]
+    op: Op
+    version: Version
+
+
+async def read_request(
+    request: web.Request, version: Version, *, max_bytes: int, max_depth: int
+) -> Request:
+    """Read, parse and check one JSON-RPC request of A2A ``version``.
+
+    Raises :class:`RpcError`: -32700 (body too large, not JSON, nested too deep), -32600 (a
+    batch, not an object, bad ``jsonrpc``/``id``/``method``/``params``), -32601 (no such
+    method in ``version``), -32602 (params of the wrong basic shape), -32007 (extended card).
+    """
+    body = await _read_body(request, max_bytes)
+    document = _parse(body, max_depth)
+    request_id = _request_id(document)
+    try:
+        method, params = _envelope(document)
+        op = _lookup(method, version, request.headers.get(VERSION_HEADER))
+        _check_params(version, op, params)
+    except RpcError as exc:
+        exc.id = request_id
+        raise
+    return Request(id=request_id, method=method, params=params, op=op, version=version)
+
+
+async def _read_body(request: web.Request, max_bytes: int) -> bytes:
+    length = request.content_length
+    if length is not None and length > max_bytes:
+        raise _too_large(max_bytes, length)
+    chunks: list[bytes] = []
+    total = 0
+    async for chunk in request.content.iter_chunked(64 * 1024):
+        total += len(chunk)
+        if total > max_bytes:
+            raise _too_large(max_bytes, None)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _too_large(max_bytes: int, length: int | None) -> RpcError:
+    data: dict[str, Any] = {"maxBytes": max_bytes}
+    if length is not None:
+        data["contentLength"] = length
+    return RpcError(
+        PARSE,
+        f"The request body is larger than the limit of {max_bytes} bytes",
+        data,
+        reason="REQUEST_TOO_LARGE",
+    )
+
+
+def _parse(body: bytes, max_depth: int) -> Any:
+    if not body.strip():
+        raise RpcError(
+            PARSE,
+            "The request body is empty: send one JSON-RPC 2.0 request object",
+            {"problem": "empty body"},
+        )
+    try:
+        return loads_limited(body, max_depth=max_depth)
+    except JsonLimitError as exc:
+        if exc.code == "json_too_deep":
+            raise RpcError(
+                PARSE,
+                f"The request body is too deeply nested: {exc.message}",
+                {"maxDepth": max_depth},
+                reason="JSON_TOO_DEEP",
+            ) from None
+        raise RpcError(
+            PARSE, f"The request body is not valid JSON: {exc.message}", dict(exc.details)
+        ) from None
+
+
+def _request_id(document: Any) -> str | int | None:
+    """The client's id if it can be used in the answer, else None."""
+    if isinstance(document, dict):
+        value = document.get("id")
+        if _valid_id(value):
+            return value
+    return None
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def _describe(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    if len(text) > 40:
+        text = text[:37] + "..."
+    return f"{text} ({_json_type(value)})"
+
+
+def _invalid(message: str, field: str | None = None, **facts: Any) -> RpcError:
+    data = {"field": field, **facts} if field else facts
+    return RpcError(INVALID_REQUEST, message, data or None)
+
+
+def _envelope(document: Any) -> tuple[str, dict[str, Any]]:
+    """Check the JSON-RPC 2.0 request object; its method and params."""
+    if isinstance(document, list):
+        raise RpcError(
+            INVALID_REQUEST,
+            "Batch requests are not supported: send one JSON-RPC request object per HTTP request",
+            {"batchSize": len(document)},
+            reason="BATCH_NOT_SUPPORTED",
+        )
+    if not isinstance(document, dict):
+        raise _invalid(
+            f"A JSON-RPC request must be a JSON object, not {_json_type(document)}",
+            received=_json_type(document),
+        )
+    _check_id(document)
+    _check_jsonrpc(document)
+    method = _check_method(document)
+    return method, _check_params_object(document)
+
+
+def _check_id(document: dict[str, Any]) -> None:
+    if "id" in document and not _valid_id(document["id"]):
+        raise _invalid(
+            f"'id' must be a string, an integer or null; got {_describe(document['id'])}",
+            "id",
+            received=_json_type(document["id"]),
+        )
+
+
+def _check_jsonrpc(document: dict[str, Any]) -> None:
+    if "jsonrpc" not in document:
+        raise _invalid("'jsonrpc' is missing: it must be \"2.0\"", "jsonrpc")
+    if document["jsonrpc"] != "2.0":
+        raise _invalid(
+            f"'jsonrpc' must be exactly \"2.0\"; got {_describe(document['jsonrpc'])}", "jsonrpc"
+        )
+
+
+def _check_method(document: dict[str, Any]) -> str:
+    if "method" not in document:
+        raise _invalid("'method' is missing", "method")
+    method = document["method"]
+    if not isinstance(method, str) or not method:
+        raise _invalid(f"'method' must be a non-empty string; got {_describe(method)}", "method")
+    return method
+
+
+def _check_params_object(document: dict[str, Any]) -> dict[str, Any]:
+    if "params" not in document:
+        return {}
+    params = document["params"]
+    if not isinstance(params, dict):
+        raise _invalid(
+            f"'params' must be an object for A2A methods; got {_json_type(params)}",
+            "params",
+            received=_json_type(params),
+        )
+    return params
+
+
+def _header_phrase(header: str | None) -> str:
+    if header is None or not header.strip():
+        return "this request has no A2A-Version header, so it is A2A 0.3"
+    return f"this request has A2A-Version {header.strip()}"
+
+
+def _lookup(method: str, version: Version, header: str | None) -> Op:
+    """The op of ``method`` in ``version``, else RpcError saying what to send instead."""
+    op = METHODS[version].get(method)
+    if op is not None:
+        return op
+    facts: dict[str, Any] = {"method": method, "version": version}
+    other: Version = "1.0" if version == "0.3" else "0.3"
+    if method in METHODS[other]:
+        raise RpcError(
+            METHOD_NOT_FOUND,
+            f"{method} is an A2A {other} method; {_header_phrase(header)}: "
+            + _fix_for(method, version, other),
+            {**facts, "methodVersion": other, "useMethod": equivalent_method(method, version)},
+        )
+    if method in _EXTENDED_CARD_METHODS:
+        raise RpcError(
+            EXTENDED_CARD_NOT_CONFIGURED,
+            f"{method}: Switchboard has no extended agent card; its public card at "
+            "/.well-known/agent-card.json is complete",
+            facts,
+        )
+    if method in _LEGACY_METHODS:
+        raise RpcError(
+            METHOD_NOT_FOUND,
+            f"{method} is a method of an A2A draft older than 0.3: use "
+            f"{_LEGACY_METHODS[method]} (A2A 0.3)",
+            {**facts, "useMethod": _LEGACY_METHODS[method]},
+        )
+    raise RpcError(
+        METHOD_NOT_FOUND,
+        f"Method {method!r} does not exist in A2A {version}",
+        {**facts, "supportedMethods": list(METHODS[version])},
+    )
+
+
+def _fix_for(method: str, version: Version, other: Version) -> str:
+    same = equivalent_method(method, version)
+    header = "drop the A2A-Version header" if other == "0.3" else "send A2A-Version: 1.0"
+    if same is None:
+        return f"{method} exists only in A2A {other}; {header} to call it"
+    return f"use {same}, or {header}"
+
+
+def _check_params(version: Version, op: Op, params: dict[str, Any]) -> None:
+    """The basic params shape of ``op`` (RpcError -32602), see router.wire."""
+    from router import wire  # wire imports this module
+
+    if op in (Op.SEND, Op.STREAM):
+        wire.message_of(version, params)
+        wire.accepted_output_modes(version, params)
+    elif op in (Op.GET, Op.CANCEL, Op.SUBSCRIBE, Op.PUSH_CONFIG):
+        wire.task_id_param(version, op, params)
+    elif op is Op.LIST:
+        wire.list_tasks_query(params)

@@ -1,0 +1,531 @@
+"""What A2A 0.3 and 1.0 payloads look like, as pure functions on plain JSON.
+
+Nothing here copies or rebuilds a payload: the functions read and check the client's or the
+agent's JSON as it is. The two shapes, as the official SDKs put them on the wire:
+
+- parts: 0.3 ``{"kind": "text", "text": ..}``, ``{"kind": "file", "file": {"bytes"|"uri",
+  "mimeType"}}``, ``{"kind": "data", "data": {..}}``; 1.0 ``{"text"}``, ``{"raw"}``, ``{"url"}``,
+  ``{"data"}`` with an optional ``mediaType``;
+- roles ``user``/``agent`` vs ``ROLE_USER``/``ROLE_AGENT``; states ``completed`` vs
+  ``TASK_STATE_COMPLETED``;
+- stream events: 0.3 results carry ``kind`` (``task``, ``message``, ``status-update``,
+  ``artifact-update``) and status updates a ``final`` flag; 1.0 results wrap the object in one
+  member (``task``, ``message``, ``statusUpdate``, ``artifactUpdate``), have no ``final`` and
+  omit false booleans.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from router.jsonrpc import INVALID_PARAMS, Op, RpcError, Version
+
+__all__ = [
+    "STATES",
+    "EventKind",
+    "ListQuery",
+    "accepted_output_modes",
+    "ends_stream",
+    "event_payload",
+    "event_task_state",
+    "is_interrupted_state",
+    "is_terminal_state",
+    "list_tasks_query",
+    "message_of",
+    "message_task_id",
+    "message_text",
+    "part_media_types",
+    "state_name",
+    "stream_event_kind",
+    "stream_result",
+    "task_id_param",
+]
+
+EventKind = Literal["task", "message", "status-update", "artifact-update"]
+
+# (0.3 name, 1.0 name) of every task state.
+_STATE_PAIRS: tuple[tuple[str, str], ...] = (
+    ("submitted", "TASK_STATE_SUBMITTED"),
+    ("working", "TASK_STATE_WORKING"),
+    ("input-required", "TASK_STATE_INPUT_REQUIRED"),
+    ("auth-required", "TASK_STATE_AUTH_REQUIRED"),
+    ("completed", "TASK_STATE_COMPLETED"),
+    ("canceled", "TASK_STATE_CANCELED"),
+    ("failed", "TASK_STATE_FAILED"),
+    ("rejected", "TASK_STATE_REJECTED"),
+    ("unknown", "TASK_STATE_UNSPECIFIED"),
+)
+STATES: dict[Version, tuple[str, ...]] = {
+    "0.3": tuple(old for old, _ in _STATE_PAIRS),
+    "1.0": tuple(new for _, new in _STATE_PAIRS),
+}
+_TERMINAL = {"completed", "canceled", "failed", "rejected"}
+_INTERRUPTED = {"input-required", "auth-required"}
+_TO_V03 = {new: old for old, new in _STATE_PAIRS} | {old: old for old, _ in _STATE_PAIRS}
+_TO_V1 = {old: new for old, new in _STATE_PAIRS} | {new: new for _, new in _STATE_PAIRS}
+
+_ROLES: dict[Version, tuple[str, ...]] = {
+    "0.3": ("user", "agent"),
+    "1.0": ("ROLE_USER", "ROLE_AGENT"),
+}
+_V1_CONTENT = ("text", "raw", "url", "data")
+_V03_KINDS = ("text", "file", "data")
+_V1_EVENT_KEYS: dict[str, EventKind] = {
+    "task": "task",
+    "message": "message",
+    "statusUpdate": "status-update",
+    "artifactUpdate": "artifact-update",
+}
+_V03_EVENT_KINDS: tuple[EventKind, ...] = ("task", "message", "status-update", "artifact-update")
+
+DEFAULT_PAGE_SIZE = 50
+MAX_PAGE_SIZE = 100
+
+
+# --- states ---------------------------------------------------------------------------------
+
+
+def state_name(version: Version, state: str) -> str:
+    """``state`` (either version's spelling) in ``version``'s spelling; unknown: unchanged."""
+    table = _TO_V03 if version == "0.3" else _TO_V1
+    return table.get(state, state)
+
+
+def is_terminal_state(version: Version, state: str | None) -> bool:
+    """completed, canceled, failed, rejected, in either spelling."""
+    return isinstance(state, str) and _TO_V03.get(state) in _TERMINAL
+
+
+def is_interrupted_state(version: Version, state: str | None) -> bool:
+    """input-required or auth-required, in either spelling: the task waits for the client."""
+    return isinstance(state, str) and _TO_V03.get(state) in _INTERRUPTED
+
+
+# --- params checks --------------------------------------------------------------------------
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else "an object"
+
+
+def _params_error(violations: list[tuple[str, str]]) -> RpcError:
+    """-32602 listing every violation (message: the first three)."""
+    shown = "; ".join(f"{field}: {text}" for field, text in violations[:3])
+    more = f" (and {len(violations) - 3} more)" if len(violations) > 3 else ""
+    return RpcError(
+        INVALID_PARAMS,
+        f"Invalid params: {shown}{more}",
+        {"fields": [field for field, _ in violations]},
+        violations=violations,
+    )
+
+
+def _missing_or(value: Any, wanted: str) -> str:
+    if value is None:
+        return "is required"
+    if value == "":
+        return "must not be empty"
+    return f"must be {wanted}, not {_json_type(value)}"
+
+
+def _require_str(
+    value: Any, field: str, violations: list[tuple[str, str]], *, required: bool = False
+) -> None:
+    if value is None and not required:
+        return
+    if not isinstance(value, str) or not value:
+        violations.append((field, _missing_or(value, "a string")))
+
+
+def message_of(version: Version, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``params.message``, checked: an object with messageId, role and a list of parts."""
+    message = params.get("message")
+    if not isinstance(message, dict):
+        raise _params_error([("message", _missing_or(message, "an object"))])
+    violations: list[tuple[str, str]] = []
+    _check_json_names(message, violations)
+    _require_str(message.get("messageId"), "message.messageId", violations, required=True)
+    _check_role(version, message.get("role"), violations)
+    for key in ("taskId", "contextId"):
+        _require_str(message.get(key), f"message.{key}", violations)
+    _check_reference_ids(message.get("referenceTaskIds"), violations)
+    _check_parts(version, message.get("parts"), violations)
+    if violations:
+        raise _params_error(violations)
+    return message
+
+
+_SNAKE_NAMES = {
+    "message_id": "messageId",
+    "task_id": "taskId",
+    "context_id": "contextId",
+    "reference_task_ids": "referenceTaskIds",
+}
+
+
+def _check_json_names(message: Mapping[str, Any], violations: list[tuple[str, str]]) -> None:
+    """Proto field names (``task_id``) are refused: the router reads and rewrites JSON names."""
+    for snake, camel in _SNAKE_NAMES.items():
+        if snake in message:
+            violations.append((f"message.{snake}", f"use the JSON name {camel!r}"))
+
+
+def _check_role(version: Version, role: Any, violations: list[tuple[str, str]]) -> None:
+    if role is None:
+        violations.append(("message.role", "is required"))
+    elif version == "1.0" and role in (1, 2) and not isinstance(role, bool):
+        return  # ProtoJSON allows enum numbers
+    elif role not in _ROLES[version]:
+        other: Version = "1.0" if version == "0.3" else "0.3"
+        hint = f" ({role!r} is the A2A {other} spelling)" if role in _ROLES[other] else ""
+        allowed = " or ".join(repr(name) for name in _ROLES[version])
+        violations.append(("message.role", f"must be {allowed} in A2A {version}{hint}"))
+
+
+def _check_reference_ids(value: Any, violations: list[tuple[str, str]]) -> None:
+    if value is None:
+        return
+    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+        violations.append(("message.referenceTaskIds", "must be an array of task id strings"))
+
+
+def _check_parts(version: Version, parts: Any, violations: list[tuple[str, str]]) -> None:
+    if parts is None:
+        violations.append(("message.parts", "is required"))
+    elif not isinstance(parts, list):
+        violations.append(("message.parts", f"must be an array, not {_json_type(parts)}"))
+    elif not parts:
+        violations.append(("message.parts", "must hold at least one part"))
+    else:
+        check = _part_problem_v03 if version == "0.3" else _part_problem_v1
+        for index, part in enumerate(parts):
+            problem = check(part)
+            if problem:
+                violations.append((f"message.parts[{index}]", problem))
+
+
+def _kind_v03(part: Mapping[str, Any]) -> str | None:
+    """A 0.3 part's kind; the SDK defaults it from the members when absent."""
+    kind = part.get("kind")
+    if kind is not None:
+        return kind if isinstance(kind, str) else None
+    return next((name for name in _V03_KINDS if name in part), None)
+
+
+def _part_problem_v03(part: Any) -> str | None:
+    if not isinstance(part, dict):
+        return f"must be an object, not {_json_type(part)}"
+    kind = _kind_v03(part)
+    if kind is None and "kind" not in part:
+        if "raw" in part or "url" in part:
+            return 'has no "kind": it looks like an A2A 1.0 part (send A2A-Version: 1.0)'
+        return 'has no "kind" (text, file or data)'
+    if kind == "text":
+        return None if isinstance(part.get("text"), str) else '"text" must be a string'
+    if kind == "data":
+        return None if isinstance(part.get("data"), dict) else '"data" must be an object'
+    if kind == "file":
+        return _file_problem_v03(part.get("file"))
+    return f'"kind" must be "text", "file" or "data", not {part.get("kind")!r}'
+
+
+def _file_problem_v03(file: Any) -> str | None:
+    if not isinstance(file, dict):
+        return '"file" must be an object with "bytes" or "uri"'
+    has = [key for key in ("bytes", "uri") if isinstance(file.get(key), str)]
+    if len(has) != 1:
+        return '"file" must hold exactly one of "bytes" (base64) and "uri"'
+    mime = file.get("mimeType")
+    if mime is not None and not isinstance(mime, str):
+        return '"file.mimeType" must be a string'
+    return None
+
+
+def _part_problem_v1(part: Any) -> str | None:
+    if not isinstance(part, dict):
+        return f"must be an object, not {_json_type(part)}"
+    present = [key for key in _V1_CONTENT if key in part]
+    if not present:
+        if "kind" in part or "file" in part:
+            return "has none of text, raw, url, data: it looks like an A2A 0.3 part"
+        return "has none of text, raw, url, data"
+    if len(present) > 1:
+        return f"holds {' and '.join(present)}: a part holds exactly one of text, raw, url, data"
+    key = present[0]
+    if key != "data" and not isinstance(part[key], str):
+        return f'"{key}" must be a string'
+    for name in ("mediaType", "filename"):
+        if name in part and not isinstance(part[name], str):
+            return f'"{name}" must be a string'
+    return None
+
+
+def message_task_id(version: Version, params: Mapping[str, Any]) -> str | None:
+    """``params.message.taskId`` when the message continues a task, else None."""
+    message = params.get("message")
+    task_id = message.get("taskId") if isinstance(message, dict) else None
+    return task_id if isinstance(task_id, str) and task_id else None
+
+
+def part_media_types(version: Version, message: Mapping[str, Any]) -> list[str]:
+    """The media type of each part of ``message``, in order."""
+    parts = message.get("parts")
+    if not isinstance(parts, list):
+        return []
+    media = _media_type_v03 if version == "0.3" else _media_type_v1
+    return [media(part) if isinstance(part, dict) else "application/octet-stream" for part in parts]
+
+
+def _media_type_v03(part: Mapping[str, Any]) -> str:
+    kind = _kind_v03(part)
+    if kind == "text":
+        return "text/plain"
+    if kind == "data":
+        return "application/json"
+    file = part.get("file")
+    mime = file.get("mimeType") if isinstance(file, dict) else None
+    return mime if isinstance(mime, str) and mime else "application/octet-stream"
+
+
+def _media_type_v1(part: Mapping[str, Any]) -> str:
+    mime = part.get("mediaType")
+    if isinstance(mime, str) and mime:
+        return mime
+    if "text" in part:
+        return "text/plain"
+    if "data" in part:
+        return "application/json"
+    return "application/octet-stream"
+
+
+def message_text(version: Version, message: Mapping[str, Any]) -> str:
+    """The text parts of ``message``, joined by newlines."""
+    parts = message.get("parts")
+    if not isinstance(parts, list):
+        return ""
+    texts = [
+        part["text"]
+        for part in parts
+        if isinstance(part, dict)
+        and isinstance(part.get("text"), str)
+        and (version == "1.0" or _kind_v03(part) == "text")
+    ]
+    return "\n".join(texts)
+
+
+def accepted_output_modes(version: Version, params: Mapping[str, Any]) -> list[str]:
+    """``params.configuration.acceptedOutputModes`` (empty: anything goes)."""
+    config = params.get("configuration")
+    if config is None:
+        return []
+    if not isinstance(config, dict):
+        raise _params_error([("configuration", f"must be an object, not {_json_type(config)}")])
+    modes = config.get("acceptedOutputModes")
+    if modes is None:
+        return []
+    if not isinstance(modes, list) or not all(isinstance(mode, str) for mode in modes):
+        raise _params_error(
+            [("configuration.acceptedOutputModes", "must be an array of media type strings")]
+        )
+    return list(modes)
+
+
+def task_id_param(version: Version, op: Op, params: Mapping[str, Any]) -> str:
+    """The task a GET/CANCEL/SUBSCRIBE (``id``) or push-config call is about.
+
+    Push-config methods name it ``taskId`` in 1.0 and in 0.3 ``set``; ``id`` in the other
+    0.3 ones. ValueError for ops that take no task id.
+    """
+    if op in (Op.GET, Op.CANCEL, Op.SUBSCRIBE):
+        field = "id"
+    elif op is Op.PUSH_CONFIG:
+        field = "taskId" if version == "1.0" or "taskId" in params else "id"
+    else:
+        raise ValueError(f"{op.value!r} calls take no task id parameter")
+    value = params.get(field)
+    if not isinstance(value, str) or not value:
+        raise _params_error([(field, _missing_or(value, "a task id string"))])
+    return value
+
+
+@dataclass(frozen=True)
+class ListQuery:
+    """The checked params of a 1.0 ``ListTasks`` call."""
+
+    context_id: str | None = None
+    status: str | None = None  # a 1.0 state name; None: any
+    page_size: int = DEFAULT_PAGE_SIZE
+    page_token: str | None = None
+    history_length: int | None = None
+    include_artifacts: bool = False
+    status_timestamp_after: str | None = None
+
+
+def _int_param(value: Any) -> int | None:
+    """A ProtoJSON integer: a JSON number with no fraction or a decimal string."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    return None
+
+
+def list_tasks_query(params: Mapping[str, Any]) -> ListQuery:
+    """Check the params of ``ListTasks`` (1.0 only); -32602 with every violation."""
+    violations: list[tuple[str, str]] = []
+    for key in ("contextId", "pageToken", "statusTimestampAfter"):
+        value = params.get(key)
+        if value is not None and not isinstance(value, str):
+            violations.append((key, f"must be a string, not {_json_type(value)}"))
+    status = params.get("status")
+    if status in (None, "", "TASK_STATE_UNSPECIFIED"):
+        status = None
+    elif status not in STATES["1.0"]:
+        allowed = ", ".join(STATES["1.0"][:-1])
+        violations.append(("status", f"must be one of {allowed}; got {status!r}"))
+    page_size = _page_size(params.get("pageSize"), violations)
+    history = params.get("historyLength")
+    history_length = _int_param(history) if history is not None else None
+    if history is not None and (history_length is None or history_length < 0):
+        violations.append(("historyLength", f"must be a non-negative integer, got {history!r}"))
+    include = params.get("includeArtifacts", False)
+    if not isinstance(include, bool):
+        violations.append(("includeArtifacts", f"must be a boolean, not {_json_type(include)}"))
+    if violations:
+        raise _params_error(violations)
+    return ListQuery(
+        context_id=params.get("contextId") or None,
+        status=status,
+        page_size=page_size,
+        page_token=params.get("pageToken") or None,
+        history_length=history_length,
+        include_artifacts=include,
+        status_timestamp_after=params.get("statusTimestampAfter") or None,
+    )
+
+
+def _page_size(value: Any, violations: list[tuple[str, str]]) -> int:
+    if value is None:
+        return DEFAULT_PAGE_SIZE
+    size = _int_param(value)
+    if size == 0:  # proto3 default: unset
+        return DEFAULT_PAGE_SIZE
+    if size is None or not 1 <= size <= MAX_PAGE_SIZE:
+        violations.append(
+            ("pageSize", f"must be between 1 and {MAX_PAGE_SIZE} inclusive, got {value!r}")
+        )
+        return DEFAULT_PAGE_SIZE
+    return size
+
+
+# --- stream events --------------------------------------------------------------------------
+
+
+def stream_result(event: Mapping[str, Any]) -> Any:
+    """The ``result`` of a JSON-RPC response envelope (None for an error); else ``event``.
+
+    No A2A result has a ``result`` member, so an object with one is an envelope even when
+    it lacks ``jsonrpc``.
+    """
+    if "result" in event or _is_error(event):
+        return event.get("result")
+    return event
+
+
+def _is_error(event: Mapping[str, Any]) -> bool:
+    return "error" in event and "result" not in event and ("jsonrpc" in event or "id" in event)
+
+
+def stream_event_kind(version: Version, event: Mapping[str, Any]) -> EventKind | None:
+    """What a stream event (a result, or its response envelope) is; None if unrecognised."""
+    result = stream_result(event)
+    if not isinstance(result, dict):
+        return None
+    if version == "1.0":
+        present = [key for key in _V1_EVENT_KEYS if key in result]
+        return _V1_EVENT_KEYS[present[0]] if len(present) == 1 else None
+    kind = result.get("kind")
+    if kind is None:
+        return _kind_by_shape_v03(result)
+    return kind if kind in _V03_EVENT_KINDS else None
+
+
+def _kind_by_shape_v03(result: Mapping[str, Any]) -> EventKind | None:
+    """A 0.3 event without ``kind`` (required, but cheap to tolerate): by its members."""
+    if "artifact" in result:
+        return "artifact-update"
+    if "status" in result:
+        return "status-update" if "taskId" in result else "task"
+    if "messageId" in result and "parts" in result:
+        return "message"
+    return None
+
+
+def event_payload(version: Version, event: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The Task/Message/update object of a stream event (1.0: unwrapped from its member)."""
+    result = stream_result(event)
+    kind = stream_event_kind(version, event)
+    if kind is None or not isinstance(result, dict):
+        return None
+    if version == "0.3":
+        return result
+    inner = result[next(key for key, name in _V1_EVENT_KEYS.items() if name == kind)]
+    return inner if isinstance(inner, dict) else None
+
+
+def _status_state(payload: Mapping[str, Any]) -> str | None:
+    status = payload.get("status")
+    state = status.get("state") if isinstance(status, dict) else None
+    return state if isinstance(state, str) else None
+
+
+def ends_stream(version: Version, event: Mapping[str, Any]) -> bool:
+    """True if nothing follows ``event`` in its stream.
+
+    Both: a message, an error, a task snapshot in a terminal state. 0.3: a status update
+    with ``final: true``. 1.0: a status update with a terminal state (there is no ``final``;
+    the official server also closes after INPUT_REQUIRED, which a caller sees as the end of
+    the upstream stream).
+    """
+    if _is_error(event):
+        return True
+    kind = stream_event_kind(version, event)
+    payload = event_payload(version, event)
+    if kind is None or payload is None:
+        return False
+    if kind == "message":
+        return True
+    if kind == "task":
+        return is_terminal_state(version, _status_state(payload))
+    if kind == "status-update":
+        if version == "0.3":
+            return payload.get("final") is True
+        return is_terminal_state(version, _status_state(payload))
+    return False
+
+
+def event_task_state(version: Version, event: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """(upstream task id, task state) as far as the event carries them."""
+    kind = stream_event_kind(version, event)
+    payload = event_payload(version, event)
+    if kind is None or payload is None:
+        return None, None
+    key = "id" if kind == "task" else "taskId"
+    task_id = payload.get(key)
+    task_id = task_id if isinstance(task_id, str) and task_id else None
+    state = _status_state(payload) if kind in ("task", "status-update") else None
+    return task_id, state
