@@ -1,0 +1,528 @@
+"""Task and context ID mapping: clients see only the router's IDs.
+
+A router task ID maps to one (agent, upstream task ID). A router context ID maps to one
+upstream context ID per agent, so one conversation can span several agents and no agent ever
+sees another agent's IDs or the router's. The mappings live in the registry's database (they
+survive a restart and are shared by replicas) with LRU caches in front; creation is race-safe
+through unique constraints (a loser re-reads the winner's row).
+
+:class:`Rewriter` (in :mod:`router.rewrite`, re-exported here) applies the mapping to requests,
+results, stream events and errors of both protocol versions.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+from uuid import uuid4
+
+from cachetools import LRUCache, TTLCache
+from sqlalchemy import DateTime, UniqueConstraint, and_, func, or_
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Field, SQLModel, col, select, update
+
+from registry.records import utcnow
+from registry.store import Store
+from router.jsonrpc import INVALID_PARAMS, RpcError
+from router.rewrite import Rewriter
+
+__all__ = [
+    "MAX_ID_LENGTH",
+    "IdMap",
+    "Rewriter",
+    "RouterContextRow",
+    "RouterTaskRow",
+    "TaskRef",
+    "canonical_state",
+]
+
+MAX_ID_LENGTH = 512  # longest task/context ID accepted from a client or an agent
+MAX_PAGE_SIZE = 100
+_NO_AGENT = ""  # agent_id of the row marking a router context that no agent serves yet
+_TOKEN_MAX = 2048
+_AGENTS_TTL = 30.0  # seconds; another replica may add an agent to a context meanwhile
+
+# 0.3 task states and their 1.0 names; states are stored in the 1.0 spelling
+_STATES_03 = {
+    "submitted": "TASK_STATE_SUBMITTED",
+    "working": "TASK_STATE_WORKING",
+    "input-required": "TASK_STATE_INPUT_REQUIRED",
+    "auth-required": "TASK_STATE_AUTH_REQUIRED",
+    "completed": "TASK_STATE_COMPLETED",
+    "canceled": "TASK_STATE_CANCELED",
+    "failed": "TASK_STATE_FAILED",
+    "rejected": "TASK_STATE_REJECTED",
+    "unknown": "TASK_STATE_UNSPECIFIED",
+}
+_STATES_10 = frozenset({*_STATES_03.values()})
+
+
+def canonical_state(state: str | None) -> str | None:
+    """A task state of either version in its 1.0 spelling (``working`` ->
+    ``TASK_STATE_WORKING``); None for anything else."""
+    if not isinstance(state, str):
+        return None
+    if state in _STATES_10:
+        return state
+    return _STATES_03.get(state)
+
+
+# --- tables ----------------------------------------------------------------------------------
+
+
+class RouterTaskRow(SQLModel, table=True):
+    """A router task ID and the agent task it stands for."""
+
+    __tablename__ = "router_tasks"
+    __table_args__ = (UniqueConstraint("agent_id", "upstream_task_id"),)
+
+    task_id: str = Field(primary_key=True, max_length=64)
+    agent_id: str = Field(max_length=64)
+    upstream_task_id: str = Field(max_length=MAX_ID_LENGTH)
+    context_id: str | None = Field(default=None, index=True, max_length=MAX_ID_LENGTH)
+    state: str | None = Field(default=None, max_length=64)
+    created_at: datetime = Field(sa_type=DateTime(timezone=True), index=True)
+    updated_at: datetime = Field(sa_type=DateTime(timezone=True), index=True)
+
+
+class RouterContextRow(SQLModel, table=True):
+    """One agent's upstream context within a router context (agent ``""``: the context
+    itself, recorded before any agent served it)."""
+
+    __tablename__ = "router_contexts"
+    __table_args__ = (UniqueConstraint("agent_id", "upstream_context_id"),)
+
+    context_id: str = Field(primary_key=True, max_length=MAX_ID_LENGTH)
+    agent_id: str = Field(primary_key=True, max_length=64)
+    upstream_context_id: str | None = Field(default=None, max_length=MAX_ID_LENGTH)
+    created_at: datetime = Field(sa_type=DateTime(timezone=True))
+
+
+@dataclass(frozen=True)
+class TaskRef:
+    """What the router knows about one of its task IDs."""
+
+    task_id: str
+    agent_id: str
+    upstream_task_id: str
+    context_id: str | None
+    state: str | None  # last known, 1.0 spelling (see :func:`canonical_state`)
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+# --- the map ---------------------------------------------------------------------------------
+
+
+class IdMap:
+    """Router IDs <-> upstream IDs, persisted in the store, cached per process.
+
+    Only positive answers are cached (a miss always asks the database, so IDs created by
+    another replica or before a restart resolve); mappings never change once made, except a
+    task's state and a task's context filled in once.
+    """
+
+    def __init__(self, store: Store, cache_size: int = 10000) -> None:
+        self.store = store
+        self._tasks: LRUCache[str, TaskRef] = LRUCache(cache_size)
+        self._by_upstream_task: LRUCache[tuple[str, str], str] = LRUCache(cache_size)
+        self._upstream_ctx: LRUCache[tuple[str, str], str] = LRUCache(cache_size)
+        self._router_ctx: LRUCache[tuple[str, str], str] = LRUCache(cache_size)
+        self._known_ctx: LRUCache[str, bool] = LRUCache(cache_size)
+        self._agents: TTLCache[str, frozenset[str]] = TTLCache(cache_size, _AGENTS_TTL)
+
+    # --- tasks ---
+
+    async def task(self, task_id: str) -> TaskRef | None:
+        """The task behind a router task ID, or None."""
+        if not _valid_id(task_id):
+            return None
+        ref = self._tasks.get(task_id)
+        if ref is not None:
+            return ref
+        async with self.store.session() as session:
+            row = await session.get(RouterTaskRow, task_id)
+        return self._remember(row) if row else None
+
+    async def task_by_upstream(self, agent_id: str, upstream_task_id: str) -> TaskRef | None:
+        """The router task for an agent's task ID, if one was made (never creates)."""
+        if not _valid_id(upstream_task_id):
+            return None
+        task_id = self._by_upstream_task.get((agent_id, upstream_task_id))
+        if task_id is not None and (ref := await self.task(task_id)) is not None:
+            return ref
+        async with self.store.session() as session:
+            result = await session.exec(
+                select(RouterTaskRow).where(
+                    RouterTaskRow.agent_id == agent_id,
+                    RouterTaskRow.upstream_task_id == upstream_task_id,
+                )
+            )
+            row = result.first()
+        return self._remember(row) if row else None
+
+    async def task_for_upstream(
+        self, agent_id: str, upstream_task_id: str, context_id: str | None
+    ) -> TaskRef:
+        """The router task for an agent's task ID, made (in router context ``context_id``)
+        if new. Concurrent callers, in any process, get the same one."""
+        _check_id(upstream_task_id, "upstream task id")
+        ref = await self.task_by_upstream(agent_id, upstream_task_id)
+        if ref is None:
+            now = utcnow()
+            row = RouterTaskRow(
+                task_id=str(uuid4()),
+                agent_id=agent_id,
+                upstream_task_id=upstream_task_id,
+                context_id=context_id,
+                created_at=now,
+                updated_at=now,
+            )
+            try:
+                async with self.store.session() as session, session.begin():
+                    session.add(row)
+            except IntegrityError:  # another task or replica made it first
+                ref = await self.task_by_upstream(agent_id, upstream_task_id)
+                if ref is None:
+                    raise
+            else:
+                ref = self._remember(row)
+                if context_id is not None:
+                    self._agents.pop(context_id, None)
+        if ref.context_id is None and context_id is not None:
+            ref = await self._attach(ref, context_id)
+        return ref
+
+    async def _attach(self, ref: TaskRef, context_id: str) -> TaskRef:
+        """Give a task that has no router context yet the context ``context_id``."""
+        async with self.store.session() as session, session.begin():
+            await session.exec(
+                update(RouterTaskRow)
+                .where(
+                    col(RouterTaskRow.task_id) == ref.task_id,
+                    col(RouterTaskRow.context_id).is_(None),
+                )
+                .values(context_id=context_id)
+            )
+            row = await session.get(RouterTaskRow, ref.task_id)
+        self._agents.pop(context_id, None)
+        return self._remember(row) if row else ref
+
+    async def record_state(self, task_id: str, state: str) -> None:
+        """Remember a task's last known state (either version's name); writes only on change."""
+        canonical = canonical_state(state)
+        ref = await self.task(task_id)
+        if canonical is None or ref is None or ref.state == canonical:
+            return
+        now = utcnow()
+        async with self.store.session() as session, session.begin():
+            await session.exec(
+                update(RouterTaskRow)
+                .where(
+                    col(RouterTaskRow.task_id) == task_id,
+                    or_(
+                        col(RouterTaskRow.state).is_(None),
+                        col(RouterTaskRow.state) != canonical,
+                    ),
+                )
+                .values(state=canonical, updated_at=now)
+            )
+        self._tasks[task_id] = replace(ref, state=canonical, updated_at=now)
+
+    async def list_tasks(
+        self,
+        *,
+        context_id: str | None = None,
+        state: str | None = None,
+        page_size: int = 50,
+        page_token: str | None = None,
+        agent_id: str | None = None,
+    ) -> tuple[list[TaskRef], str | None]:
+        """One page of tasks, most recently updated first, and the token of the next page
+        (None on the last page). ``state`` takes either version's name; ``agent_id`` keeps
+        one agent's tasks (the per-agent endpoint). A bad page size, filter or token raises
+        :class:`RpcError` -32602."""
+        if isinstance(page_size, bool) or not isinstance(page_size, int):
+            raise _invalid("pageSize", "must be a whole number")
+        if not 1 <= page_size <= MAX_PAGE_SIZE:
+            raise _invalid("pageSize", f"must be from 1 to {MAX_PAGE_SIZE}")
+        filters = _filters(context_id, state, agent_id)
+        query = select(RouterTaskRow).where(*_conditions(filters))
+        if page_token:
+            updated_at, task_id = _decode_token(page_token, filters)
+            query = query.where(
+                or_(
+                    col(RouterTaskRow.updated_at) < updated_at,
+                    and_(
+                        col(RouterTaskRow.updated_at) == updated_at,
+                        col(RouterTaskRow.task_id) < task_id,
+                    ),
+                )
+            )
+        query = query.order_by(
+            col(RouterTaskRow.updated_at).desc(), col(RouterTaskRow.task_id).desc()
+        ).limit(page_size + 1)
+        async with self.store.session() as session:
+            rows = list((await session.exec(query)).all())
+        refs = [_ref(row) for row in rows[:page_size]]
+        token = None
+        if len(rows) > page_size:
+            last = refs[-1]
+            assert last.updated_at is not None
+            token = _encode_token(last.updated_at, last.task_id, filters)
+        return refs, token
+
+    async def count_tasks(
+        self,
+        *,
+        context_id: str | None = None,
+        state: str | None = None,
+        agent_id: str | None = None,
+    ) -> int:
+        """How many tasks :meth:`list_tasks` would list over all pages (``totalSize``)."""
+        filters = _filters(context_id, state, agent_id)
+        query = select(func.count()).select_from(RouterTaskRow).where(*_conditions(filters))
+        async with self.store.session() as session:
+            return int((await session.exec(query)).one())
+
+    # --- contexts ---
+
+    async def upstream_context(self, context_id: str, agent_id: str) -> str | None:
+        """The agent's own context ID within a router context, if it has one yet."""
+        if not _valid_id(context_id):
+            return None
+        key = (context_id, agent_id)
+        upstream = self._upstream_ctx.get(key)
+        if upstream is not None:
+            return upstream
+        async with self.store.session() as session:
+            row = await session.get(RouterContextRow, key)
+        if row is None or row.upstream_context_id is None:
+            return None
+        self._cache_context(context_id, agent_id, row.upstream_context_id)
+        return row.upstream_context_id
+
+    async def context_by_upstream(self, agent_id: str, upstream_context_id: str) -> str | None:
+        """The router context of an agent's context ID, if one was made (never creates)."""
+        if not _valid_id(upstream_context_id):
+            return None
+        key = (agent_id, upstream_context_id)
+        context_id = self._router_ctx.get(key)
+        if context_id is not None:
+            return context_id
+        async with self.store.session() as session:
+            result = await session.exec(
+                select(RouterContextRow.context_id).where(
+                    RouterContextRow.agent_id == agent_id,
+                    RouterContextRow.upstream_context_id == upstream_context_id,
+                )
+            )
+            context_id = result.first()
+        if context_id is not None:
+            self._cache_context(context_id, agent_id, upstream_context_id)
+        return context_id
+
+    async def context_for_upstream(
+        self, agent_id: str, upstream_context_id: str, proposed: str | None
+    ) -> str:
+        """The router context for an agent's context ID: the existing one, else ``proposed``
+        (the request's router context) unless this agent already has another context there,
+        else a new one. Concurrent callers, in any process, get the same answer."""
+        _check_id(upstream_context_id, "upstream context id")
+        for candidate in (proposed, None) if proposed else (None,):
+            found = await self.context_by_upstream(agent_id, upstream_context_id)
+            if found is not None:
+                return found
+            context_id = candidate or str(uuid4())
+            if await self._claim(context_id, agent_id, upstream_context_id):
+                self._cache_context(context_id, agent_id, upstream_context_id)
+                self._agents.pop(context_id, None)
+                return context_id
+        found = await self.context_by_upstream(agent_id, upstream_context_id)
+        if found is None:  # pragma: no cover - a fresh uuid4 was taken
+            raise RuntimeError("could not allocate a router context")
+        return found
+
+    async def _claim(self, context_id: str, agent_id: str, upstream: str) -> bool:
+        """Record (context, agent) -> upstream; False if the slot or the upstream context is
+        taken by another mapping."""
+        try:
+            async with self.store.session() as session, session.begin():
+                row = await session.get(
+                    RouterContextRow, (context_id, agent_id), with_for_update=True
+                )
+                if row is None:
+                    session.add(
+                        RouterContextRow(
+                            context_id=context_id,
+                            agent_id=agent_id,
+                            upstream_context_id=upstream,
+                            created_at=utcnow(),
+                        )
+                    )
+                elif row.upstream_context_id is None:
+                    row.upstream_context_id = upstream
+                    session.add(row)
+                else:
+                    return row.upstream_context_id == upstream
+        except IntegrityError:
+            return False
+        return True
+
+    async def ensure_context(self, context_id: str) -> None:
+        """Make a client-supplied context ID a router context (idempotent).
+
+        Raises :class:`RpcError` -32602 for an empty or overlong ID.
+        """
+        if not _valid_id(context_id):
+            raise _invalid(
+                "contextId", f"must be a non-empty string of at most {MAX_ID_LENGTH} characters"
+            )
+        if context_id in self._known_ctx:
+            return
+        async with self.store.session() as session:
+            result = await session.exec(
+                select(RouterContextRow.agent_id)
+                .where(RouterContextRow.context_id == context_id)
+                .limit(1)
+            )
+            known = result.first() is not None
+        if not known:
+            try:
+                async with self.store.session() as session, session.begin():
+                    session.add(
+                        RouterContextRow(
+                            context_id=context_id, agent_id=_NO_AGENT, created_at=utcnow()
+                        )
+                    )
+            except IntegrityError:
+                pass  # made meanwhile
+        self._known_ctx[context_id] = True
+
+    async def context_agents(self, context_id: str) -> set[str]:
+        """The agents already serving a router context (briefly cached)."""
+        if not _valid_id(context_id):
+            return set()
+        agents = self._agents.get(context_id)
+        if agents is None:
+            async with self.store.session() as session:
+                contexts = await session.exec(
+                    select(RouterContextRow.agent_id).where(
+                        RouterContextRow.context_id == context_id,
+                        RouterContextRow.agent_id != _NO_AGENT,
+                    )
+                )
+                tasks = await session.exec(
+                    select(RouterTaskRow.agent_id)
+                    .where(RouterTaskRow.context_id == context_id)
+                    .distinct()
+                )
+                agents = frozenset(contexts.all()) | frozenset(tasks.all())
+            self._agents[context_id] = agents
+        return set(agents)
+
+    # --- cache helpers ---
+
+    def _remember(self, row: RouterTaskRow) -> TaskRef:
+        ref = _ref(row)
+        self._tasks[ref.task_id] = ref
+        self._by_upstream_task[(ref.agent_id, ref.upstream_task_id)] = ref.task_id
+        return ref
+
+    def _cache_context(self, context_id: str, agent_id: str, upstream: str) -> None:
+        self._upstream_ctx[(context_id, agent_id)] = upstream
+        self._router_ctx[(agent_id, upstream)] = context_id
+        self._known_ctx[context_id] = True
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def _valid_id(value: Any) -> bool:
+    return isinstance(value, str) and 0 < len(value) <= MAX_ID_LENGTH
+
+
+def _check_id(value: Any, what: str) -> None:
+    if not _valid_id(value):
+        raise ValueError(f"{what} must be a non-empty string of at most {MAX_ID_LENGTH} characters")
+
+
+def _ref(row: RouterTaskRow) -> TaskRef:
+    return TaskRef(
+        task_id=row.task_id,
+        agent_id=row.agent_id,
+        upstream_task_id=row.upstream_task_id,
+        context_id=row.context_id,
+        state=row.state,
+        created_at=_utc(row.created_at),
+        updated_at=_utc(row.updated_at),
+    )
+
+
+def _utc(value: datetime) -> datetime:
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def _invalid(field: str, rule: str) -> RpcError:
+    return RpcError(INVALID_PARAMS, f"{field} {rule}", violations=[(field, rule)])
+
+
+def _filters(context_id: Any, state: Any, agent_id: Any) -> dict[str, str | None]:
+    """The checked ListTasks filters (state in its 1.0 spelling; unspecified = any)."""
+    for field, value in (("contextId", context_id), ("agent", agent_id)):
+        if value is not None and not isinstance(value, str):
+            raise _invalid(field, "must be a string")
+    if state is not None and not isinstance(state, str):
+        raise _invalid("status", "must be a string")
+    canonical = None
+    if state and state != "TASK_STATE_UNSPECIFIED":
+        canonical = canonical_state(state)
+        if canonical is None:
+            raise _invalid("status", "must be a task state such as TASK_STATE_WORKING")
+    return {"c": context_id or None, "s": canonical, "a": agent_id or None}
+
+
+def _conditions(filters: dict[str, str | None]) -> list[Any]:
+    out: list[Any] = []
+    if filters["c"]:
+        out.append(col(RouterTaskRow.context_id) == filters["c"])
+    if filters["s"]:
+        out.append(col(RouterTaskRow.state) == filters["s"])
+    if filters["a"]:
+        out.append(col(RouterTaskRow.agent_id) == filters["a"])
+    return out
+
+
+def _encode_token(updated_at: datetime, task_id: str, filters: dict[str, str | None]) -> str:
+    """An opaque cursor: the last task's sort key and the filters it was made for."""
+    data = {"u": updated_at.isoformat(), "t": task_id, **filters}
+    raw = json.dumps(data, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def _decode_token(token: Any, filters: dict[str, str | None]) -> tuple[datetime, str]:
+    """The sort key in a token made by :func:`_encode_token` for the same filters."""
+    foreign = _invalid("pageToken", "is not a page token of this list")
+    if not isinstance(token, str) or len(token) > _TOKEN_MAX:
+        raise foreign
+    try:
+        data = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        if (
+            not isinstance(data, dict)
+            or set(data) != {"u", "t", *filters}
+            or not isinstance(data["u"], str)
+            or not _valid_id(data["t"])
+        ):
+            raise foreign
+        updated_at = datetime.fromisoformat(data["u"])
+    except (binascii.Error, ValueError, RecursionError):
+        raise foreign from None
+    if updated_at.tzinfo is None:
+        raise foreign
+    if any(data[key] != value for key, value in filters.items()):
+        raise _invalid("pageToken", "was made for other filters (contextId, status)")
+    return updated_at, data["t"]

@@ -1,0 +1,311 @@
+"""Rewriting IDs in A2A JSON between a client (router IDs) and one agent (its own IDs).
+
+Works on plain JSON of both versions' shapes and returns new objects (the input is never
+changed). Only ``id`` (of a task), ``taskId``, ``contextId`` and ``referenceTaskIds`` change;
+``messageId`` and every other field pass through untouched.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any
+
+from router.jsonrpc import INVALID_AGENT_RESPONSE, INVALID_PARAMS, TASK_NOT_FOUND, Op, RpcError
+
+if TYPE_CHECKING:
+    from router.ids import IdMap, TaskRef
+    from router.jsonrpc import Version
+
+_WRAPPERS = ("task", "message", "statusUpdate", "artifactUpdate")  # 1.0 stream responses
+_SCRUB_MIN = 8  # upstream IDs at least this long are also replaced inside error texts
+_SHOWN_MAX = 512  # a task ID longer than this is not echoed back in TaskNotFound
+
+
+class Rewriter:
+    """ID rewriting for one client request forwarded to one agent.
+
+    ``router_context`` is the request's router context; when it is None it is learnt from the
+    request (its ``contextId``, or the context of the task it names) or from the first
+    context the agent answers with, and new upstream contexts are attached to it.
+    """
+
+    def __init__(
+        self, ids: IdMap, version: Version, agent_id: str, router_context: str | None
+    ) -> None:
+        self.ids = ids
+        self.version = version
+        self.agent_id = agent_id
+        self.router_context = router_context
+        self._tasks: dict[str, str] = {}  # upstream task id -> router task id, seen so far
+        self._contexts: dict[str, str] = {}  # upstream context id -> router context id
+
+    # --- client -> agent ---------------------------------------------------------------------
+
+    async def request_to_upstream(self, op: Op, params: dict[str, Any]) -> dict[str, Any]:
+        """The request's params with router IDs replaced by this agent's IDs.
+
+        A ``contextId`` this agent has no context for yet is removed (the agent makes one);
+        an unknown ``contextId`` becomes a router context. An unknown task ID, or one owned by
+        another agent, raises :class:`RpcError` -32001 (TaskNotFound).
+        """
+        out = copy.deepcopy(params) if isinstance(params, dict) else {}
+        if op in (Op.SEND, Op.STREAM):
+            message = out.get("message")
+            if isinstance(message, dict):
+                await self._message_to_upstream(message)
+        elif op in (Op.GET, Op.CANCEL, Op.SUBSCRIBE):
+            if "id" in out:
+                out["id"] = (await self._owned(out["id"])).upstream_task_id
+        elif op is Op.PUSH_CONFIG:
+            keys = ("taskId", "id") if self.version == "0.3" else ("taskId",)
+            for key in keys:
+                if isinstance(out.get(key), str) and out[key]:
+                    out[key] = (await self._owned(out[key])).upstream_task_id
+        return out
+
+    async def _message_to_upstream(self, message: dict[str, Any]) -> None:
+        context_id = message.get("contextId")
+        if context_id is not None and context_id != "":
+            if not isinstance(context_id, str):
+                raise _invalid("message.contextId", "must be a string")
+            await self.ids.ensure_context(context_id)
+            if self.router_context is None:
+                self.router_context = context_id
+            upstream = await self.ids.upstream_context(context_id, self.agent_id)
+            if upstream is None:
+                del message["contextId"]  # the agent starts its own context
+            else:
+                message["contextId"] = upstream
+                self._contexts[upstream] = context_id
+        task_id = message.get("taskId")
+        if task_id is not None and task_id != "":
+            if not isinstance(task_id, str):
+                raise _invalid("message.taskId", "must be a string")
+            message["taskId"] = (await self._owned(task_id)).upstream_task_id
+        if "referenceTaskIds" in message:
+            refs = message["referenceTaskIds"]
+            if not isinstance(refs, list):
+                raise _invalid("message.referenceTaskIds", "must be a list")
+            upstream_refs = []
+            for ref_id in refs:
+                ref = await self.ids.task(ref_id) if isinstance(ref_id, str) else None
+                if ref is None:
+                    raise _not_found(ref_id)
+                if ref.agent_id == self.agent_id:  # another agent's task means nothing here
+                    upstream_refs.append(ref.upstream_task_id)
+                    self._tasks[ref.upstream_task_id] = ref.task_id
+            if upstream_refs or not refs:
+                message["referenceTaskIds"] = upstream_refs
+            else:
+                del message["referenceTaskIds"]
+
+    async def _owned(self, task_id: Any) -> TaskRef:
+        """The ref of a router task owned by this agent, else TaskNotFound."""
+        ref = await self.ids.task(task_id) if isinstance(task_id, str) else None
+        if ref is None or ref.agent_id != self.agent_id:
+            raise _not_found(task_id)
+        self._tasks[ref.upstream_task_id] = ref.task_id
+        if self.router_context is None:
+            self.router_context = ref.context_id
+        return ref
+
+    # --- agent -> client ---------------------------------------------------------------------
+
+    async def result_from_upstream(self, op: Op, result: Any) -> Any:
+        """A result (Task, Message, 1.0 ``{"task"}``/``{"message"}``, ListTasks) with the
+        agent's IDs replaced by router IDs (new ones made as needed)."""
+        return await self._payload(copy.deepcopy(result))
+
+    async def event_from_upstream(self, event: Any) -> Any:
+        """One stream event (0.3 ``kind`` objects, 1.0 ``{"statusUpdate"}`` etc.), rewritten.
+
+        A whole JSON-RPC response object is accepted too: its ``result``/``error`` are
+        rewritten, its ``id`` is not.
+        """
+        out = copy.deepcopy(event)
+        if isinstance(out, dict) and "jsonrpc" in out:
+            if "result" in out:
+                out["result"] = await self._payload(out["result"])
+            if isinstance(out.get("error"), dict):
+                out["error"] = await self._error(out["error"])
+            return out
+        return await self._payload(out)
+
+    async def error_from_upstream(self, error: dict[str, Any]) -> dict[str, Any]:
+        """A JSON-RPC error object with IDs in ``data`` (``taskId``/``contextId``/``id``/
+        ``referenceTaskIds`` keys at any depth) replaced; unknown ``taskId``/``contextId``
+        values are removed, and IDs seen in this exchange are replaced inside texts."""
+        out = copy.deepcopy(error)
+        return await self._error(out) if isinstance(out, dict) else out
+
+    async def _payload(self, obj: Any) -> Any:
+        """Rewrite one result or event object in place (and return it)."""
+        if not isinstance(obj, dict):
+            return obj
+        kind = obj.get("kind")
+        if kind == "task":
+            await self._task(obj)
+        elif kind == "message":
+            await self._message(obj, None)
+        elif kind in ("status-update", "artifact-update"):
+            await self._update(obj)
+        elif kind is not None:
+            pass  # an unknown kind: leave it alone
+        elif any(isinstance(obj.get(key), dict) for key in _WRAPPERS):
+            for key in _WRAPPERS:
+                value = obj.get(key)
+                if isinstance(value, dict):
+                    if key == "task":
+                        await self._task(value)
+                    elif key == "message":
+                        await self._message(value, None)
+                    else:
+                        await self._update(value)
+        elif isinstance(obj.get("tasks"), list):  # ListTasks
+            for task in obj["tasks"]:
+                if isinstance(task, dict):
+                    await self._task(task)
+        elif "messageId" in obj:
+            await self._message(obj, None)
+        elif "id" in obj and "status" in obj:
+            await self._task(obj)
+        elif "taskId" in obj:
+            await self._update(obj)
+        return obj
+
+    async def _task(self, task: dict[str, Any]) -> None:
+        context_id = await self._context_in(task)
+        task_id = task.get("id")
+        if task_id is not None and task_id != "":
+            task["id"] = await self._task_in(task_id, context_id, "id")
+        await self._status(task, context_id)
+        history = task.get("history")
+        if isinstance(history, list):
+            for message in history:
+                if isinstance(message, dict):
+                    await self._message(message, context_id)
+
+    async def _update(self, event: dict[str, Any]) -> None:
+        """A status-update or artifact-update event (artifacts carry no IDs)."""
+        context_id = await self._context_in(event)
+        task_id = event.get("taskId")
+        if task_id is not None and task_id != "":
+            event["taskId"] = await self._task_in(task_id, context_id, "taskId")
+        await self._status(event, context_id)
+
+    async def _status(self, obj: dict[str, Any], context_id: str | None) -> None:
+        status = obj.get("status")
+        if isinstance(status, dict) and isinstance(status.get("message"), dict):
+            await self._message(status["message"], context_id)
+
+    async def _message(self, message: dict[str, Any], context_id: str | None) -> None:
+        if message.get("contextId") not in (None, ""):
+            context_id = await self._context_in(message)
+        task_id = message.get("taskId")
+        if task_id is not None and task_id != "":
+            message["taskId"] = await self._task_in(task_id, context_id, "taskId")
+        refs = message.get("referenceTaskIds")
+        if isinstance(refs, list):
+            message["referenceTaskIds"] = [
+                await self._task_in(ref, None, "referenceTaskIds") for ref in refs
+            ]
+
+    async def _context_in(self, obj: dict[str, Any]) -> str | None:
+        """Replace ``obj["contextId"]`` by its router context; that context, or the request's
+        when the object names none."""
+        upstream = obj.get("contextId")
+        if upstream is None or upstream == "":
+            return self.router_context
+        try:
+            context_id = await self.ids.context_for_upstream(
+                self.agent_id, upstream, self.router_context
+            )
+        except ValueError:
+            raise self._bad_id("contextId", upstream) from None
+        if self.router_context is None:
+            self.router_context = context_id
+        self._contexts[upstream] = context_id
+        obj["contextId"] = context_id
+        return context_id
+
+    async def _task_in(self, upstream: Any, context_id: str | None, field: str) -> str:
+        """The router task ID for an agent's task ID (made, in ``context_id``, if new)."""
+        try:
+            ref = await self.ids.task_for_upstream(self.agent_id, upstream, context_id)
+        except ValueError:
+            raise self._bad_id(field, upstream) from None
+        self._tasks[upstream] = ref.task_id
+        return ref.task_id
+
+    def _bad_id(self, field: str, value: Any) -> RpcError:
+        return RpcError(
+            INVALID_AGENT_RESPONSE,
+            f"agent {self.agent_id!r} answered with an invalid {field}",
+            {"agent": self.agent_id, "field": field, "type": type(value).__name__},
+        )
+
+    # --- errors ------------------------------------------------------------------------------
+
+    async def _error(self, error: dict[str, Any]) -> dict[str, Any]:
+        if "data" in error:
+            error["data"] = await self._error_value(error["data"])
+        if isinstance(error.get("message"), str):
+            error["message"] = self._scrub(error["message"])
+        return error
+
+    async def _error_value(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self._scrub(value)
+        if isinstance(value, list):
+            return [await self._error_value(item) for item in value]
+        if not isinstance(value, dict):
+            return value
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if key in ("taskId", "task_id") and isinstance(item, str):
+                mapped = await self._known_task(item)
+                if mapped is not None:
+                    out[key] = mapped
+            elif key in ("contextId", "context_id") and isinstance(item, str):
+                mapped = await self._known_context(item)
+                if mapped is not None:
+                    out[key] = mapped
+            elif key == "id" and isinstance(item, str):
+                out[key] = await self._known_task(item) or self._scrub(item)
+            elif key == "referenceTaskIds" and isinstance(item, list):
+                mapped_refs = [
+                    await self._known_task(i) if isinstance(i, str) else None for i in item
+                ]
+                out[key] = [m for m in mapped_refs if m is not None]
+            else:
+                out[key] = await self._error_value(item)
+        return out
+
+    async def _known_task(self, upstream: str) -> str | None:
+        if upstream in self._tasks:
+            return self._tasks[upstream]
+        ref = await self.ids.task_by_upstream(self.agent_id, upstream)
+        return ref.task_id if ref else None
+
+    async def _known_context(self, upstream: str) -> str | None:
+        if upstream in self._contexts:
+            return self._contexts[upstream]
+        return await self.ids.context_by_upstream(self.agent_id, upstream)
+
+    def _scrub(self, text: str) -> str:
+        """Replace upstream IDs seen in this exchange inside a free text."""
+        for mapping in (self._tasks, self._contexts):
+            for upstream, router in mapping.items():
+                if text == upstream or (len(upstream) >= _SCRUB_MIN and upstream in text):
+                    text = text.replace(upstream, router)
+        return text
+
+
+def _not_found(task_id: Any) -> RpcError:
+    if isinstance(task_id, str) and len(task_id) <= _SHOWN_MAX:
+        return RpcError(TASK_NOT_FOUND, f"Task not found: {task_id}", {"taskId": task_id})
+    return RpcError(TASK_NOT_FOUND, "Task not found", {})
+
+
+def _invalid(field: str, rule: str) -> RpcError:
+    return RpcError(INVALID_PARAMS, f"{field} {rule}", violations=[(field, rule)])
