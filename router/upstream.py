@@ -1,0 +1,490 @@
+"""Forwarding JSON-RPC calls and streams to agents over one pooled aiohttp session.
+
+:class:`Upstream` owns the client session (per-host and total connection limits, no cookie
+jar, no proxy variables from the environment, redirects not followed). Failures become
+:class:`~router.jsonrpc.RpcError` with ``data = {"agent", "url", "reason"}`` (strings, no
+stack traces):
+
+* ``AGENT_UNAVAILABLE`` (-32052): connection refused/reset, TLS or DNS failure, refused
+  address, connect or read timeout, an answer that is not JSON (HTML error pages, empty
+  bodies), a redirect, a 5xx whose body is not a JSON-RPC response; for streams, any of these
+  before the first event.
+* ``STREAM_FAILED`` (-32053): the connection broke or went silent for ``read_timeout`` after
+  at least one event was delivered.
+* ``INVALID_AGENT_RESPONSE`` (-32006): JSON that is not a JSON-RPC response object (or too
+  deep/too large), an SSE event whose data is not a JSON-RPC response, an oversized SSE line.
+
+A JSON-RPC error answered by the agent is not an exception: it is returned (``call``) or
+yielded (``stream``) as the agent's response object, whatever the HTTP status.
+"""
+
+from __future__ import annotations
+
+import errno as errno_mod
+import json
+import os
+from collections.abc import AsyncGenerator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from multidict import CIMultiDict
+from yarl import URL
+
+from registry.errors import RegistryError
+from registry.jsonsafe import json_depth
+from registry.netguard import AddressPolicy, GuardedResolver, redact_url
+from router.jsonrpc import (
+    AGENT_UNAVAILABLE,
+    INVALID_AGENT_RESPONSE,
+    STREAM_FAILED,
+    RpcError,
+    Version,
+)
+from router.sse import SseError, SseEvent, SseParser
+
+__all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_MAX_DEPTH",
+    "EXTENSIONS_HEADER",
+    "FORWARDED_HEADERS",
+    "Target",
+    "Upstream",
+    "forward_headers",
+]
+
+DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
+DEFAULT_MAX_DEPTH = 64
+
+#: The extensions header as each protocol version spells it.
+EXTENSIONS_HEADER: dict[Version, str] = {"1.0": "A2A-Extensions", "0.3": "X-A2A-Extensions"}
+_EXTENSION_NAMES = frozenset({"a2a-extensions", "x-a2a-extensions"})
+
+#: Client headers passed to agents besides the extensions header (an allowlist: everything
+#: else, notably Authorization, Cookie, Proxy-Authorization, Host, Content-Length and the
+#: hop-by-hop headers, stays with the router).
+FORWARDED_HEADERS: dict[str, str] = {
+    "traceparent": "traceparent",
+    "tracestate": "tracestate",
+    "accept-language": "Accept-Language",
+}
+
+# Headers Upstream always decides itself, whatever the caller passes.
+_FRAMING = frozenset(
+    {
+        "host",
+        "content-length",
+        "content-type",
+        "accept",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "te",
+        "trailer",
+        "upgrade",
+        "proxy-connection",
+        "a2a-version",
+    }
+)
+
+_TRANSPORT_ERRORS = (aiohttp.ClientError, TimeoutError, OSError, RegistryError)
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a call goes: the agent and the JSONRPC interface chosen for it."""
+
+    agent_id: str
+    url: str
+    version: Version
+
+
+def forward_headers(incoming: Mapping[str, str], target_version: Version) -> dict[str, str]:
+    """The client's headers to send to an agent of ``target_version``.
+
+    ``A2A-Version: 1.0`` for 1.0 agents, none for 0.3 agents. ``A2A-Extensions`` and
+    ``X-A2A-Extensions`` (several headers, comma lists) are merged, deduplicated and sent under
+    the target's spelling. Of the rest only :data:`FORWARDED_HEADERS` pass (and not when the
+    client's ``Connection`` header names them as hop-by-hop).
+    """
+    hop_by_hop: set[str] = set()
+    for name, value in incoming.items():
+        if name.lower() == "connection":
+            hop_by_hop.update(t.strip().lower() for t in value.split(",") if t.strip())
+    out: dict[str, str] = {}
+    extensions: list[str] = []
+    for name, value in incoming.items():
+        lname = name.lower()
+        if lname in _EXTENSION_NAMES:
+            for token in value.split(","):
+                uri = token.strip()
+                if uri and uri not in extensions:
+                    extensions.append(uri)
+        elif lname in FORWARDED_HEADERS and lname not in hop_by_hop:
+            key = FORWARDED_HEADERS[lname]
+            out[key] = f"{out[key]}, {value}" if key in out else value
+    if extensions:
+        out[EXTENSIONS_HEADER[target_version]] = ", ".join(extensions)
+    if target_version == "1.0":
+        out["A2A-Version"] = "1.0"
+    return out
+
+
+class Upstream:
+    """The router's HTTP client for agents: JSON-RPC calls (:meth:`call`) and SSE streams
+    (:meth:`stream`) over one pooled :class:`aiohttp.ClientSession`.
+
+    ``connect_timeout`` bounds establishing a connection; ``pool_timeout`` (default
+    ``read_timeout``) is the extra time a request may wait for a free pooled connection when
+    the per-agent or total limit is reached (aiohttp bounds both together). ``read_timeout``
+    bounds every silence while waiting for the response headers, a call's body, or the next
+    bytes of a stream (never a whole stream). With a ``policy`` the agent URL is checked and
+    DNS answers filtered (SSRF guard, as in the crawler).
+    """
+
+    def __init__(
+        self,
+        *,
+        connect_timeout: float,
+        read_timeout: float,
+        per_agent_limit: int = 32,
+        total_limit: int = 512,
+        pool_timeout: float | None = None,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        max_depth: int = DEFAULT_MAX_DEPTH,
+        policy: AddressPolicy | None = None,
+        user_agent: str = "Switchboard",
+    ) -> None:
+        self.connect_timeout = connect_timeout
+        self.read_timeout = read_timeout
+        self.per_agent_limit = per_agent_limit
+        self.total_limit = total_limit
+        self.pool_timeout = read_timeout if pool_timeout is None else pool_timeout
+        self.max_body_bytes = max_body_bytes
+        self.max_depth = max_depth
+        self.policy = policy
+        self.user_agent = user_agent
+        self._session: aiohttp.ClientSession | None = None
+
+    async def start(self) -> None:
+        """Create the session (idempotent)."""
+        if self._session is not None and not self._session.closed:
+            return
+        resolver = GuardedResolver(self.policy) if self.policy is not None else None
+        connector = aiohttp.TCPConnector(
+            limit=self.total_limit, limit_per_host=self.per_agent_limit, resolver=resolver
+        )
+        timeout = aiohttp.ClientTimeout(
+            total=None,
+            connect=self.connect_timeout + self.pool_timeout,
+            sock_connect=self.connect_timeout,
+            sock_read=self.read_timeout,
+        )
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            timeout=timeout,
+            trust_env=False,
+            cookie_jar=aiohttp.DummyCookieJar(),
+            headers={"User-Agent": self.user_agent},
+        )
+
+    async def close(self) -> None:
+        """Close the session and every pooled connection."""
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def __aenter__(self) -> Upstream:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- calls -------------------------------------------------------------------------------
+
+    async def call(
+        self,
+        target: Target,
+        method: str,
+        params: dict[str, Any],
+        *,
+        request_id: Any,
+        headers: Mapping[str, str],
+    ) -> dict[str, Any]:
+        """POST one JSON-RPC request; return the agent's response object (``result`` or
+        ``error``). Raises RpcError (-32052, -32006) as described in the module docstring."""
+        session = self._require_session()
+        url = self._check_url(target)
+        try:
+            async with session.post(
+                url,
+                data=_request_body(method, params, request_id),
+                headers=self._headers(target, headers, "application/json"),
+                allow_redirects=False,
+            ) as resp:
+                raw = await self._read_body(target, resp)
+                return self._response_object(target, resp, raw)
+        except _TRANSPORT_ERRORS as exc:
+            raise self._error(target, AGENT_UNAVAILABLE, self._reason(exc)) from None
+
+    async def stream(
+        self,
+        target: Target,
+        method: str,
+        params: dict[str, Any],
+        *,
+        request_id: Any,
+        headers: Mapping[str, str],
+    ) -> AsyncGenerator[dict[str, Any], None]:
+        """POST a streaming JSON-RPC request; yield each SSE event's JSON-RPC object as soon as
+        its blank line arrives (a last event cut short by EOF included). A plain JSON answer
+        (typically a JSON-RPC error) is yielded as the only item. The generator ends when the
+        agent ends the stream; ``aclose()`` closes the agent connection at once.
+        Raises RpcError (-32052 before the first event, -32053 after, -32006 for bad data).
+        """
+        session = self._require_session()
+        url = self._check_url(target)
+        resp: aiohttp.ClientResponse | None = None
+        finished = False
+        try:
+            try:
+                resp = await session.post(
+                    url,
+                    data=_request_body(method, params, request_id),
+                    headers=self._headers(target, headers, "text/event-stream, application/json"),
+                    allow_redirects=False,
+                )
+            except _TRANSPORT_ERRORS as exc:
+                raise self._error(target, AGENT_UNAVAILABLE, self._reason(exc)) from None
+
+            if not (200 <= resp.status < 300 and resp.content_type == "text/event-stream"):
+                try:
+                    raw = await self._read_body(target, resp)
+                except _TRANSPORT_ERRORS as exc:
+                    raise self._error(target, AGENT_UNAVAILABLE, self._reason(exc)) from None
+                finished = True
+                yield self._response_object(target, resp, raw)
+                return
+
+            parser = SseParser(
+                max_line_bytes=self.max_body_bytes, max_event_bytes=self.max_body_bytes
+            )
+            delivered = False
+            while True:
+                try:
+                    chunk = await resp.content.readany()
+                except _TRANSPORT_ERRORS as exc:
+                    code = STREAM_FAILED if delivered else AGENT_UNAVAILABLE
+                    raise self._error(target, code, self._reason(exc)) from None
+                failure: SseError | None = None
+                try:
+                    events = parser.feed(chunk) if chunk else parser.feed_eof()
+                except SseError as exc:
+                    events, failure = exc.events, exc
+                for event in events:
+                    obj = self._event_object(target, event)
+                    delivered = True
+                    yield obj
+                if failure is not None:
+                    raise self._error(target, INVALID_AGENT_RESPONSE, str(failure))
+                if not chunk:
+                    finished = True
+                    return
+        finally:
+            if resp is not None:
+                if finished:
+                    resp.release()
+                else:
+                    resp.close()
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _require_session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            raise RuntimeError("Upstream.start() has not been called")
+        return self._session
+
+    def _check_url(self, target: Target) -> URL:
+        if self.policy is not None:
+            try:
+                return self.policy.check_url(target.url)
+            except RegistryError as exc:
+                raise self._error(target, AGENT_UNAVAILABLE, exc.message) from None
+        try:
+            url = URL(target.url)
+        except (ValueError, TypeError):
+            raise self._error(target, AGENT_UNAVAILABLE, "the URL cannot be parsed") from None
+        if url.scheme not in ("http", "https") or not url.host:
+            raise self._error(target, AGENT_UNAVAILABLE, "only http(s) URLs with a host work")
+        return url
+
+    def _headers(self, target: Target, headers: Mapping[str, str], accept: str) -> CIMultiDict[str]:
+        out: CIMultiDict[str] = CIMultiDict()
+        for name, value in headers.items():
+            if name.lower() not in _FRAMING:
+                out.add(name, value)
+        out["Content-Type"] = "application/json"
+        out["Accept"] = accept
+        if target.version == "1.0":
+            out["A2A-Version"] = "1.0"
+        return out
+
+    async def _read_body(self, target: Target, resp: aiohttp.ClientResponse) -> bytes:
+        if resp.content_length is not None and resp.content_length > self.max_body_bytes:
+            raise self._too_large(target)
+        body = bytearray()
+        while chunk := await resp.content.readany():
+            body += chunk
+            if len(body) > self.max_body_bytes:
+                raise self._too_large(target)
+        return bytes(body)
+
+    def _too_large(self, target: Target) -> RpcError:
+        return self._error(
+            target, INVALID_AGENT_RESPONSE, f"the answer exceeds {self.max_body_bytes} bytes"
+        )
+
+    def _response_object(
+        self, target: Target, resp: aiohttp.ClientResponse, raw: bytes
+    ) -> dict[str, Any]:
+        status = f"HTTP {resp.status} {resp.reason or ''}".rstrip()
+        if 300 <= resp.status < 400:
+            where = resp.headers.get("Location", "")
+            shown = f" to {redact_url(where)}" if where else ""
+            raise self._error(
+                target,
+                AGENT_UNAVAILABLE,
+                f"{status}: redirected{shown}; redirects are not followed",
+            )
+        try:
+            obj = self._parse(raw)
+        except _NotJson as exc:
+            raise self._error(target, AGENT_UNAVAILABLE, f"{status}: {exc}") from None
+        except _Unacceptable as exc:
+            raise self._error(target, INVALID_AGENT_RESPONSE, f"{status}: {exc}") from None
+        if _is_response(obj):
+            return obj
+        if resp.status >= 500:
+            raise self._error(target, AGENT_UNAVAILABLE, f"{status} without a JSON-RPC answer")
+        raise self._error(
+            target, INVALID_AGENT_RESPONSE, f"{status}: the JSON answer is not a JSON-RPC response"
+        )
+
+    def _event_object(self, target: Target, event: SseEvent) -> dict[str, Any]:
+        try:
+            obj = self._parse(event.data)
+        except (_NotJson, _Unacceptable) as exc:
+            raise self._error(
+                target, INVALID_AGENT_RESPONSE, f"an {event.event!r} event: {exc}"
+            ) from None
+        if not _is_response(obj):
+            raise self._error(
+                target,
+                INVALID_AGENT_RESPONSE,
+                f"an {event.event!r} event's data is not a JSON-RPC response",
+            )
+        return obj
+
+    def _parse(self, raw: bytes | str) -> Any:
+        if isinstance(raw, bytes):
+            try:
+                raw = raw.decode("utf-8-sig")
+            except UnicodeDecodeError:
+                raise _NotJson("the answer is not UTF-8 text") from None
+        if not raw.strip():
+            raise _NotJson("the answer is empty, not JSON")
+        try:
+            value = json.loads(raw, parse_constant=_reject_constant)
+        except RecursionError:
+            raise _Unacceptable(f"JSON nested deeper than {self.max_depth} levels") from None
+        except _Unacceptable:
+            raise
+        except ValueError as exc:
+            msg = getattr(exc, "msg", None) or "invalid syntax"
+            raise _NotJson(f"the answer is not JSON ({msg})") from None
+        if json_depth(value, stop_after=self.max_depth) > self.max_depth:
+            raise _Unacceptable(f"JSON nested deeper than {self.max_depth} levels")
+        return value
+
+    def _error(self, target: Target, code: int, reason: str) -> RpcError:
+        messages = {
+            AGENT_UNAVAILABLE: f"Agent {target.agent_id} is unavailable",
+            STREAM_FAILED: f"The stream from agent {target.agent_id} failed",
+            INVALID_AGENT_RESPONSE: f"Agent {target.agent_id} sent an invalid response",
+        }
+        data = {"agent": target.agent_id, "url": redact_url(target.url), "reason": reason}
+        return RpcError(code, messages.get(code, "Upstream error"), data)
+
+    def _reason(self, exc: BaseException) -> str:
+        """One line saying what went wrong on the wire (no traceback, no exception repr)."""
+        if isinstance(exc, RegistryError):
+            return exc.message
+        if isinstance(exc, aiohttp.ConnectionTimeoutError):
+            return (
+                f"timed out connecting (connect timeout {self.connect_timeout:g} s, plus up to"
+                f" {self.pool_timeout:g} s waiting for a free connection to the agent)"
+            )
+        if isinstance(exc, aiohttp.ServerTimeoutError | TimeoutError):
+            return f"no data from the agent for {self.read_timeout:g} s"
+        if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+            return "TLS certificate verification failed"
+        if isinstance(exc, aiohttp.ClientConnectorDNSError):
+            return f"cannot resolve {exc.host}"
+        if isinstance(exc, aiohttp.ClientConnectorError):
+            return f"cannot connect to {exc.host}:{exc.port}: {_os_reason(exc.os_error)}"
+        if isinstance(exc, aiohttp.ServerDisconnectedError):
+            return "the agent closed the connection"
+        if isinstance(exc, aiohttp.ClientPayloadError):
+            return "the connection closed before the answer was complete"
+        if isinstance(exc, aiohttp.ClientResponseError):
+            return f"malformed HTTP answer ({exc.message})"
+        if isinstance(exc, ConnectionResetError):
+            return "the connection was reset"
+        if isinstance(exc, OSError):
+            return _os_reason(exc)
+        return f"connection failed ({type(exc).__name__})"
+
+
+class _NotJson(ValueError):
+    """The bytes are not JSON at all."""
+
+
+class _Unacceptable(ValueError):
+    """JSON, but not acceptable (non-standard constants, too deep)."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise _Unacceptable(f"{name} is not allowed in JSON")
+
+
+def _request_body(method: str, params: dict[str, Any], request_id: Any) -> bytes:
+    body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+def _is_response(obj: Any) -> bool:
+    """A JSON-RPC 2.0 response object: ``result`` xor a well-formed ``error``."""
+    if not isinstance(obj, dict) or obj.get("jsonrpc", "2.0") != "2.0":
+        return False
+    if ("result" in obj) == ("error" in obj):
+        return False
+    if "error" in obj:
+        error = obj["error"]
+        return (
+            isinstance(error, dict)
+            and isinstance(error.get("code"), int)
+            and not isinstance(error.get("code"), bool)
+            and isinstance(error.get("message"), str)
+        )
+    return True
+
+
+def _os_reason(exc: OSError | None) -> str:
+    if exc is None:
+        return "connection failed"
+    if exc.errno in (errno_mod.ECONNREFUSED,):
+        return "connection refused"
+    if exc.errno:
+        return os.strerror(exc.errno).lower()
+    return "connection failed"
