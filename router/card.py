@@ -1,0 +1,191 @@
+"""The cards the router serves: its own, and each agent's as reached through the router.
+
+Both are plain JSON built for a2a-sdk 1.x clients (``supportedInterfaces``) and 0.3 clients
+(``url``/``preferredTransport``/``protocolVersion``) alike. They carry no signatures: the caller
+re-signs them with the router's key (:class:`router.signing.CardSigner`).
+"""
+
+from __future__ import annotations
+
+import copy
+from importlib import metadata
+from typing import Any
+
+from registry.cards import Skill
+from registry.errors import NotFound
+from registry.records import AgentRecord
+from registry.service import Registry
+from router.jsonrpc import version_of
+from router.matcher import ROUTING_EXTENSION, jsonrpc_interface
+
+ROUTER_PROTOCOL_VERSIONS = ("1.0", "0.3")
+"""The A2A versions the router's endpoint speaks (the ``A2A-Version`` header picks one)."""
+
+_EXTENSION_DESCRIPTION = (
+    'Routing hint: put {"skill": <skill id>} and/or {"agent": <agent id>} in the message '
+    "(or request) metadata under this URI to choose the agent yourself. An unknown or "
+    "unroutable skill or agent is error -32051; nothing else is tried."
+)
+
+
+def _router_version() -> str:
+    try:
+        return metadata.version("a2a-switchboard")
+    except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+        return "0.0.0"
+
+
+def relayable(record: AgentRecord) -> bool:
+    """Whether the router can relay to this agent at all: a JSON-RPC interface of 0.3 or 1.0."""
+    return any(jsonrpc_interface(record, version) for version in ROUTER_PROTOCOL_VERSIONS)
+
+
+def router_card(
+    registry: Registry, base_url: str, *, name: str, description: str
+) -> dict[str, Any]:
+    """The router's own card at ``base_url``: every interface URL is the router's endpoint
+    (``base_url/``), its skills the union of the routable agents' skills (deduplicated by id:
+    the first agent's name and description, every agent's tags, examples and modes)."""
+    endpoint = f"{base_url.rstrip('/')}/"
+    skills: dict[str, dict[str, Any]] = {}
+    inputs: dict[str, None] = {}
+    outputs: dict[str, None] = {}
+    for agent in sorted(registry.routable_agents(), key=lambda r: r.id):
+        if not relayable(agent):
+            continue
+        card = agent.card
+        for skill in card.skills:
+            _merge_skill(skills, skill)
+        inputs.update(dict.fromkeys(card.default_input_modes))
+        outputs.update(dict.fromkeys(card.default_output_modes))
+        for skill in card.skills:  # skills without card defaults still tell what is accepted
+            if not card.default_input_modes:
+                inputs.update(dict.fromkeys(skill.input_modes))
+            if not card.default_output_modes:
+                outputs.update(dict.fromkeys(skill.output_modes))
+    return {
+        "name": name,
+        "description": description,
+        "supportedInterfaces": [
+            {"url": endpoint, "protocolBinding": "JSONRPC", "protocolVersion": version}
+            for version in ROUTER_PROTOCOL_VERSIONS
+        ],
+        "version": _router_version(),
+        "capabilities": {
+            "streaming": True,
+            "pushNotifications": False,
+            "extensions": [
+                {
+                    "uri": ROUTING_EXTENSION,
+                    "description": _EXTENSION_DESCRIPTION,
+                    "required": False,
+                }
+            ],
+        },
+        "defaultInputModes": list(inputs),
+        "defaultOutputModes": list(outputs),
+        "skills": list(skills.values()),
+        # A2A 0.3 clients read these (1.x clients ignore them when supportedInterfaces is set)
+        "url": endpoint,
+        "preferredTransport": "JSONRPC",
+        "protocolVersion": "0.3.0",
+    }
+
+
+def _merge_skill(skills: dict[str, dict[str, Any]], skill: Skill) -> None:
+    known = skills.get(skill.id)
+    if known is None:
+        skills[skill.id] = {
+            "id": skill.id,
+            "name": skill.name,
+            "description": skill.description,
+            "tags": list(skill.tags),
+            "examples": list(skill.examples),
+            "inputModes": list(skill.input_modes),
+            "outputModes": list(skill.output_modes),
+        }
+        return
+    for key, more in (
+        ("tags", skill.tags),
+        ("examples", skill.examples),
+        ("inputModes", skill.input_modes),
+        ("outputModes", skill.output_modes),
+    ):
+        known[key] = list(dict.fromkeys([*known[key], *more]))
+
+
+def agent_card_via_router(
+    record: AgentRecord, raw_card: dict[str, Any], base_url: str
+) -> dict[str, Any]:
+    """The agent's card (any shape: 1.0, 0.3, 0.2, 0.1) as reached through the router.
+
+    Every interface URL becomes ``base_url/agents/{id}``, the router's per-agent endpoint;
+    each interface keeps its protocol version. Interfaces the router cannot relay (other
+    bindings, unknown versions) are left out; a 1.0 card gets the 0.3 fields (``url``,
+    ``preferredTransport``, ``protocolVersion``) exactly when the agent speaks 0.3.
+    Signatures are removed; everything else is the agent's own. :class:`NotFound` when the
+    agent has no JSON-RPC interface the router can relay.
+    """
+    if not relayable(record):
+        raise NotFound(
+            f"agent {record.id!r} has no JSON-RPC interface for A2A 0.3 or 1.0 that Switchboard "
+            "can relay",
+            code="not_relayable",
+            details={"id": record.id},
+        )
+    endpoint = f"{base_url.rstrip('/')}/agents/{record.id}"
+    card = copy.deepcopy(raw_card)
+    card.pop("signatures", None)
+    if "supportedInterfaces" in card or "protocolVersions" in card:
+        _rewrite_v1(card, record, endpoint)
+    else:
+        _rewrite_legacy(card, endpoint)
+    return card
+
+
+def _relayable_interface(binding: Any, version: Any) -> bool:
+    return _is_jsonrpc(binding) and isinstance(version, str) and version_of(version) is not None
+
+
+def _is_jsonrpc(binding: Any) -> bool:
+    return binding is None or (isinstance(binding, str) and binding.strip().upper() == "JSONRPC")
+
+
+def _rewrite_v1(card: dict[str, Any], record: AgentRecord, endpoint: str) -> None:
+    interfaces = card.get("supportedInterfaces")
+    fallback = (card.get("protocolVersions") or ["1.0"])[0]
+    kept: list[dict[str, Any]] = []
+    seen: set[tuple[Any, ...]] = set()
+    for interface in interfaces if isinstance(interfaces, list) else []:
+        if not isinstance(interface, dict):
+            continue
+        version = interface.get("protocolVersion") or fallback
+        if not _relayable_interface(interface.get("protocolBinding"), version):
+            continue
+        key = (version_of(version), interface.get("tenant") or None)
+        if key in seen:
+            continue
+        seen.add(key)
+        kept.append({**interface, "url": endpoint})
+    card["supportedInterfaces"] = kept
+    legacy = jsonrpc_interface(record, "0.3")
+    for name in ("url", "preferredTransport", "protocolVersion", "additionalInterfaces"):
+        card.pop(name, None)
+    if legacy is not None:  # for a2a-sdk 0.3 clients, which read only these
+        card["url"] = endpoint
+        card["preferredTransport"] = "JSONRPC"
+        card["protocolVersion"] = legacy.protocol_version
+
+
+def _rewrite_legacy(card: dict[str, Any], endpoint: str) -> None:
+    card["url"] = endpoint
+    if "preferredTransport" in card:
+        card["preferredTransport"] = "JSONRPC"
+    additional = card.get("additionalInterfaces")
+    if isinstance(additional, list):
+        rewritten = [
+            {**i, "url": endpoint}
+            for i in additional
+            if isinstance(i, dict) and _is_jsonrpc(i.get("transport"))
+        ]
+        card["additionalInterfaces"] = rewritten[:1]
