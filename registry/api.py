@@ -45,6 +45,8 @@ _FILTERS = {
 }
 _STATUSES = ("verified", "unsigned", "invalid", "untrusted-key")
 _PAGING = {"limit", "cursor"}
+#: POST routes that only read (they take a body but change nothing): the read token suffices.
+READ_POSTS = frozenset({f"{PREFIX}/route/explain"})
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -122,7 +124,7 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     ):
         return await handler(request)
     settings = request.app[SETTINGS]
-    write = request.method not in ("GET", "HEAD", "OPTIONS")
+    write = request.method not in ("GET", "HEAD", "OPTIONS") and request.path not in READ_POSTS
     if write and not settings.admin_token:
         raise RegistryError(
             "admin writes are disabled: start Switchboard with SWITCHBOARD_ADMIN_TOKEN set",

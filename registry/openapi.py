@@ -177,6 +177,26 @@ _SCHEMAS: dict[str, Any] = {
     },
     "Revisions": {"type": "object", "properties": {"revisions": {"type": "array"}}},
     "Stats": {"type": "object"},
+    "ExplainRequest": {
+        "type": "object",
+        "required": ["message"],
+        "properties": {
+            "message": {"type": "object", "description": "An A2A message (0.3 or 1.0 shape)."},
+            "configuration": {"type": "object"},
+            "metadata": {"type": "object"},
+            "stream": {"type": "boolean", "description": "Explain a streaming call."},
+            "version": {"type": "string", "enum": ["0.3", "1.0"]},
+        },
+    },
+    "Explain": {
+        "type": "object",
+        "properties": {
+            "version": {"type": "string"},
+            "candidates": {"type": "array", "items": {"type": "object"}},
+            "choice": {"type": ["object", "null"]},
+            "error": {"type": ["object", "null"]},
+        },
+    },
     "TrustedKey": {
         "type": "object",
         "required": ["id", "kind", "source", "created_at"],
@@ -258,6 +278,16 @@ def openapi_document() -> dict[str, Any]:
             },
             "/api/v1/skills": {
                 "get": _op("Search skills", {"200": _json("SkillList")}, params=_FILTERS),
+            },
+            "/api/v1/route/explain": {
+                "post": {
+                    **_op(
+                        "Which agent a message would be routed to, and why",
+                        {"200": _json("Explain")},
+                        body="ExplainRequest",
+                    ),
+                    "security": [{}, {"bearer": []}],
+                }
             },
             "/api/v1/stats": {"get": _op("Catalog counts", {"200": _json("Stats")})},
             "/api/v1/keys": {

@@ -45,6 +45,16 @@ class Settings(BaseSettings):
     require_signed_cards: bool = False
     signing_key_file: str | None = None
 
+    # router
+    public_url: str | None = None
+    router_name: str = "Switchboard"
+    router_description: str = "Routes each A2A message to the registered agent whose skill fits."
+    match_threshold: float = Field(0.5, ge=0)
+    upstream_connect_timeout: float = Field(5.0, gt=0)
+    upstream_timeout: float = Field(120.0, gt=0)
+    max_streams: int = Field(1000, gt=0)
+    sse_keepalive: float = Field(15.0, gt=0)
+
     # replicas: how often each process checks the database for other processes' changes
     catalog_sync_interval: float = Field(2.0, gt=0)
 

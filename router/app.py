@@ -1,4 +1,4 @@
-"""The Switchboard application factory: admin API, health endpoints and (later) the router.
+"""The Switchboard application factory: the admin API, the A2A router, health endpoints.
 
 Resources (database engine, crawler session, the catalog sync loop) open and close with the
 app through ``cleanup_ctx``; seed files are loaded before the server accepts requests.
@@ -22,11 +22,11 @@ from registry.service import Registry
 from registry.settings import Settings
 from registry.store import Store
 from registry.trust import TrustStore
+from router.endpoints import ROUTER, SIGNER, add_router_routes
+from router.proxy import Router
 from router.signing import CardSigner
 
 log = logging.getLogger(__name__)
-
-SIGNER = web.AppKey("signer", CardSigner)
 
 
 def create_app(settings: Settings) -> web.Application:
@@ -47,14 +47,17 @@ def create_app(settings: Settings) -> web.Application:
         require_signed=settings.require_signed_cards,
     )
     app[KEYS_CHANGED] = app[REGISTRY].reverify_all
+    app[ROUTER] = Router(app[REGISTRY], settings)
     app[SIGNER] = CardSigner()
     app.cleanup_ctx.append(_registry_context)
     app.cleanup_ctx.append(_catalog_sync)
+    app.cleanup_ctx.append(_upstream_pool)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/.well-known/jwks.json", jwks)
     api.add_routes(app)
     add_key_routes(app)
+    add_router_routes(app)
     return app
 
 
@@ -75,6 +78,16 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
     finally:
         await registry.crawler.close()
         await registry.store.close()
+
+
+async def _upstream_pool(app: web.Application) -> AsyncIterator[None]:
+    """The router's pooled client to the agents."""
+    upstream = app[ROUTER].upstream
+    await upstream.start()
+    try:
+        yield
+    finally:
+        await upstream.close()
 
 
 async def _catalog_sync(app: web.Application) -> AsyncIterator[None]:

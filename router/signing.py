@@ -9,11 +9,14 @@ signs with the same key.
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import json
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from cachetools import LRUCache
 from jwcrypto.common import JWException
 from jwcrypto.jwk import JWK
 from sqlalchemy import JSON, Column, DateTime
@@ -45,6 +48,9 @@ class CardSigner:
     def __init__(self, key: JWK | None = None, jku: str | None = None) -> None:
         self._key = key
         self.jku = jku
+        # signatures are randomized (ECDSA): remember them so an unchanged card keeps its
+        # bytes, and so its ETag
+        self._signed: LRUCache[str, dict[str, Any]] = LRUCache(maxsize=256)
 
     async def load(self, store: Store, key_file: str | None) -> None:
         """Load (or create) the key: see :func:`load_signing_key`."""
@@ -62,10 +68,19 @@ class CardSigner:
         """The key id put in every signature."""
         return self.key.get("kid") or self.key.thumbprint()
 
-    def resign(self, card: dict[str, Any]) -> dict[str, Any]:
-        """``card`` without its own signatures, signed by the router."""
+    def resign(self, card: dict[str, Any], jku: str | None = None) -> dict[str, Any]:
+        """``card`` without its own signatures, signed by the router (same input, same
+        output, while remembered)."""
         unsigned = {k: v for k, v in card.items() if k != "signatures"}
-        return sign_card(unsigned, self.key, kid=self.kid, jku=self.jku)
+        jku = jku or self.jku
+        key = hashlib.sha256(
+            json.dumps([unsigned, jku, self.kid], sort_keys=True).encode()
+        ).hexdigest()
+        signed = self._signed.get(key)
+        if signed is None:
+            signed = sign_card(unsigned, self.key, kid=self.kid, jku=jku)
+            self._signed[key] = signed
+        return copy.deepcopy(signed)
 
     def jwks(self) -> dict[str, Any]:
         """The JWKS to serve at ``/.well-known/jwks.json``."""

@@ -23,6 +23,7 @@ from sqlalchemy.engine import make_url
 
 from router.app import create_app
 from tests.helpers import AUTH, CardServer, card_v03, card_v1, make_settings
+from tests.peers03 import sdk03_python  # noqa: F401  (the a2a-sdk 0.3 venv fixture)
 
 # --- databases -------------------------------------------------------------------------------
 

@@ -121,6 +121,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             port=settings.port,
             print=lambda text: log.info(text.splitlines()[0].strip("= ")),
             access_log=logging.getLogger("switchboard.access"),
+            handler_cancellation=True,  # a client that goes away closes its upstream stream
         )
     except SQLAlchemyError as exc:
         raise CliError(

@@ -1,0 +1,121 @@
+"""HTTP routes of the router: the A2A endpoints, the cards it serves, and route explain.
+
+- ``POST /`` and ``POST /agents/{agent_id}``: JSON-RPC (see :mod:`router.proxy`).
+- ``GET /.well-known/agent-card.json`` (and the legacy ``agent.json``): the router's card.
+- ``GET /agents/{agent_id}/.well-known/agent-card.json``: that agent's card with every URL
+  pointing at the router. Both cards are re-signed with the router's key.
+- ``POST /api/v1/route/explain``: which agent a message would go to, and why.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from aiohttp import web
+
+from registry.api import REGISTRY, SETTINGS, read_json
+from registry.errors import RegistryError
+from registry.jsonsafe import JsonLimitError, loads_limited
+from router.card import agent_card_via_router, router_card
+from router.jsonrpc import Op, RpcError, Version, client_version
+from router.proxy import Router
+from router.signing import CardSigner
+
+ROUTER = web.AppKey("router", Router)
+SIGNER = web.AppKey("signer", CardSigner)
+
+_WELL_KNOWN = ("/.well-known/agent-card.json", "/.well-known/agent.json")
+_CARD_MAX_AGE = 60
+
+
+def add_router_routes(app: web.Application) -> None:
+    """Register the router's routes on ``app`` (which holds ROUTER, SIGNER, REGISTRY)."""
+    app.router.add_post("/", a2a_endpoint)
+    app.router.add_post("/agents/{agent_id}", a2a_agent_endpoint)
+    for path in _WELL_KNOWN:
+        app.router.add_get(path, get_router_card)
+        app.router.add_get(f"/agents/{{agent_id}}{path}", get_agent_card)
+    app.router.add_post("/api/v1/route/explain", explain)
+
+
+def base_url(request: web.Request) -> str:
+    """Where clients reach Switchboard: ``SWITCHBOARD_PUBLIC_URL``, else this request's origin."""
+    configured = request.app[SETTINGS].public_url
+    if configured:
+        return configured.rstrip("/")
+    return f"{request.scheme}://{request.host}"
+
+
+async def a2a_endpoint(request: web.Request) -> web.StreamResponse:
+    """The routing A2A endpoint."""
+    return await request.app[ROUTER].handle(request)
+
+
+async def a2a_agent_endpoint(request: web.Request) -> web.StreamResponse:
+    """One agent's A2A endpoint through the router (no skill matching)."""
+    return await request.app[ROUTER].handle(request, pinned=request.match_info["agent_id"])
+
+
+async def get_router_card(request: web.Request) -> web.Response:
+    """The router's own card: its skills are those of every routable agent."""
+    settings = request.app[SETTINGS]
+    card = router_card(
+        request.app[REGISTRY],
+        base_url(request),
+        name=settings.router_name,
+        description=settings.router_description,
+    )
+    return _card_response(request, card)
+
+
+async def get_agent_card(request: web.Request) -> web.Response:
+    """An agent's card as served through the router (URLs rewritten, re-signed)."""
+    registry = request.app[REGISTRY]
+    agent_id = request.match_info["agent_id"]
+    record = registry.get(agent_id)
+    if not registry.routable(record):
+        raise RegistryError(
+            f"agent {agent_id!r} is not routable (SWITCHBOARD_REQUIRE_SIGNED_CARDS: its card "
+            f"is {record.verification.status})",
+            code="not_routable",
+            status=404,
+            details={"id": agent_id, "verification": record.verification.status},
+        )
+    try:
+        raw = loads_limited(await registry.raw_card(agent_id), max_depth=256)
+    except JsonLimitError:
+        message = "the stored card cannot be read"
+        raise RegistryError(message, code="internal_error", status=500) from None
+    card = agent_card_via_router(record, raw, base_url(request))
+    return _card_response(request, card)
+
+
+def _card_response(request: web.Request, card: dict[str, Any]) -> web.Response:
+    signed = request.app[SIGNER].resign(card, jku=f"{base_url(request)}/.well-known/jwks.json")
+    body = json.dumps(signed, ensure_ascii=False, separators=(",", ":")).encode()
+    etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+    headers = {"ETag": etag, "Cache-Control": f"public, max-age={_CARD_MAX_AGE}"}
+    if etag in request.headers.get("If-None-Match", ""):
+        return web.Response(status=304, headers=headers)
+    return web.Response(body=body, content_type="application/json", headers=headers)
+
+
+async def explain(request: web.Request) -> web.Response:
+    """``{"message": {...}, "configuration"?: {...}, "stream"?: bool, "version"?: "0.3"|"1.0"}``
+    → the ranked candidates, each kept or dropped with its reason, and the choice."""
+    body = await read_json(request)
+    if not isinstance(body, dict) or not isinstance(body.get("message"), dict):
+        raise RegistryError(
+            'send {"message": {...}} with an A2A message, optionally "configuration", '
+            '"stream" and "version"',
+            code="invalid_body",
+        )
+    try:
+        version: Version = client_version(body.get("version") or request.headers.get("A2A-Version"))
+    except RpcError as error:
+        raise RegistryError(error.message, code="invalid_version", details=error.data) from None
+    params = {k: body[k] for k in ("message", "configuration", "metadata") if k in body}
+    op = Op.STREAM if body.get("stream") else Op.SEND
+    return web.json_response(request.app[ROUTER].matcher.explain(version, op, params))

@@ -1,0 +1,372 @@
+"""The A2A endpoint: ``POST /`` routes each call to the agent whose skill fits, and
+``POST /agents/{agent_id}`` is the same endpoint pinned to one agent.
+
+A call is read and checked (:mod:`router.jsonrpc`), its agent chosen (the task's owner, or
+:class:`router.matcher.Matcher`), its IDs rewritten (:mod:`router.ids`), and it is forwarded
+(:mod:`router.upstream`): one answer for send/get/cancel, an event-by-event SSE proxy for
+stream/subscribe. Clients only ever see the router's task and context IDs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from aiohttp import web
+
+from registry.errors import NotFound
+from registry.netguard import AddressPolicy
+from registry.service import Registry
+from registry.settings import Settings
+from router import wire
+from router.ids import IdMap, Rewriter
+from router.jsonrpc import (
+    AGENT_UNAVAILABLE,
+    BAD_ROUTING_HINT,
+    INTERNAL,
+    PUSH_NOT_SUPPORTED,
+    TASK_NOT_FOUND,
+    VERSION_HEADER,
+    Op,
+    Request,
+    RpcError,
+    Version,
+    client_version,
+    error_body,
+    method_name,
+    read_request,
+    result_body,
+)
+from router.matcher import Choice, Matcher
+from router.sse import SseWriter
+from router.upstream import Upstream, forward_headers
+
+log = logging.getLogger(__name__)
+
+_LIST_CONCURRENCY = 8
+
+
+class Router:
+    """Everything one A2A call needs: the registry, the ID map, the matcher, the upstream pool."""
+
+    def __init__(self, registry: Registry, settings: Settings) -> None:
+        self.registry = registry
+        self.settings = settings
+        self.ids = IdMap(registry.store)
+        self.matcher = Matcher(registry, threshold=settings.match_threshold)
+        self.upstream = Upstream(
+            connect_timeout=settings.upstream_connect_timeout,
+            read_timeout=settings.upstream_timeout,
+            policy=AddressPolicy(settings.allow_networks),  # agents' cards choose the address
+        )
+        self._streams = 0
+
+    async def handle(self, request: web.Request, pinned: str | None = None) -> web.StreamResponse:
+        """Answer one JSON-RPC call (``pinned``: the agent of a per-agent endpoint)."""
+        version: Version = "0.3"
+        rpc: Request | None = None
+        try:
+            try:
+                version = client_version(request.headers.get(VERSION_HEADER))
+            except RpcError as error:
+                # a client that sends the header knows 1.x: answer in the 1.0 shape, with its id
+                version, error.id = "1.0", await self._request_id(request)
+                raise
+            rpc = await self._read(request, version)
+            if pinned is not None and pinned not in self.registry.catalog.snapshot.agents:
+                raise RpcError(AGENT_UNAVAILABLE, f"no agent with id {pinned!r}", {"agent": pinned})
+            return await self._dispatch(request, rpc, pinned)
+        except RpcError as exc:
+            error, request_id = exc, (rpc.id if rpc is not None else exc.id)
+        except Exception:  # a bug or a database failure: still a JSON-RPC answer, no trace
+            log.exception("internal error answering %s", rpc.method if rpc else "a request")
+            error = RpcError(INTERNAL, "Switchboard failed internally; see its log", {})
+            request_id = rpc.id if rpc is not None else None
+        body = error_body(version, request_id, error)
+        if rpc is not None and rpc.op in (Op.STREAM, Op.SUBSCRIBE):
+            return await _one_event_stream(request, body, rpc)
+        return web.json_response(body)
+
+    async def _read(self, request: web.Request, version: Version) -> Request:
+        return await read_request(
+            request,
+            version,
+            max_bytes=self.settings.max_request_bytes,
+            max_depth=self.settings.max_json_depth,
+        )
+
+    async def _request_id(self, request: web.Request) -> Any:
+        """The client's request id, read with either version's method table."""
+        try:
+            return (await self._read(request, "1.0")).id
+        except RpcError as error:
+            return error.id
+
+    async def _dispatch(
+        self, request: web.Request, rpc: Request, pinned: str | None
+    ) -> web.StreamResponse:
+        if rpc.op in (Op.SEND, Op.STREAM):
+            return await self._message(request, rpc, pinned)
+        if rpc.op in (Op.GET, Op.CANCEL, Op.SUBSCRIBE):
+            return await self._task_call(request, rpc, pinned)
+        if rpc.op is Op.LIST:
+            return web.json_response(result_body(rpc.id, await self._list(request, rpc, pinned)))
+        raise RpcError(
+            PUSH_NOT_SUPPORTED,
+            "Switchboard does not relay push notifications; use message/stream or polling",
+            {"method": rpc.method},
+        )
+
+    # --- choosing the agent ----------------------------------------------------------------
+
+    async def _choose_for_message(self, rpc: Request, pinned: str | None) -> Choice:
+        message = wire.message_of(rpc.version, rpc.params)
+        task_id = message.get("taskId")
+        if isinstance(task_id, str) and task_id:
+            owner = await self._owner(task_id, pinned)
+            self._check_hint_agrees(rpc, owner)
+            return self.matcher.target_for(rpc.version, owner)
+        context_id = message.get("contextId")
+        serving: set[str] = set()
+        if isinstance(context_id, str) and context_id:
+            serving = await self.ids.context_agents(context_id)
+        return self.matcher.choose(
+            rpc.version, rpc.op, rpc.params, context_agents=serving, pinned_agent=pinned
+        )
+
+    def _check_hint_agrees(self, rpc: Request, owner: str) -> None:
+        """A message continuing a task goes to the task's owner; a routing hint naming
+        another agent (or a skill the owner lacks) is an error, not silently ignored."""
+        hint = self.matcher.hint(rpc.version, rpc.params)
+        if not hint:
+            return
+        agent, skill = hint.get("agent"), hint.get("skill")
+        owner_skills = {s.id for s in self.registry.get(owner).card.skills}
+        if (agent and agent != owner) or (skill and skill not in owner_skills):
+            raise RpcError(
+                BAD_ROUTING_HINT,
+                f"the routing hint does not fit task owner {owner!r}: a message that continues "
+                "a task goes to the agent that owns it",
+                {"hint": hint, "owner": owner},
+            )
+
+    async def _owner(self, task_id: str, pinned: str | None) -> str:
+        ref = await self.ids.task(task_id)
+        if ref is None or (pinned is not None and ref.agent_id != pinned):
+            raise RpcError(TASK_NOT_FOUND, f"no task with id {task_id!r}", {"taskId": task_id})
+        try:
+            self.registry.get(ref.agent_id)
+        except NotFound:
+            raise RpcError(
+                AGENT_UNAVAILABLE,
+                f"the agent that owns task {task_id!r} is no longer registered",
+                {"taskId": task_id, "agent": ref.agent_id},
+            ) from None
+        return ref.agent_id
+
+    # --- calls -----------------------------------------------------------------------------
+
+    async def _message(
+        self, request: web.Request, rpc: Request, pinned: str | None
+    ) -> web.StreamResponse:
+        choice = await self._choose_for_message(rpc, pinned)
+        message = wire.message_of(rpc.version, rpc.params)
+        context_id = message.get("contextId") if isinstance(message.get("contextId"), str) else None
+        if context_id:
+            await self.ids.ensure_context(context_id)
+        rewriter = Rewriter(self.ids, rpc.version, choice.agent.id, context_id)
+        params = await rewriter.request_to_upstream(rpc.op, rpc.params)
+        if rpc.op is Op.STREAM:
+            return await self._stream(request, rpc, choice, rewriter, params)
+        return await self._call(request, rpc, choice, rewriter, params)
+
+    async def _task_call(
+        self, request: web.Request, rpc: Request, pinned: str | None
+    ) -> web.StreamResponse:
+        task_id = wire.task_id_param(rpc.version, rpc.op, rpc.params)
+        owner = await self._owner(task_id, pinned)
+        choice = self.matcher.target_for(rpc.version, owner)
+        ref = await self.ids.task(task_id)
+        rewriter = Rewriter(self.ids, rpc.version, owner, ref.context_id if ref else None)
+        params = await rewriter.request_to_upstream(rpc.op, rpc.params)
+        if rpc.op is Op.SUBSCRIBE:
+            return await self._stream(request, rpc, choice, rewriter, params)
+        return await self._call(request, rpc, choice, rewriter, params)
+
+    async def _call(
+        self,
+        request: web.Request,
+        rpc: Request,
+        choice: Choice,
+        rewriter: Rewriter,
+        params: dict[str, Any],
+    ) -> web.Response:
+        target = choice.target
+        answer = await self.upstream.call(
+            target,
+            method_name(target.version, rpc.op),
+            params,
+            request_id=rpc.id,
+            headers=forward_headers(request.headers, target.version),
+        )
+        if "error" in answer:
+            error = await rewriter.error_from_upstream(answer["error"])
+            return web.json_response({"jsonrpc": "2.0", "id": rpc.id, "error": error})
+        result = await rewriter.result_from_upstream(rpc.op, answer.get("result"))
+        await self._record(rpc.version, result)
+        return web.json_response(result_body(rpc.id, result))
+
+    async def _stream(
+        self,
+        request: web.Request,
+        rpc: Request,
+        choice: Choice,
+        rewriter: Rewriter,
+        params: dict[str, Any],
+    ) -> web.StreamResponse:
+        if self._streams >= self.settings.max_streams:
+            raise RpcError(
+                AGENT_UNAVAILABLE,
+                "too many streams are open through Switchboard; try again later",
+                {"maxStreams": self.settings.max_streams},
+            )
+        target = choice.target
+        events = self.upstream.stream(
+            target,
+            method_name(target.version, rpc.op),
+            params,
+            request_id=rpc.id,
+            headers=forward_headers(request.headers, target.version),
+        )
+        self._streams += 1
+        writer = SseWriter(keepalive=self.settings.sse_keepalive)
+        try:
+            await writer.prepare(request)
+            await self._pump(rpc, events, rewriter, writer)
+        finally:
+            self._streams -= 1
+            with contextlib.suppress(Exception):
+                await events.aclose()  # closes the upstream connection at once
+            with contextlib.suppress(ConnectionResetError, RuntimeError):
+                await writer.close()
+        return writer.response
+
+    async def _pump(self, rpc: Request, events: Any, rewriter: Rewriter, writer: SseWriter) -> None:
+        """Forward each upstream event as it arrives until the stream ends."""
+        try:
+            async for answer in events:
+                if "error" in answer:
+                    error = await rewriter.error_from_upstream(answer["error"])
+                    await writer.send(
+                        {"jsonrpc": "2.0", "id": rpc.id, "error": error}, event=_error_event(rpc)
+                    )
+                    return
+                event = await rewriter.event_from_upstream(answer.get("result"))
+                await self._record(rpc.version, event)
+                await writer.send(result_body(rpc.id, event))
+                if wire.ends_stream(rpc.version, event):
+                    return
+        except RpcError as error:
+            await writer.send(error_body(rpc.version, rpc.id, error), event=_error_event(rpc))
+        except (ConnectionResetError, asyncio.CancelledError):
+            raise  # the client went away: the caller closes the upstream stream
+        except Exception:  # the stream has begun: end it with an error event, not a trace
+            log.exception("internal error while streaming %s", rpc.method)
+            error = RpcError(INTERNAL, "Switchboard failed internally; see its log", {})
+            await writer.send(error_body(rpc.version, rpc.id, error), event=_error_event(rpc))
+
+    async def _record(self, version: Version, result: Any) -> None:
+        """Remember the last known state of the task an answer or event carries."""
+        if not isinstance(result, dict):
+            return
+        task_id, state = wire.event_task_state(version, result)
+        if task_id and state:
+            await self.ids.record_state(task_id, state)
+
+    # --- ListTasks ---------------------------------------------------------------------------
+
+    async def _list(self, request: web.Request, rpc: Request, pinned: str | None) -> dict[str, Any]:
+        query = wire.list_tasks_query(rpc.params)
+        refs, token = await self.ids.list_tasks(
+            context_id=query.context_id,
+            state=query.status,
+            page_size=query.page_size,
+            page_token=query.page_token,
+            agent_id=pinned,
+        )
+        total = await self.ids.count_tasks(
+            context_id=query.context_id, state=query.status, agent_id=pinned
+        )
+        semaphore = asyncio.Semaphore(_LIST_CONCURRENCY)
+
+        async def current(ref: Any) -> dict[str, Any]:
+            async with semaphore:
+                return await self._current_task(request, rpc, ref)
+
+        tasks = await asyncio.gather(*(current(ref) for ref in refs))
+        if query.status_timestamp_after:
+            after = query.status_timestamp_after
+            tasks = [t for t in tasks if _status_time(t) >= after]
+        if not query.include_artifacts:
+            tasks = [{k: v for k, v in t.items() if k != "artifacts"} for t in tasks]
+        return {
+            "tasks": tasks,
+            "nextPageToken": token or "",
+            "pageSize": query.page_size,
+            "totalSize": total,
+        }
+
+    async def _current_task(self, request: web.Request, rpc: Request, ref: Any) -> dict[str, Any]:
+        """The task as its owner reports it now, or its last known state if it cannot say."""
+        fallback = {"id": ref.task_id, "status": {"state": ref.state or "TASK_STATE_UNSPECIFIED"}}
+        if ref.context_id:
+            fallback["contextId"] = ref.context_id
+        get = {"id": ref.task_id}
+        if "historyLength" in rpc.params:
+            get["historyLength"] = rpc.params["historyLength"]
+        try:
+            choice = self.matcher.target_for(rpc.version, ref.agent_id)
+            rewriter = Rewriter(self.ids, rpc.version, ref.agent_id, ref.context_id)
+            params = await rewriter.request_to_upstream(Op.GET, get)
+            target = choice.target
+            answer = await self.upstream.call(
+                target,
+                method_name(target.version, Op.GET),
+                params,
+                request_id=rpc.id,
+                headers=forward_headers(request.headers, target.version),
+            )
+        except RpcError:
+            return fallback
+        if "result" not in answer:
+            return fallback
+        task = await rewriter.result_from_upstream(Op.GET, answer["result"])
+        return task if isinstance(task, dict) else fallback
+
+
+async def _one_event_stream(
+    request: web.Request, body: dict[str, Any], rpc: Request
+) -> web.StreamResponse:
+    """An error on a streaming method, as SDK clients expect it: an SSE stream of one event
+    (a plain JSON answer would lose its code in the 0.3 client)."""
+    writer = SseWriter(keepalive=3600)
+    await writer.prepare(request)
+    try:
+        await writer.send(body, event=_error_event(rpc))
+    finally:
+        await writer.close()
+    return writer.response
+
+
+def _status_time(task: dict[str, Any]) -> str:
+    """A task's status timestamp (ISO 8601 UTC strings compare in time order)."""
+    status = task.get("status")
+    stamp = status.get("timestamp") if isinstance(status, dict) else None
+    return stamp if isinstance(stamp, str) else ""
+
+
+def _error_event(rpc: Request) -> str | None:
+    """1.x SDK servers mark error events ``event: error``; 0.3 sends plain data events."""
+    return "error" if rpc.version == "1.0" else None

@@ -1,0 +1,175 @@
+"""The official a2a-sdk 0.3.26 client as a command, run by the python of the 0.3 test venv.
+
+Usage::
+
+    client03.py CARD_BASE_URL OP [--text T] [--task-id ID] [--context-id ID]
+        [--file-bytes B64 --mime M] [--file-uri URI --mime M] [--data JSON]
+        [--metadata JSON] [--request-metadata JSON] [--accepted-output-modes a,b]
+        [--extensions a,b] [--header 'Name: value']... [--history-length N]
+        [--card-path PATH] [--stream] [--timeout S]
+
+OP is ``send``, ``stream``, ``get``, ``cancel``, ``resubscribe`` or ``card``. The card is
+resolved with ``A2ACardResolver`` from CARD_BASE_URL; the client built by ``ClientFactory``
+then posts to the URL inside the card, as real clients do. ``send --stream`` is ``stream``.
+``--metadata`` goes on the message, ``--request-metadata`` on the request params.
+
+Each response or stream event is printed as one JSON line (the raw event: a task, message,
+status-update or artifact-update; the card for ``card``), flushed at once; exit 0. A failure
+prints one line ``{"error": {"type": ..., ...}}`` (JSON-RPC errors keep code/message/data,
+HTTP errors carry ``status``) and exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+from a2a.client.errors import A2AClientHTTPError, A2AClientJSONRPCError
+from a2a.types import (
+    DataPart,
+    FilePart,
+    FileWithBytes,
+    FileWithUri,
+    Message,
+    Part,
+    Role,
+    TaskIdParams,
+    TaskQueryParams,
+    TextPart,
+)
+
+OPS = ("send", "stream", "get", "cancel", "resubscribe", "card")
+
+
+def out(obj: Any) -> None:
+    """Print one JSON line (pydantic models dumped without None fields) and flush."""
+    if hasattr(obj, "model_dump"):
+        obj = obj.model_dump(mode="json", exclude_none=True)
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def raw_event(event: Any) -> Any:
+    """The event as received: the client yields a Message or (aggregated task, update)."""
+    if isinstance(event, tuple):
+        task, update = event
+        return update if update is not None else task
+    return event
+
+
+def build_message(args: argparse.Namespace) -> Message:
+    """The user message described by the command line."""
+    parts: list[Part] = []
+    if args.text is not None:
+        parts.append(Part(root=TextPart(text=args.text)))
+    if args.file_bytes is not None:
+        file = FileWithBytes(bytes=args.file_bytes, mime_type=args.mime)
+        parts.append(Part(root=FilePart(file=file)))
+    if args.file_uri is not None:
+        parts.append(Part(root=FilePart(file=FileWithUri(uri=args.file_uri, mime_type=args.mime))))
+    if args.data is not None:
+        parts.append(Part(root=DataPart(data=json.loads(args.data))))
+    return Message(
+        role=Role.user,
+        message_id=str(uuid.uuid4()),
+        parts=parts,
+        task_id=args.task_id,
+        context_id=args.context_id,
+        metadata=json.loads(args.metadata) if args.metadata else None,
+    )
+
+
+def csv(value: str | None) -> list[str]:
+    return [item.strip() for item in (value or "").split(",") if item.strip()]
+
+
+async def run(args: argparse.Namespace) -> None:
+    headers = dict(h.split(":", 1) for h in args.header)
+    headers = {name.strip(): value.strip() for name, value in headers.items()}
+    async with httpx.AsyncClient(
+        timeout=httpx.Timeout(args.timeout), headers=headers, trust_env=False
+    ) as http:
+        resolver = A2ACardResolver(http, args.base_url)
+        card = await resolver.get_agent_card(relative_card_path=args.card_path)
+        if args.op == "card":
+            out(card)
+            return
+        config = ClientConfig(
+            httpx_client=http,
+            streaming=args.op in ("stream", "resubscribe") or args.stream,
+            accepted_output_modes=csv(args.accepted_output_modes),
+            extensions=csv(args.extensions),
+        )
+        client = ClientFactory(config).create(card)
+        events: AsyncIterator[Any]
+        if args.op in ("send", "stream"):
+            request_metadata = json.loads(args.request_metadata) if args.request_metadata else None
+            events = client.send_message(build_message(args), request_metadata=request_metadata)
+        elif args.op == "resubscribe":
+            events = client.resubscribe(TaskIdParams(id=args.task_id))
+        elif args.op == "get":
+            out(
+                await client.get_task(
+                    TaskQueryParams(id=args.task_id, history_length=args.history_length)
+                )
+            )
+            return
+        else:
+            out(await client.cancel_task(TaskIdParams(id=args.task_id)))
+            return
+        async for event in events:
+            out(raw_event(event))
+
+
+def error_of(exc: BaseException) -> dict[str, Any]:
+    """The ``error`` object printed for a failure."""
+    error: dict[str, Any] = {"type": type(exc).__name__}
+    if isinstance(exc, A2AClientJSONRPCError):
+        error |= exc.error.model_dump(mode="json", exclude_none=True)
+    elif isinstance(exc, A2AClientHTTPError):
+        error |= {"status": exc.status_code, "message": exc.message}
+    else:
+        error["message"] = str(exc)
+    return error
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="The official a2a-sdk 0.3 client.")
+    parser.add_argument("base_url")
+    parser.add_argument("op", choices=OPS)
+    parser.add_argument("--text")
+    parser.add_argument("--task-id")
+    parser.add_argument("--context-id")
+    parser.add_argument("--file-bytes")
+    parser.add_argument("--file-uri")
+    parser.add_argument("--mime")
+    parser.add_argument("--data")
+    parser.add_argument("--metadata")
+    parser.add_argument("--request-metadata")
+    parser.add_argument("--accepted-output-modes")
+    parser.add_argument("--extensions")
+    parser.add_argument("--header", action="append", default=[])
+    parser.add_argument("--history-length", type=int)
+    parser.add_argument("--card-path")
+    parser.add_argument("--stream", action="store_true")
+    parser.add_argument("--timeout", type=float, default=60.0)
+    args = parser.parse_args()
+    if args.op in ("get", "cancel", "resubscribe") and not args.task_id:
+        parser.error(f"{args.op} needs --task-id")
+    try:
+        asyncio.run(run(args))
+    except Exception as exc:
+        out({"error": error_of(exc)})
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

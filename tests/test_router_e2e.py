@@ -1,0 +1,393 @@
+"""The router end to end with the official a2a-sdk 1.x client: real agents, real HTTP.
+
+An unmodified SDK client is pointed at the router's card; each query must reach the right
+agent, and nothing the client receives may carry an upstream ID.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
+from a2a.types import (
+    Message,
+    Part,
+    Role,
+    SendMessageConfiguration,
+    SendMessageRequest,
+    Task,
+    TaskState,
+)
+from aiohttp.test_utils import TestServer
+from google.protobuf.json_format import MessageToDict
+
+from registry.api import REGISTRY
+from registry.signatures import StaticKeys, verify_card
+from router.app import create_app
+from router.endpoints import ROUTER
+from seeds.demo_agents import DemoAgents, start_demo_agents
+from tests.helpers import make_settings
+from tests.test_demo_agents import png
+
+AGENTS = ("currency", "translate", "caption")
+
+
+@pytest.fixture
+async def demo() -> AsyncIterator[DemoAgents]:
+    agents = await start_demo_agents(ports=dict.fromkeys(AGENTS, 0))
+    try:
+        yield agents
+    finally:
+        await agents.close()
+
+
+async def _switchboard(aiohttp_server: Any, database_url: str, demo: DemoAgents) -> TestServer:
+    server = await aiohttp_server(create_app(make_settings(database_url)))
+    registry = server.app[REGISTRY]
+    for name in AGENTS:
+        if name not in registry.catalog.snapshot.agents:
+            await registry.register_url(demo.urls[name], name)
+    return server
+
+
+@pytest.fixture
+async def switchboard(aiohttp_server: Any, sqlite_url: str, demo: DemoAgents) -> TestServer:
+    return await _switchboard(aiohttp_server, sqlite_url, demo)
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(timeout=10.0) as client:
+        yield client
+
+
+def base(server: TestServer) -> str:
+    return str(server.make_url("")).rstrip("/")
+
+
+async def connect(http: httpx.AsyncClient, url: str, *, streaming: bool = False) -> Client:
+    card = await A2ACardResolver(http, url).get_agent_card()
+    return ClientFactory(ClientConfig(httpx_client=http, streaming=streaming)).create(card)
+
+
+def ask(
+    text: str = "",
+    *,
+    parts: list[Part] | None = None,
+    task_id: str = "",
+    context_id: str = "",
+    return_immediately: bool = False,
+) -> SendMessageRequest:
+    message = Message(
+        role=Role.ROLE_USER,
+        message_id=str(uuid.uuid4()),
+        parts=parts if parts is not None else [Part(text=text)],
+        task_id=task_id,
+        context_id=context_id,
+    )
+    config = SendMessageConfiguration(return_immediately=return_immediately)
+    return SendMessageRequest(message=message, configuration=config)
+
+
+async def send(client: Client, request: SendMessageRequest) -> Task:
+    events = [event async for event in client.send_message(request)]
+    assert len(events) == 1 and events[0].HasField("task"), events
+    return events[0].task
+
+
+def answer(task: Task) -> str:
+    return "".join(p.text for a in task.artifacts for p in a.parts if p.HasField("text"))
+
+
+async def upstream_ids(server: TestServer) -> set[str]:
+    """Every task and context id the agents know (which clients must never see)."""
+    ids = server.app[ROUTER].ids
+    out = set()
+    refs, _ = await ids.list_tasks(page_size=100)
+    for ref in refs:
+        out.add(ref.upstream_task_id)
+        for agent in AGENTS:
+            ctx = await ids.upstream_context(ref.context_id, agent) if ref.context_id else None
+            if ctx:
+                out.add(ctx)
+    return out
+
+
+def assert_no_upstream_ids(received: Any, upstream: set[str]) -> None:
+    text = json.dumps(received) if not isinstance(received, str) else received
+    leaked = [i for i in upstream if i in text]
+    assert not leaked, f"upstream ids reached the client: {leaked}"
+
+
+# --- the router's card -------------------------------------------------------------------------
+
+
+async def test_router_card_serves_both_sdk_generations(
+    switchboard: TestServer, http: httpx.AsyncClient
+) -> None:
+    card = await A2ACardResolver(http, base(switchboard)).get_agent_card()
+    skills = {skill.id for skill in card.skills}
+    assert {"convert-currency", "translate-text", "caption-image"} <= skills
+    urls = {(i.url, i.protocol_version) for i in card.supported_interfaces}
+    assert urls == {(base(switchboard) + "/", "1.0"), (base(switchboard) + "/", "0.3")}
+    raw = (await http.get(base(switchboard) + "/.well-known/agent-card.json")).json()
+    assert raw["url"] == base(switchboard) + "/" and raw["protocolVersion"].startswith("0.3")
+    jwks = (await http.get(base(switchboard) + "/.well-known/jwks.json")).json()
+    assert (await verify_card(raw, StaticKeys(jwks))).status == "verified"
+    again = await http.get(
+        base(switchboard) + "/.well-known/agent-card.json",
+        headers={
+            "If-None-Match": (
+                await http.get(base(switchboard) + "/.well-known/agent-card.json")
+            ).headers["ETag"]
+        },
+    )
+    assert again.status_code == 304
+
+
+# --- sending -------------------------------------------------------------------------------------
+
+
+async def test_sdk_client_is_answered_by_the_right_agent(
+    switchboard: TestServer, http: httpx.AsyncClient
+) -> None:
+    client = await connect(http, base(switchboard))
+    task = await send(client, ask("convert 100 USD to EUR"))
+    assert "92.00 EUR" in answer(task)
+    ref = await switchboard.app[ROUTER].ids.task(task.id)
+    assert ref is not None and ref.agent_id == "currency"
+    assert ref.upstream_task_id != task.id  # the client holds the router's id only
+    caption = await send(
+        client, ask(parts=[Part(raw=png(64, 48), media_type="image/png", filename="p.png")])
+    )
+    assert "64x48" in answer(caption)
+    assert_no_upstream_ids(MessageToDict(task), await upstream_ids(switchboard))
+    assert_no_upstream_ids(MessageToDict(caption), await upstream_ids(switchboard))
+
+
+async def test_multi_turn_and_two_agents_in_one_context(
+    switchboard: TestServer, http: httpx.AsyncClient
+) -> None:
+    client = await connect(http, base(switchboard))
+    first = await send(client, ask("I need some currency converted"))
+    assert first.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    second = await send(
+        client, ask("convert 100 USD to EUR", task_id=first.id, context_id=first.context_id)
+    )
+    assert second.id == first.id and "92.00 EUR" in answer(second)
+    # the same conversation continues with another agent
+    picture = [Part(raw=png(8, 8), media_type="image/png", filename="p.png")]
+    third = await send(client, ask(parts=picture, context_id=first.context_id))
+    assert third.context_id == first.context_id and third.id != first.id
+    ids = switchboard.app[ROUTER].ids
+    assert await ids.context_agents(first.context_id) == {"currency", "caption"}
+    currency_ctx = await ids.upstream_context(first.context_id, "currency")
+    caption_ctx = await ids.upstream_context(first.context_id, "caption")
+    assert None not in (currency_ctx, caption_ctx) and currency_ctx != caption_ctx
+    for task in (first, second, third):
+        assert_no_upstream_ids(MessageToDict(task), await upstream_ids(switchboard))
+
+
+async def test_streaming_through_the_router(
+    switchboard: TestServer, http: httpx.AsyncClient
+) -> None:
+    client = await connect(http, base(switchboard), streaming=True)
+    events = [event async for event in client.send_message(ask("convert 250 USD to JPY"))]
+    assert events[0].HasField("task")
+    kinds = [event.WhichOneof("payload") for event in events]
+    assert "artifact_update" in kinds and kinds[-1] == "status_update"
+    last = events[-1].status_update
+    assert last.status.state == TaskState.TASK_STATE_COMPLETED
+    router_task = events[0].task.id
+    assert all(
+        getattr(event, kind).task_id == router_task
+        for event, kind in zip(events[1:], kinds[1:], strict=True)
+    )
+    assert_no_upstream_ids([MessageToDict(e) for e in events], await upstream_ids(switchboard))
+
+
+async def test_get_and_cancel_through_the_router(
+    switchboard: TestServer, http: httpx.AsyncClient
+) -> None:
+    from a2a.types import CancelTaskRequest, GetTaskRequest
+    from a2a.utils.errors import TaskNotCancelableError
+
+    client = await connect(http, base(switchboard))
+    task = await send(client, ask("convert 5 EUR to USD"))
+    got = await client.get_task(GetTaskRequest(id=task.id))
+    assert got.id == task.id and answer(got) == answer(task)
+    with pytest.raises(TaskNotCancelableError):  # relayed from the agent, ids rewritten
+        await client.cancel_task(CancelTaskRequest(id=task.id))
+
+
+async def test_a_restarted_router_still_knows_its_tasks(
+    aiohttp_server: Any, sqlite_url: str, demo: DemoAgents, http: httpx.AsyncClient
+) -> None:
+    from a2a.types import GetTaskRequest
+
+    first = await _switchboard(aiohttp_server, sqlite_url, demo)
+    task = await send(await connect(http, base(first)), ask("convert 1 GBP to EUR"))
+    await first.close()
+    second = await _switchboard(aiohttp_server, sqlite_url, demo)
+    got = await (await connect(http, base(second))).get_task(GetTaskRequest(id=task.id))
+    assert got.id == task.id and answer(got) == answer(task)
+
+
+# --- choosing ------------------------------------------------------------------------------------
+
+
+async def _rpc(
+    http: httpx.AsyncClient, url: str, method: str, params: dict[str, Any], version: str = "1.0"
+) -> dict[str, Any]:
+    body = {"jsonrpc": "2.0", "id": "req-1", "method": method, "params": params}
+    headers = {"A2A-Version": version} if version else {}
+    return (await http.post(url, json=body, headers=headers)).json()
+
+
+def _message(text: str, **extra: Any) -> dict[str, Any]:
+    return {"role": "ROLE_USER", "messageId": str(uuid.uuid4()), "parts": [{"text": text}], **extra}
+
+
+async def test_no_match_is_a_clear_error_not_a_guess(
+    switchboard: TestServer, http: httpx.AsyncClient
+) -> None:
+    answer_ = await _rpc(
+        http,
+        base(switchboard) + "/",
+        "SendMessage",
+        {"message": _message("what's the weather in Paris")},
+    )
+    assert answer_["id"] == "req-1"
+    assert answer_["error"]["code"] == -32050, answer_
+    assert "closest" in json.dumps(answer_["error"]["data"]).lower() or answer_["error"]["data"]
+
+
+async def test_unknown_task_and_unknown_version(
+    switchboard: TestServer, http: httpx.AsyncClient
+) -> None:
+    missing = await _rpc(http, base(switchboard) + "/", "GetTask", {"id": "no-such-task"})
+    assert missing["error"]["code"] == -32001
+    wrong = await _rpc(http, base(switchboard) + "/", "GetTask", {"id": "x"}, version="9.9")
+    assert wrong["error"]["code"] == -32009 and wrong["id"] == "req-1"
+
+
+async def test_routing_hint_names_the_agent(
+    switchboard: TestServer, http: httpx.AsyncClient
+) -> None:
+    from router.matcher import ROUTING_EXTENSION
+
+    # text that matches no skill at all still goes where the hint says
+    hinted = _message("good morning", metadata={ROUTING_EXTENSION: {"agent": "currency"}})
+    answer_ = await _rpc(http, base(switchboard) + "/", "SendMessage", {"message": hinted})
+    task = answer_["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", answer_  # currency asks
+    ref = await switchboard.app[ROUTER].ids.task(task["id"])
+    assert ref is not None and ref.agent_id == "currency"
+    # a hint that cannot be honoured is an error, never a fallback to matching
+    wrong = _message("convert 100 USD", metadata={ROUTING_EXTENSION: {"agent": "caption"}})
+    error = await _rpc(http, base(switchboard) + "/", "SendMessage", {"message": wrong})
+    assert error["error"]["code"] == -32051 and "text/plain" in error["error"]["message"]
+    bad = _message("hello", metadata={ROUTING_EXTENSION: {"skill": "no-such-skill"}})
+    error = await _rpc(http, base(switchboard) + "/", "SendMessage", {"message": bad})
+    assert error["error"]["code"] == -32051
+
+
+async def test_explain(switchboard: TestServer, http: httpx.AsyncClient) -> None:
+    body = {"message": _message("translate hello world to french"), "version": "1.0"}
+    result = (await http.post(base(switchboard) + "/api/v1/route/explain", json=body)).json()
+    dropped = {c["agent_id"]: c["reason"] for c in result["candidates"] if not c["kept"]}
+    # translate speaks only 0.3: a 1.0 client cannot reach it until version translation exists
+    assert "1.0" in dropped["translate"], dropped
+    assert result["choice"] is None and result["error"]["code"] == -32050
+    body["version"] = "0.3"
+    body["message"] = {**body["message"], "role": "user"}
+    body["message"]["parts"] = [{"kind": "text", "text": "translate hello world to french"}]
+    result = (await http.post(base(switchboard) + "/api/v1/route/explain", json=body)).json()
+    assert result["choice"]["agent_id"] == "translate", result
+
+
+# --- per-agent pass-through -------------------------------------------------------------------
+
+
+async def test_per_agent_endpoint_with_the_sdk_client(
+    switchboard: TestServer, http: httpx.AsyncClient
+) -> None:
+    agent_url = base(switchboard) + "/agents/currency"
+    card = await A2ACardResolver(http, agent_url).get_agent_card()
+    assert all(i.url.startswith(agent_url) for i in card.supported_interfaces)
+    client = ClientFactory(ClientConfig(httpx_client=http, streaming=False)).create(card)
+    # no skill matching here: the pinned agent answers whatever it is sent
+    task = await send(client, ask("convert 3 USD to GBP"))
+    assert "GBP" in answer(task)
+    ref = await switchboard.app[ROUTER].ids.task(task.id)
+    assert ref is not None and ref.agent_id == "currency"
+
+
+async def test_a_message_without_words_is_not_guessed(
+    switchboard: TestServer, http: httpx.AsyncClient
+) -> None:
+    answer_ = await _rpc(
+        http, base(switchboard) + "/", "SendMessage", {"message": _message("what is it?")}
+    )
+    assert answer_["error"]["code"] == -32050, answer_
+
+
+async def test_a_hint_that_contradicts_the_task_owner_is_refused(
+    switchboard: TestServer, http: httpx.AsyncClient
+) -> None:
+    from router.matcher import ROUTING_EXTENSION
+
+    client = await connect(http, base(switchboard))
+    task = await send(client, ask("I want some money converted"))
+    follow_up = _message(
+        "convert 100 USD to EUR",
+        taskId=task.id,
+        contextId=task.context_id,
+        metadata={ROUTING_EXTENSION: {"agent": "caption"}},
+    )
+    error = await _rpc(http, base(switchboard) + "/", "SendMessage", {"message": follow_up})
+    assert error["error"]["code"] == -32051 and "currency" in error["error"]["message"]
+
+
+async def test_list_tasks_from_the_mapping_table(
+    switchboard: TestServer, http: httpx.AsyncClient
+) -> None:
+    client = await connect(http, base(switchboard))
+    first = await send(client, ask("convert 1 USD to EUR"))
+    second = await send(client, ask("convert 2 USD to EUR", context_id=first.context_id))
+    other = await send(client, ask("convert 3 USD to EUR"))
+    listed = await _rpc(http, base(switchboard) + "/", "ListTasks", {"contextId": first.context_id})
+    ids = [task["id"] for task in listed["result"]["tasks"]]
+    assert ids == [second.id, first.id]  # newest first, only this conversation
+    assert other.id not in ids
+    assert all("artifacts" not in task for task in listed["result"]["tasks"])
+    full = await _rpc(
+        http,
+        base(switchboard) + "/",
+        "ListTasks",
+        {"contextId": first.context_id, "includeArtifacts": True, "pageSize": 1},
+    )
+    assert [t["id"] for t in full["result"]["tasks"]] == [second.id]
+    assert full["result"]["tasks"][0]["artifacts"] and full["result"]["nextPageToken"]
+    assert full["result"]["totalSize"] == 2
+
+
+async def test_unverified_agents_are_not_routed_with_the_policy_on(
+    aiohttp_server: Any, sqlite_url: str, demo: DemoAgents, http: httpx.AsyncClient
+) -> None:
+    settings = make_settings(sqlite_url, require_signed_cards=True)
+    server = await aiohttp_server(create_app(settings))
+    await server.app[REGISTRY].register_url(demo.urls["currency"], "currency")
+    answer_ = await _rpc(
+        http, base(server) + "/", "SendMessage", {"message": _message("convert 1 USD to EUR")}
+    )
+    assert answer_["error"]["code"] == -32050, answer_  # the demo cards are unsigned
+    card = await http.get(base(server) + "/agents/currency/.well-known/agent-card.json")
+    assert card.status_code == 404 and card.json()["error"]["code"] == "not_routable"
+    router_card = (await http.get(base(server) + "/.well-known/agent-card.json")).json()
+    assert router_card.get("skills", []) == []  # empty lists are dropped when signing

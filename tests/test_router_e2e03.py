@@ -1,0 +1,155 @@
+"""The router with the official a2a-sdk 0.3 client (in its own virtual environment): live
+streams, resubscribe after a dropped connection, an agent killed mid-stream, and a client
+that goes away."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from registry.api import REGISTRY
+from router.app import create_app
+from router.endpoints import ROUTER
+from seeds.demo_agents import start_demo_agents
+from tests.helpers import make_settings
+from tests.peers03 import agent03, client03_lines, run_client03
+
+
+@pytest.fixture
+async def router(aiohttp_server: Any, sqlite_url: str) -> TestServer:
+    return await aiohttp_server(create_app(make_settings(sqlite_url)))
+
+
+def base(server: TestServer) -> str:
+    return str(server.make_url("")).rstrip("/")
+
+
+async def _upstream_ids(server: TestServer) -> set[str]:
+    refs, _ = await server.app[ROUTER].ids.list_tasks(page_size=100)
+    return {ref.upstream_task_id for ref in refs}
+
+
+async def test_03_client_to_a_03_agent(router: TestServer, sdk03_python: Path) -> None:
+    agents = await start_demo_agents(ports={"translate": 0, "currency": 0, "caption": 0})
+    try:
+        await router.app[REGISTRY].register_url(agents.urls["translate"], "translate")
+        [task] = await client03_lines(
+            sdk03_python, base(router), "send", text="translate hello world to french"
+        )
+    finally:
+        await agents.close()
+    assert task["kind"] == "task" and task["status"]["state"] == "completed", task
+    assert "bonjour" in json.dumps(task).lower()
+    ref = await router.app[ROUTER].ids.task(task["id"])
+    assert ref is not None and ref.agent_id == "translate" and ref.upstream_task_id != task["id"]
+    leaked = [i for i in await _upstream_ids(router) if i in json.dumps(task)]
+    assert not leaked
+
+
+@contextlib.asynccontextmanager
+async def _echo_agent(router: TestServer, python: Path) -> AsyncIterator[Any]:
+    async with agent03(python, gated=True) as agent:
+        await router.app[REGISTRY].register_url(agent.base_url, "echo03")
+        yield agent
+
+
+async def test_stream_events_arrive_live(router: TestServer, sdk03_python: Path) -> None:
+    """The first event reaches the client while the agent is still held before its end."""
+    async with _echo_agent(router, sdk03_python) as agent:
+        events = run_client03(sdk03_python, base(router), "stream", text="echo hello there")
+        first = await anext(events)  # the agent is gated: it has not finished
+        assert first["kind"] == "task" and first["status"]["state"] == "submitted"
+        assert len(agent.executions) <= 1
+        agent.release()
+        rest = [event async for event in events]
+    assert rest[-1]["kind"] == "status-update" and rest[-1]["final"] is True
+    assert rest[-1]["status"]["state"] == "completed"
+    assert {event["taskId"] for event in rest} == {first["id"]}
+    leaked = [i for i in await _upstream_ids(router) if i in json.dumps([first, *rest])]
+    assert not leaked
+
+
+async def test_resubscribe_after_a_dropped_connection(
+    router: TestServer, sdk03_python: Path
+) -> None:
+    async with _echo_agent(router, sdk03_python) as agent:
+        async with contextlib.aclosing(
+            run_client03(sdk03_python, base(router), "stream", text="echo resume me")
+        ) as events:
+            first = await anext(events)
+        # the client went away mid-stream; it comes back through the router
+        again = run_client03(sdk03_python, base(router), "resubscribe", task_id=first["id"])
+        waiting = asyncio.ensure_future(anext(again))
+        await agent.wait_for("taps", 1)  # the resubscription reached the agent
+        agent.release()
+        events = [await waiting] + [event async for event in again]
+    assert events[-1]["final"] is True and events[-1]["status"]["state"] == "completed"
+    assert {event["taskId"] for event in events} == {first["id"]}
+
+
+async def test_agent_killed_mid_stream_ends_with_an_error(
+    router: TestServer, sdk03_python: Path
+) -> None:
+    async with _echo_agent(router, sdk03_python) as agent:
+        events = run_client03(sdk03_python, base(router), "stream", text="echo and then die")
+        await anext(events)
+        agent.kill()
+        rest = [event async for event in events]
+    assert rest[-1]["error"]["code"] == -32053, rest
+
+
+async def test_client_going_away_closes_the_upstream_stream(
+    router: TestServer, aiohttp_server: Any
+) -> None:
+    """A real agent that streams one event then waits: when the client leaves, the router
+    must close its connection to the agent."""
+    disconnected = asyncio.Event()
+
+    async def rpc(request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        task = {"kind": "task", "id": "up-1", "contextId": "up-ctx", "status": {"state": "working"}}
+        event = {"jsonrpc": "2.0", "id": body["id"], "result": task}
+        await response.write(f"data: {json.dumps(event)}\r\n\r\n".encode())
+        try:
+            await asyncio.Event().wait()  # never finishes on its own
+        finally:
+            disconnected.set()
+        return response
+
+    agent_app = web.Application()
+    agent_app.router.add_post("/", rpc)
+    agent = await aiohttp_server(agent_app)
+    card = {
+        "name": "Waiter",
+        "description": "Streams forever.",
+        "version": "1",
+        "url": str(agent.make_url("/")),
+        "protocolVersion": "0.3.0",
+        "preferredTransport": "JSONRPC",
+        "capabilities": {"streaming": True},
+        "defaultInputModes": ["text/plain"],
+        "defaultOutputModes": ["text/plain"],
+        "skills": [{"id": "wait", "name": "Wait forever", "tags": ["wait"]}],
+    }
+    await router.app[REGISTRY].register_card(card, "waiter")
+    message = {
+        "role": "user",
+        "messageId": "m-1",
+        "parts": [{"kind": "text", "text": "please wait forever"}],
+    }
+    body = {"jsonrpc": "2.0", "id": 7, "method": "message/stream", "params": {"message": message}}
+    async with aiohttp.ClientSession() as http, http.post(base(router) + "/", json=body) as resp:
+        first = await resp.content.readline()
+        assert first.startswith(b"data: ") and b"up-1" not in first
+    await asyncio.wait_for(disconnected.wait(), timeout=10)
