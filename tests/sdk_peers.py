@@ -65,7 +65,13 @@ def echo_card(base_url: str, **overrides: Any) -> AgentCard:
     return AgentCard(**fields)
 
 
-def sdk_app(card: AgentCard, signing_key: JWK | None = None, jku: str | None = None) -> Starlette:
+def sdk_app(
+    card: AgentCard,
+    signing_key: JWK | None = None,
+    jku: str | None = None,
+    *,
+    compat: bool = False,
+) -> Starlette:
     """A Starlette app serving ``card`` and JSON-RPC at ``/a2a`` like a real SDK agent.
 
     With ``signing_key`` the card is signed by the SDK's own signer (through the SDK's
@@ -99,17 +105,20 @@ def sdk_app(card: AgentCard, signing_key: JWK | None = None, jku: str | None = N
 
         routes.append(Route("/.well-known/jwks.json", serve_jwks))
     routes += create_agent_card_routes(agent_card=card, card_modifier=modifier)
-    routes += create_jsonrpc_routes(request_handler=handler, rpc_url="/a2a")
+    routes += create_jsonrpc_routes(
+        request_handler=handler, rpc_url="/a2a", enable_v0_3_compat=compat
+    )
     return Starlette(routes=routes)
 
 
 @contextlib.asynccontextmanager
 async def serve_sdk_agent(
-    signing_key: JWK | None = None, **card_overrides: Any
+    signing_key: JWK | None = None, *, compat: bool = False, **card_overrides: Any
 ) -> AsyncIterator[str]:
     """Run an SDK echo agent on a random 127.0.0.1 port; yield its base URL.
 
-    With ``signing_key`` its card is signed by the SDK, with ``jku`` = its own JWKS URL.
+    With ``signing_key`` its card is signed by the SDK, with ``jku`` = its own JWKS URL; with
+    ``compat`` it also serves A2A 0.3 on the same URL (and says so in its card).
     """
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -117,7 +126,17 @@ async def serve_sdk_agent(
     sock.listen(128)  # connections queue until uvicorn accepts: no need to wait for startup
     base_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     jku = f"{base_url}/.well-known/jwks.json"
-    app = sdk_app(echo_card(base_url, **card_overrides), signing_key, jku)
+    if compat:  # 0.3 served on the same URL too, as a 1.3 agent in compatibility mode
+        card_overrides.setdefault(
+            "supported_interfaces",
+            [
+                AgentInterface(
+                    url=f"{base_url}/a2a", protocol_binding="JSONRPC", protocol_version=version
+                )
+                for version in ("1.0", "0.3")
+            ],
+        )
+    app = sdk_app(echo_card(base_url, **card_overrides), signing_key, jku, compat=compat)
     config = uvicorn.Config(app, log_level="warning", lifespan="off")
     server = uvicorn.Server(config)
     server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]

@@ -13,14 +13,9 @@ from typing import Any
 
 import httpx
 import pytest
-from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
+from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.types import (
-    Message,
     Part,
-    Role,
-    SendMessageConfiguration,
-    SendMessageRequest,
-    Task,
     TaskState,
 )
 from aiohttp.test_utils import TestServer
@@ -32,6 +27,7 @@ from router.app import create_app
 from router.endpoints import ROUTER
 from seeds.demo_agents import DemoAgents, start_demo_agents
 from tests.helpers import make_settings
+from tests.sdk_clients import answer, ask, connect, send
 from tests.test_demo_agents import png
 
 AGENTS = ("currency", "translate", "caption")
@@ -68,40 +64,6 @@ async def http() -> AsyncIterator[httpx.AsyncClient]:
 
 def base(server: TestServer) -> str:
     return str(server.make_url("")).rstrip("/")
-
-
-async def connect(http: httpx.AsyncClient, url: str, *, streaming: bool = False) -> Client:
-    card = await A2ACardResolver(http, url).get_agent_card()
-    return ClientFactory(ClientConfig(httpx_client=http, streaming=streaming)).create(card)
-
-
-def ask(
-    text: str = "",
-    *,
-    parts: list[Part] | None = None,
-    task_id: str = "",
-    context_id: str = "",
-    return_immediately: bool = False,
-) -> SendMessageRequest:
-    message = Message(
-        role=Role.ROLE_USER,
-        message_id=str(uuid.uuid4()),
-        parts=parts if parts is not None else [Part(text=text)],
-        task_id=task_id,
-        context_id=context_id,
-    )
-    config = SendMessageConfiguration(return_immediately=return_immediately)
-    return SendMessageRequest(message=message, configuration=config)
-
-
-async def send(client: Client, request: SendMessageRequest) -> Task:
-    events = [event async for event in client.send_message(request)]
-    assert len(events) == 1 and events[0].HasField("task"), events
-    return events[0].task
-
-
-def answer(task: Task) -> str:
-    return "".join(p.text for a in task.artifacts for p in a.parts if p.HasField("text"))
 
 
 async def upstream_ids(server: TestServer) -> set[str]:

@@ -12,9 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import httpx
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
+from google.protobuf.json_format import MessageToDict
 
 from registry.api import REGISTRY
 from router.app import create_app
@@ -22,6 +24,8 @@ from router.endpoints import ROUTER
 from seeds.demo_agents import start_demo_agents
 from tests.helpers import make_settings
 from tests.peers03 import agent03, client03_lines, run_client03
+from tests.sdk_clients import ask, connect
+from tests.sdk_peers import serve_sdk_agent
 
 
 @pytest.fixture
@@ -153,3 +157,17 @@ async def test_client_going_away_closes_the_upstream_stream(
         first = await resp.content.readline()
         assert first.startswith(b"data: ") and b"up-1" not in first
     await asyncio.wait_for(disconnected.wait(), timeout=10)
+
+
+async def test_both_sdk_clients_through_the_router_to_a_compat_sdk_agent(
+    router: TestServer, sdk03_python: Path
+) -> None:
+    """A real a2a-sdk 1.3 agent in 0.3-compatibility mode: the 1.x client reaches its 1.0
+    interface and the 0.3 client its 0.3 interface, both through the router."""
+    async with serve_sdk_agent(compat=True) as agent_url, httpx.AsyncClient(timeout=10) as http:
+        await router.app[REGISTRY].register_url(agent_url, "sdk-echo")
+        client = await connect(http, base(router))
+        events = [event async for event in client.send_message(ask("say hello back"))]
+        lines = await client03_lines(sdk03_python, base(router), "send", text="say hello back")
+    assert "echo: say hello back" in json.dumps([MessageToDict(e) for e in events])
+    assert "error" not in lines[0] and "echo: say hello back" in json.dumps(lines), lines
