@@ -2,9 +2,11 @@
 
 Each is a real A2A agent on its own port (see :mod:`seeds.demo_server`), with one skill:
 
-- ``currency`` (A2A 1.0): converts amounts with a fixed demo rate table (not live rates).
-- ``translate`` (A2A 0.3): word-by-word English to French, Spanish or German, small dictionary.
-- ``caption`` (A2A 1.0): names the format, size and byte count of a PNG, JPEG or GIF image.
+- ``currency`` (A2A 1.0 and 0.3): converts amounts with a fixed demo rate table (not live).
+- ``translate`` (A2A 0.3 only): word-by-word English to French, Spanish or German.
+- ``caption`` (A2A 1.0 and 0.3): names the format, size and byte count of a PNG, JPEG or GIF.
+
+The 1.0 agents also serve 0.3 on the same URL, as a2a-sdk 1.3 agents do in 0.3-compat mode.
 
 ``seeds/demo.toml`` lists them on their default ports for the registry to crawl.
 """
@@ -16,7 +18,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-from seeds.demo_server import DemoAgent, Part, ReplyResult
+from seeds.demo_server import DemoAgent, Part, ReplyResult, Version
 
 __all__ = [
     "DEMO_PORTS",
@@ -34,6 +36,7 @@ __all__ = [
 
 DEMO_PORTS: dict[str, int] = {"currency": 9101, "translate": 9102, "caption": 9103}
 PROVIDER = "Switchboard demo"
+V1_VERSIONS: tuple[Version, ...] = ("1.0", "0.3")  # what currency and caption serve
 
 
 def _provider(base_url: str) -> dict[str, str]:
@@ -41,16 +44,27 @@ def _provider(base_url: str) -> dict[str, str]:
 
 
 def _v1_card(base_url: str, **fields: Any) -> dict[str, Any]:
-    """A 1.0 card: JSON-RPC at ``base_url/``, streaming, field order as the 1.3 SDK serves."""
-    interface = {"url": f"{base_url}/", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+    """A 1.0 card with 0.3 compat, as the 1.3 SDK serves it (field order included).
+
+    JSON-RPC at ``base_url/`` for both versions, streaming; the 0.3 fields the SDK adds in
+    compat mode (``url``, ``preferredTransport``, ``protocolVersion``) come last.
+    """
+    url = f"{base_url}/"
+    interfaces = [
+        {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": version}
+        for version in V1_VERSIONS
+    ]
     return {
         "name": fields.pop("name"),
         "description": fields.pop("description"),
-        "supportedInterfaces": [interface],
+        "supportedInterfaces": interfaces,
         "provider": _provider(base_url),
         "version": "1.0.0",
         "capabilities": {"streaming": True},
         **fields,
+        "preferredTransport": "JSONRPC",
+        "protocolVersion": "0.3",
+        "url": url,
     }
 
 
@@ -76,7 +90,7 @@ _KNOWN = ", ".join(RATES)
 
 
 def currency_card(base_url: str) -> dict[str, Any]:
-    """The currency agent's A2A 1.0 card."""
+    """The currency agent's A2A 1.0 card (with its 0.3 compat interface)."""
     modes = ["text/plain", "application/json"]
     skill = {
         "id": "convert-currency",
@@ -282,7 +296,7 @@ _JPEG_FRAMES = set(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
 
 
 def caption_card(base_url: str) -> dict[str, Any]:
-    """The caption agent's A2A 1.0 card."""
+    """The caption agent's A2A 1.0 card (with its 0.3 compat interface)."""
     skill = {
         "id": "caption-image",
         "name": "Caption image",
@@ -365,7 +379,7 @@ def build_demo_agents(*, chunk_delay: float = 0.0) -> dict[str, DemoAgent]:
     return {
         "currency": DemoAgent(
             "currency",
-            "1.0",
+            V1_VERSIONS,
             currency_card,
             currency_reply,
             chunk_delay=chunk_delay,
@@ -381,7 +395,7 @@ def build_demo_agents(*, chunk_delay: float = 0.0) -> dict[str, DemoAgent]:
         ),
         "caption": DemoAgent(
             "caption",
-            "1.0",
+            V1_VERSIONS,
             caption_card,
             caption_reply,
             chunk_delay=chunk_delay,

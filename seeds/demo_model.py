@@ -10,11 +10,16 @@ import asyncio
 import itertools
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from seeds.demo_wire import Wire
 
 Part = dict[str, Any]
 # A listener's queue: (rendered event, is it the last one) pairs; None ends the stream.
 Events = asyncio.Queue[tuple[dict[str, Any], bool] | None]
+# Who listens to a task: the wire its events are rendered in, and the queue they go to.
+Listener = tuple["Wire", Events]
 
 TERMINAL_STATES = frozenset({"completed", "canceled", "failed", "rejected"})
 INTERRUPTED_STATES = frozenset({"input-required", "auth-required"})
@@ -23,13 +28,17 @@ _CLOCK = itertools.count()  # orders task updates for ListTasks, newest first
 
 
 class RpcError(Exception):
-    """A JSON-RPC error answer. ``reason`` is the A2A ErrorInfo reason (1.0 sends it as data)."""
+    """A JSON-RPC error answer. ``reason`` is the A2A ErrorInfo reason (1.0 sends it as data);
+    ``data`` is a detail only the 0.3-compat wire sends."""
 
-    def __init__(self, code: int, message: str, reason: str | None = None) -> None:
+    def __init__(
+        self, code: int, message: str, reason: str | None = None, data: Any = None
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.reason = reason
+        self.data = data
 
 
 def invalid_params(message: str) -> RpcError:
@@ -72,7 +81,7 @@ class Task:
     history: list[Message] = field(default_factory=list)
     updated: int = field(default_factory=lambda: next(_CLOCK))
     runner: asyncio.Task[None] | None = None
-    listeners: list[Events] = field(default_factory=list)
+    listeners: list[Listener] = field(default_factory=list)
 
     def set_status(
         self, state: str, message: Message | None = None, when: datetime | None = None

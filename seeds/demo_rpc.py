@@ -6,6 +6,7 @@ Every problem is raised as the :class:`~seeds.demo_model.RpcError` to answer wit
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +34,7 @@ class ListCall:
     include_artifacts: bool
 
 
-# What parse_request returns for each operation: send/stream -> SendCall, get -> (task id,
+# What parse_call returns for each operation: send/stream -> SendCall, get -> (task id,
 # history length), cancel/subscribe -> task id, list -> ListCall.
 Call = SendCall | ListCall | tuple[str, int | None] | str
 
@@ -60,22 +61,40 @@ def request_id(payload: Any) -> str | int | None:
     return req_id
 
 
-def parse_request(wire: Wire, payload: Any) -> tuple[str, Call]:
-    """Validate a JSON-RPC 2.0 request object; return its operation and call."""
-    method, params = _envelope(payload)
-    op = wire.methods.get(method)
-    if op is None:
+def select_wire(wires: Sequence[Wire], payload: Any) -> Wire:
+    """Validate a JSON-RPC 2.0 request object; return the wire whose method it calls.
+
+    Like a2a-sdk 1.3 in compat mode, the method name picks the version (their method names
+    differ); the ``A2A-Version`` header is checked afterwards, against that version.
+    """
+    method = _envelope(payload)
+    wire = next((w for w in wires if method in w.methods), None)
+    if wire is None:
         raise RpcError(-32601, f"Method not found: {method}")
-    if op in ("send", "stream"):
-        return op, _parse_send(wire, params)
-    if op == "get":
-        return op, (_task_id(params), _history_length(params, "params"))
-    if op == "list":
-        return op, _parse_list(wire, params)
-    return op, _task_id(params)
+    return wire
 
 
-def _envelope(payload: Any) -> tuple[str, dict[str, Any]]:
+def parse_call(wire: Wire, payload: Any) -> tuple[str, Call]:
+    """The operation and call of a request :func:`select_wire` chose ``wire`` for."""
+    op = wire.methods[payload["method"]]
+    try:
+        params = payload.get("params")
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            raise invalid_params("params must be an object")
+        if op in ("send", "stream"):
+            return op, _parse_send(wire, params)
+        if op == "get":
+            return op, (_task_id(params), _history_length(params, "params"))
+        if op == "list":
+            return op, _parse_list(wire, params)
+        return op, _task_id(params)
+    except RpcError as err:
+        raise wire.parse_error(err) from None
+
+
+def _envelope(payload: Any) -> str:
     if isinstance(payload, list):
         raise RpcError(-32600, "Batch requests are not supported")
     if not isinstance(payload, dict):
@@ -87,12 +106,7 @@ def _envelope(payload: Any) -> tuple[str, dict[str, Any]]:
     method = payload.get("method")
     if not isinstance(method, str) or not method:
         raise RpcError(-32600, "Request payload validation error: 'method' must be a string")
-    params = payload.get("params")
-    if params is None:
-        params = {}
-    if not isinstance(params, dict):
-        raise invalid_params("params must be an object")
-    return method, params
+    return method
 
 
 def _history_length(raw: dict[str, Any], where: str) -> int | None:

@@ -1,11 +1,17 @@
-"""A small, real A2A JSON-RPC server for the demo agents, speaking either 0.3 or 1.0.
+"""A small, real A2A JSON-RPC server for the demo agents, speaking 0.3, 1.0, or both.
 
 A :class:`DemoAgent` serves its card at the well-known path(s) and JSON-RPC at ``POST /``.
 The skill itself is a plain ``reply(text, parts)`` function returning a :class:`ReplyResult`;
-this module owns the rest: an in-memory task store, SSE streaming, multi-turn
-``input-required`` tasks, non-blocking sends, cancel, get, subscribe and list. The wire
-shapes of both protocol versions live in :mod:`seeds.demo_wire`, request parsing in
-:mod:`seeds.demo_rpc`, the task model in :mod:`seeds.demo_model`.
+this module owns the rest: SSE streaming, multi-turn ``input-required`` tasks, non-blocking
+sends, cancel, get, subscribe and list. The wire shapes live in :mod:`seeds.demo_wire` and
+:mod:`seeds.demo_compat`, request parsing in :mod:`seeds.demo_rpc`, the task model in
+:mod:`seeds.demo_model`, the in-memory task store in :mod:`seeds.demo_tasks`.
+
+An agent serving both versions does it as an a2a-sdk 1.3 server in 0.3-compatibility mode:
+one URL; the method name picks the version (their names differ) and ``A2A-Version`` is then
+checked against it (missing or empty means 0.3); 0.3 is answered in the shapes of
+:class:`~seeds.demo_compat.Wire03Compat`; one task store serves both, so a task started over
+1.0 can be read, continued or followed over 0.3 and the other way round.
 
 Parts reach ``reply`` in one version-neutral shape:
 ``{"kind": "text", "text": str}``, ``{"kind": "data", "data": Any}`` or
@@ -25,14 +31,14 @@ import logging
 import math
 import re
 import uuid
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any, Literal
+from operator import methodcaller
+from typing import Any, Literal, TypeAlias
 
 from aiohttp import web
 
+from seeds.demo_compat import COMPAT_WIRE
 from seeds.demo_model import (
     INTERRUPTED_STATES,
     TERMINAL_STATES,
@@ -42,17 +48,24 @@ from seeds.demo_model import (
     Part,
     RpcError,
     Task,
-    invalid_params,
-    task_not_found,
-    unsupported,
 )
-from seeds.demo_rpc import ListCall, SendCall, parse_request, read_payload, request_id
-from seeds.demo_wire import WIRES
+from seeds.demo_rpc import SendCall, parse_call, read_payload, request_id, select_wire
+from seeds.demo_tasks import TaskStore
+from seeds.demo_wire import WIRES, Wire
 
-__all__ = ["CardFactory", "DemoAgent", "Part", "ReplyFunction", "ReplyResult", "RpcError"]
+__all__ = [
+    "CardFactory",
+    "DemoAgent",
+    "Part",
+    "ReplyFunction",
+    "ReplyResult",
+    "RpcError",
+    "Version",
+]
 
 log = logging.getLogger(__name__)
 
+Version: TypeAlias = Literal["0.3", "1.0"]
 CardFactory = Callable[[str], dict[str, Any]]
 ReplyFunction = Callable[[str, list[Part]], "ReplyResult | Awaitable[ReplyResult]"]
 
@@ -101,6 +114,13 @@ def _etag_matches(header: str, etag: str) -> bool:
     return "*" in candidates or etag.removeprefix("W/") in candidates
 
 
+def _wires(versions: Sequence[str]) -> tuple[Wire, ...]:
+    if not versions or len(set(versions)) != len(versions) or not set(versions) <= WIRES.keys():
+        raise ValueError(f"unsupported A2A versions {versions!r}; use '0.3', '1.0' or both")
+    both = len(versions) > 1
+    return tuple(COMPAT_WIRE if both and v == "0.3" else WIRES[v] for v in versions)
+
+
 def _url_host(host: str) -> str:
     if host in ("", "0.0.0.0"):
         return "127.0.0.1"
@@ -115,15 +135,19 @@ def _url_host(host: str) -> str:
 class DemoAgent:
     """One A2A agent: a card, a reply function, and the JSON-RPC/SSE server around them.
 
-    ``card(base_url)`` builds the card once the agent knows where it is bound. Every answer
-    streams as: task (submitted), status working, ``ARTIFACT_CHUNKS`` artifact chunks (plus a
-    data chunk), status completed; ``chunk_delay`` seconds pass before each step.
+    ``versions`` is ``"0.3"``, ``"1.0"`` or both (``("1.0", "0.3")``: 1.0 with 0.3 compat,
+    as a2a-sdk 1.3 serves it); the first is the agent's main version (:attr:`version`), whose
+    format errors outside any method (bad JSON, unknown method) take.
+    ``card(base_url)`` builds the card once the agent knows where it is bound; it should list
+    every version served. Every answer streams as: task (submitted), status working,
+    ``ARTIFACT_CHUNKS`` artifact chunks (plus a data chunk), status completed;
+    ``chunk_delay`` seconds pass before each step.
     """
 
     def __init__(
         self,
         name: str,
-        version: Literal["0.3", "1.0"],
+        versions: Version | Sequence[Version],
         card: CardFactory,
         reply: ReplyFunction,
         *,
@@ -132,21 +156,25 @@ class DemoAgent:
         card_max_age: int = 300,
         max_tasks: int = 1000,
     ) -> None:
-        if version not in WIRES:
-            raise ValueError(f"unsupported A2A version {version!r}; use '0.3' or '1.0'")
+        self.versions: tuple[Version, ...] = (
+            (versions,) if isinstance(versions, str) else tuple(versions)
+        )
+        self._wires = _wires(self.versions)
         self.name = name
-        self.version = version
         self.card = card
         self.reply = reply
         self.chunk_delay = chunk_delay
         self.working_text = working_text
         self.card_max_age = card_max_age
-        self.max_tasks = max_tasks
         self.base_url: str | None = None
-        self._wire = WIRES[version]
-        self._tasks: OrderedDict[str, Task] = OrderedDict()
+        self.tasks = TaskStore(max_tasks)  # one store for every version served
         self._runner: web.AppRunner | None = None
         self._card_cache: tuple[str, bytes, str] | None = None
+
+    @property
+    def version(self) -> Version:
+        """The main protocol version (the first of :attr:`versions`)."""
+        return self.versions[0]
 
     # lifecycle
 
@@ -154,7 +182,7 @@ class DemoAgent:
         """The aiohttp application: card route(s) and JSON-RPC at ``POST /``."""
         app = web.Application(client_max_size=MAX_REQUEST_BYTES)
         app.router.add_get("/.well-known/agent-card.json", self._serve_card)
-        if self.version == "0.3":
+        if self.versions == ("0.3",):  # the 0.3 SDK's legacy path; 1.3 has only the new one
             app.router.add_get("/.well-known/agent.json", self._serve_card)
         app.router.add_post("/", self._serve_rpc)
         app.on_shutdown.append(self._on_shutdown)
@@ -181,14 +209,7 @@ class DemoAgent:
             self._runner = None
 
     async def _on_shutdown(self, _app: web.Application | None) -> None:
-        running = []
-        for task in self._tasks.values():
-            for queue in task.listeners:
-                queue.put_nowait(None)
-            if task.runner is not None and not task.runner.done():
-                task.runner.cancel()
-                running.append(task.runner)
-        await asyncio.gather(*running, return_exceptions=True)
+        await self.tasks.shutdown()
 
     # card
 
@@ -211,153 +232,59 @@ class DemoAgent:
 
     async def _serve_rpc(self, request: web.Request) -> web.StreamResponse:
         req_id: str | int | None = None
+        wire = self._wires[0]  # until the method names one
         try:
             payload = await read_payload(request)
             req_id = request_id(payload)
-            op, call = parse_request(self._wire, payload)
-            self._wire.check_version(request.headers.get("A2A-Version"))
+            wire = select_wire(self._wires, payload)
+            op, call = parse_call(wire, payload)
+            wire.check_version(request.headers.get("A2A-Version"))
             if op in ("stream", "subscribe"):
-                first, queue, task = self._open_stream(op, call)
-                return await self._stream(request, req_id, first, queue, task)
-            result = await self._unary(op, call)
+                first, queue, task = self._open_stream(wire, op, call)
+                return await self._stream(request, wire, req_id, first, queue, task)
+            result = await self._unary(wire, op, call)
         except RpcError as err:
-            return self._error(req_id, err)
+            return self._error(wire, req_id, err)
         except Exception:
             log.exception("demo agent %s: unexpected error", self.name)
-            return self._error(req_id, RpcError(-32603, "Internal error", "INTERNAL_ERROR"))
-        return self._json(self._wire.envelope(req_id, "result", result))
+            error = RpcError(-32603, "Internal error", "INTERNAL_ERROR")
+            return self._error(wire, req_id, error)
+        return self._json(wire, wire.envelope(req_id, "result", result))
 
-    def _error(self, req_id: str | int | None, err: RpcError) -> web.Response:
-        return self._json(self._wire.envelope(req_id, "error", self._wire.error(err)))
-
-    def _json(self, envelope: dict[str, Any]) -> web.Response:
-        text = self._wire.dumps(envelope, sse=False)
-        return web.Response(text=text, content_type="application/json")
-
-    async def _unary(self, op: str, call: Any) -> Any:
-        if op == "send":
-            return await self._send(call)
-        if op == "get":
-            task_id, history_length = call
-            return self._wire.task(self._find(task_id), history_length)
-        if op == "cancel":
-            return self._cancel(call)
-        return self._list(call)
-
-    # task store
-
-    def _find(self, task_id: str) -> Task:
-        task = self._tasks.get(task_id)
-        if task is None:
-            raise task_not_found(task_id)
-        return task
-
-    def _store(self, task: Task) -> None:
-        self._tasks[task.id] = task
-        while len(self._tasks) > self.max_tasks:
-            oldest = next(iter(self._tasks.values()))
-            if oldest.runner is not None and not oldest.runner.done():
-                break
-            self._tasks.popitem(last=False)
-
-    def _begin(self, message: Message) -> Task:
-        """Open a new task for ``message``, or continue the task it names."""
-        if message.task_id:
-            task = self._find(message.task_id)
-            if message.context_id and message.context_id != task.context_id:
-                raise invalid_params(
-                    f"Context {message.context_id} does not match context "
-                    f"{task.context_id} of task {task.id}"
-                )
-            if task.state in TERMINAL_STATES:
-                raise self._wire.terminal_send_error(task)
-            if task.state not in INTERRUPTED_STATES:
-                raise unsupported(f"Task {task.id} is still running; wait for it to ask")
-        else:
-            task = Task(id=str(uuid.uuid4()), context_id=message.context_id or str(uuid.uuid4()))
-            self._store(task)
-        message.task_id, message.context_id = task.id, task.context_id
-        task.set_status("submitted")
-        task.history.append(message)
-        return task
-
-    def _listen(self, task: Task) -> Events:
-        queue: Events = asyncio.Queue()
-        task.listeners.append(queue)
-        return queue
+    def _error(self, wire: Wire, req_id: str | int | None, err: RpcError) -> web.Response:
+        return self._json(wire, wire.envelope(req_id, "error", wire.error(err)))
 
     @staticmethod
-    def _unlisten(task: Task, queue: Events | None) -> None:
-        if queue is not None and queue in task.listeners:
-            task.listeners.remove(queue)
+    def _json(wire: Wire, envelope: dict[str, Any]) -> web.Response:
+        text = wire.dumps(envelope, sse=False)
+        return web.Response(text=text, content_type="application/json")
 
-    def _publish(self, task: Task, event: dict[str, Any], final: bool) -> None:
-        for queue in task.listeners:
-            queue.put_nowait((event, final))
-
-    def _set_status(self, task: Task, state: str, text: str | None = None) -> None:
-        """Move the task to ``state`` (the old status message goes to history) and publish."""
-        if task.state in TERMINAL_STATES:
-            return
-        message = None
-        if text is not None:
-            message = Message(
-                role="agent",
-                parts=[{"kind": "text", "text": text}],
-                message_id=str(uuid.uuid4()),
-                task_id=task.id,
-                context_id=task.context_id,
-            )
-        task.set_status(state, message, datetime.now(UTC))
-        final = state in TERMINAL_STATES or state in INTERRUPTED_STATES
-        self._publish(task, self._wire.status_event(task, final), final)
+    async def _unary(self, wire: Wire, op: str, call: Any) -> Any:
+        if op == "send":
+            return await self._send(wire, call)
+        if op == "get":
+            task_id, history_length = call
+            return wire.task(self.tasks.find(task_id), history_length)
+        if op == "cancel":
+            return self.tasks.cancel(wire, call)
+        return self.tasks.list(wire, call)
 
     # operations
 
-    async def _send(self, call: SendCall) -> dict[str, Any]:
-        task = self._begin(call.message)
+    async def _send(self, wire: Wire, call: SendCall) -> dict[str, Any]:
+        task = self.tasks.begin(wire, call.message)
         if call.non_blocking:
-            snapshot = self._wire.task_event(task, call.history_length)
+            snapshot = wire.task_event(task, call.history_length)
             self._launch(task, call)
             return snapshot
-        queue = self._listen(task)
+        queue = self.tasks.listen(wire, task)
         try:
             self._launch(task, call)
             while (item := await queue.get()) is not None and not item[1]:
                 pass
         finally:
-            self._unlisten(task, queue)
-        return self._wire.task_event(task, call.history_length)
-
-    def _cancel(self, task_id: str) -> dict[str, Any]:
-        task = self._find(task_id)
-        if task.state in TERMINAL_STATES:
-            raise RpcError(-32002, "Task cannot be canceled", "TASK_NOT_CANCELABLE")
-        if task.runner is not None and not task.runner.done():
-            task.runner.cancel()
-        self._set_status(task, "canceled")
-        return self._wire.task(task)
-
-    def _list(self, call: ListCall) -> dict[str, Any]:
-        tasks = sorted(self._tasks.values(), key=lambda t: t.updated, reverse=True)
-        tasks = [
-            t
-            for t in tasks
-            if (call.context_id is None or t.context_id == call.context_id)
-            and (call.state is None or t.state == call.state)
-        ]
-        page = tasks[call.offset : call.offset + call.page_size]
-        rendered = [self._wire.task(t, call.history_length) for t in page]
-        if not call.include_artifacts:
-            for task in rendered:
-                task.pop("artifacts", None)
-        more = call.offset + call.page_size < len(tasks)
-        return {
-            "tasks": rendered,
-            "nextPageToken": str(call.offset + call.page_size) if more else "",
-            "pageSize": call.page_size,
-            "totalSize": len(tasks),
-        }
+            self.tasks.unlisten(task, queue)
+        return wire.task_event(task, call.history_length)
 
     # execution
 
@@ -369,20 +296,20 @@ class DemoAgent:
     async def _run(self, task: Task, message: Message, accepted: list[str] | None) -> None:
         try:
             await asyncio.sleep(self.chunk_delay)
-            self._set_status(task, "working", self.working_text)
+            self.tasks.set_status(task, "working", self.working_text)
             reply = await self._call_reply(message)
             if reply.input_required:
                 await asyncio.sleep(self.chunk_delay)
-                self._set_status(task, "input-required", reply.text)
+                self.tasks.set_status(task, "input-required", reply.text)
                 return
             await self._emit_artifact(task, self._chunks(reply, accepted))
             await asyncio.sleep(self.chunk_delay)
-            self._set_status(task, "completed")
+            self.tasks.set_status(task, "completed")
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("demo agent %s failed on task %s", self.name, task.id)
-            self._set_status(task, "failed", "Sorry, something went wrong in this demo agent.")
+            self.tasks.set_status(task, "failed", "Sorry, something went wrong in this demo agent.")
 
     async def _call_reply(self, message: Message) -> ReplyResult:
         text = "\n".join(p["text"] for p in message.parts if p["kind"] == "text")
@@ -409,30 +336,34 @@ class DemoAgent:
             task.touch()
             chunk = Artifact(artifact.artifact_id, artifact.name, parts)
             last = index == len(chunks) - 1
-            self._publish(task, self._wire.artifact_event(task, chunk, index > 0, last), False)
+            event = methodcaller("artifact_event", task, chunk, index > 0, last)
+            self.tasks.publish(task, event, False)
 
     # streaming
 
-    def _open_stream(self, op: str, call: Any) -> tuple[list[dict[str, Any]], Events | None, Task]:
+    def _open_stream(
+        self, wire: Wire, op: str, call: Any
+    ) -> tuple[list[dict[str, Any]], Events | None, Task]:
         """First events to write, and the queue that carries the rest (``None``: no more)."""
         if op == "stream":
-            task = self._begin(call.message)
-            first = [self._wire.task_event(task, call.history_length)]
-            queue = self._listen(task)
+            task = self.tasks.begin(wire, call.message)
+            first = [wire.task_event(task, call.history_length)]
+            queue = self.tasks.listen(wire, task)
             self._launch(task, call)
             return first, queue, task
-        task = self._find(call)
+        task = self.tasks.find(call)
         if task.state in TERMINAL_STATES:
-            raise self._wire.terminal_error(task)
-        # 1.0 starts a subscription with a Task snapshot; 0.3 sends only later events.
-        first = [self._wire.task_event(task)] if self.version == "1.0" else []
+            raise wire.terminal_error(task)
+        # 1.0 (and 0.3 in compat) starts a subscription with a Task snapshot; 0.3 does not.
+        first = [wire.task_event(task)] if wire.subscribe_snapshot else []
         if task.state in INTERRUPTED_STATES:  # nothing runs until the user answers
-            return first or [self._wire.status_event(task, True)], None, task
-        return first, self._listen(task), task
+            return first or [wire.status_event(task, True)], None, task
+        return first, self.tasks.listen(wire, task), task
 
     async def _stream(
         self,
         request: web.Request,
+        wire: Wire,
         req_id: str | int | None,
         first: list[dict[str, Any]],
         queue: Events | None,
@@ -442,9 +373,9 @@ class DemoAgent:
         try:
             await response.prepare(request)
             for event in first:
-                await self._write_event(response, req_id, event)
+                await self._write_event(response, wire, req_id, event)
             while queue is not None and (item := await queue.get()) is not None:
-                await self._write_event(response, req_id, item[0])
+                await self._write_event(response, wire, req_id, item[0])
                 if item[1]:
                     break
             await response.write_eof()
@@ -453,11 +384,12 @@ class DemoAgent:
         except Exception:  # headers are out: the stream can only end
             log.exception("demo agent %s: stream of task %s failed", self.name, task.id)
         finally:
-            self._unlisten(task, queue)
+            self.tasks.unlisten(task, queue)
         return response
 
+    @staticmethod
     async def _write_event(
-        self, response: web.StreamResponse, req_id: str | int | None, event: dict[str, Any]
+        response: web.StreamResponse, wire: Wire, req_id: str | int | None, event: dict[str, Any]
     ) -> None:
-        data = self._wire.dumps(self._wire.envelope(req_id, "result", event), sse=True)
+        data = wire.dumps(wire.envelope(req_id, "result", event), sse=True)
         await response.write(f"data: {data}\r\n\r\n".encode())

@@ -2,7 +2,9 @@
 
 A :class:`Wire` parses wire messages and parts into the neutral model of
 :mod:`seeds.demo_model` and renders tasks, results, stream events and errors back, in the
-shapes captured from the official a2a-sdk servers in ``protocol/wire/``.
+shapes captured from the official a2a-sdk servers in ``protocol/wire/``: :class:`Wire03` as
+an a2a-sdk 0.3 server speaks, :class:`Wire10` as a 1.3 server speaks
+(:mod:`seeds.demo_compat` has 0.3 as a 1.3 server speaks it in compat mode).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from datetime import datetime
 from typing import Any
 
@@ -58,6 +61,19 @@ def _extras(raw: dict[str, Any]) -> dict[str, Any]:
     return {k: raw[k] for k in ("metadata", "extensions", "referenceTaskIds") if k in raw}
 
 
+def check_major(header: str | None, expected: str, major: str, code: int) -> None:
+    """a2a-sdk 1.x's version check: a missing/empty header means 0.3; the major must match."""
+    actual = (header or "").strip() or "0.3"
+    found = re.fullmatch(r"[vV]?(\d+)(?:\.\d+)*", actual)
+    if found is None or str(int(found[1])) != major:
+        raise RpcError(
+            code,
+            f"A2A version '{actual}' is not supported by this handler. "
+            f"Expected version '{expected}'.",
+            "VERSION_NOT_SUPPORTED",
+        )
+
+
 class Wire:
     """What both versions share; :class:`Wire03` and :class:`Wire10` hold the differences.
 
@@ -68,6 +84,7 @@ class Wire:
     version: str
     methods: dict[str, str]  # wire method name -> operation
     roles: dict[str, str]  # wire role -> "user" | "agent"
+    subscribe_snapshot = False  # does a subscription start with a Task snapshot?
 
     # version specifics
 
@@ -103,6 +120,10 @@ class Wire:
 
     def check_version(self, header: str | None) -> None:
         """Raise -32009 when this version cannot serve a request sent with ``header``."""
+
+    def parse_error(self, err: RpcError) -> RpcError:
+        """The error to answer when the request's params do not parse (``err``)."""
+        return err
 
     def error(self, err: RpcError) -> dict[str, Any]:
         return {"code": err.code, "message": err.message}
@@ -306,6 +327,7 @@ class Wire10(Wire):
         "ListTasks": "list",
     }
     roles = {"ROLE_USER": "user", "ROLE_AGENT": "agent"}
+    subscribe_snapshot = True
 
     def state_name(self, state: str) -> str:
         return "TASK_STATE_" + state.upper().replace("-", "_")
@@ -362,13 +384,7 @@ class Wire10(Wire):
         return json.dumps(obj, ensure_ascii=False, separators=separators)
 
     def check_version(self, header: str | None) -> None:
-        actual = (header or "").strip() or "0.3"
-        if actual.lstrip("vV").split(".", 1)[0] != "1":
-            raise RpcError(
-                -32009,
-                f"A2A version '{actual}' is not supported by this handler. Expected version '1.0'.",
-                "VERSION_NOT_SUPPORTED",
-            )
+        check_major(header, "1.0", "1", -32009)
 
     def error(self, err: RpcError) -> dict[str, Any]:
         out = super().error(err)

@@ -1,20 +1,25 @@
 """The demo agents on real sockets, driven by the official a2a-sdk 1.3 client and by raw JSON-RPC.
 
 The 1.3 client speaks 1.0 to ``currency`` and ``caption`` and, through its 0.3 compat
-transport, 0.3 to ``translate``. Raw requests pin the wire shapes to the captures of the
-official SDK servers in ``protocol/wire/`` (their leaf key paths are spelled out below).
+transport, 0.3 to ``translate``. ``currency`` and ``caption`` also serve 0.3 on the same URL,
+as a 1.3 server does in 0.3-compat mode. Raw requests pin the wire shapes to the captures of
+the official SDK servers in ``tests/fixtures/wire/`` (leaf key paths spelled out below, or
+read from the ``v1compat_v03_*`` captures themselves).
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
+import re
 import struct
 import tomllib
 import uuid
 import zlib
 from collections.abc import AsyncIterable, AsyncIterator
 from importlib.resources import files
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -45,7 +50,11 @@ from a2a.utils.errors import (
 )
 from google.protobuf.json_format import ParseDict
 
+from registry.cards import parse_card
 from seeds.demo_agents import DEMO_PORTS, DemoAgents, describe_image, start_demo_agents
+
+WIRE = Path(__file__).parent / "fixtures" / "wire"
+COMPAT_FIELDS = ("preferredTransport", "protocolVersion", "url")  # 1.3's 0.3-compat card fields
 
 # --- image bytes -----------------------------------------------------------------------------
 
@@ -250,15 +259,20 @@ NO_VERSION_ERROR = {
 
 
 @pytest.mark.parametrize(
-    ("name", "skill", "version", "input_mode"),
+    ("name", "skill", "versions", "input_mode"),
     [
-        ("currency", "convert-currency", "1.0", "application/json"),
-        ("translate", "translate-text", "0.3.0", "text/plain"),
-        ("caption", "caption-image", "1.0", "image/*"),
+        ("currency", "convert-currency", ["1.0", "0.3"], "application/json"),
+        ("translate", "translate-text", ["0.3.0"], "text/plain"),
+        ("caption", "caption-image", ["1.0", "0.3"], "image/*"),
     ],
 )
 async def test_sdk_resolver_reads_each_card(
-    demo: DemoAgents, http: httpx.AsyncClient, name: str, skill: str, version: str, input_mode: str
+    demo: DemoAgents,
+    http: httpx.AsyncClient,
+    name: str,
+    skill: str,
+    versions: list[str],
+    input_mode: str,
 ) -> None:
     base_url = demo.urls[name]
     card = await A2ACardResolver(http, base_url).get_agent_card()
@@ -267,19 +281,44 @@ async def test_sdk_resolver_reads_each_card(
     assert [s.id for s in card.skills] == [skill]
     assert input_mode in card.skills[0].input_modes
     assert card.capabilities.streaming
-    (interface,) = card.supported_interfaces
-    assert (interface.url, interface.protocol_binding) == (f"{base_url}/", "JSONRPC")
-    assert interface.protocol_version == version
+    interfaces = card.supported_interfaces
+    assert {(i.url, i.protocol_binding) for i in interfaces} == {(f"{base_url}/", "JSONRPC")}
+    assert [i.protocol_version for i in interfaces] == versions
 
 
 async def test_cards_are_valid_for_their_version(demo: DemoAgents, raw: httpx.AsyncClient) -> None:
+    fixture = json.loads((WIRE.parent / "cards" / "signed_card_v1.json").read_text())
     for name in ("currency", "caption"):
+        url = f"{demo.urls[name]}/"
         body = (await raw.get(f"{demo.urls[name]}/.well-known/agent-card.json")).json()
-        ParseDict(body, AgentCard())  # strict: an unknown field would raise
+        # as a 1.3 server in compat mode: the 1.0 card, then the three 0.3 fields
+        assert list(body)[-3:] == list(fixture)[-3:] == list(COMPAT_FIELDS)
+        assert [body[k] for k in COMPAT_FIELDS] == ["JSONRPC", "0.3", url]
+        strict = {k: v for k, v in body.items() if k not in COMPAT_FIELDS}
+        ParseDict(strict, AgentCard())  # strict: any other unknown field would raise
+        assert types_v03.AgentCard.model_validate(body).url == url  # a 0.3 client reads it too
     body = (await raw.get(f"{demo.urls['translate']}/.well-known/agent-card.json")).json()
     card = types_v03.AgentCard.model_validate(body)
     assert card.url == f"{demo.urls['translate']}/"
     assert card.protocol_version == "0.3.0"
+    assert "supportedInterfaces" not in body
+
+
+async def test_registry_reads_both_interfaces_of_the_v1_cards(
+    demo: DemoAgents, raw: httpx.AsyncClient
+) -> None:
+    for name, versions in (("currency", ["1.0", "0.3"]), ("caption", ["1.0", "0.3"])):
+        body = (await raw.get(f"{demo.urls[name]}/.well-known/agent-card.json")).json()
+        card = parse_card(body)
+        assert card.card_format == "1.0"
+        assert [(i.url, i.binding) for i in card.interfaces] == [
+            (f"{demo.urls[name]}/", "JSONRPC")
+        ] * 2
+        assert [i.protocol_version for i in card.interfaces] == versions
+    body = (await raw.get(f"{demo.urls['translate']}/.well-known/agent-card.json")).json()
+    card = parse_card(body)
+    assert card.card_format == "0.3"
+    assert [i.protocol_version for i in card.interfaces] == ["0.3.0"]
 
 
 async def test_card_etag_cache_control_and_legacy_path(
@@ -561,13 +600,49 @@ async def test_json_rpc_errors(
     assert "result" not in answer
 
 
-async def test_each_agent_speaks_only_its_own_method_names(
+async def test_the_method_name_picks_the_version_then_the_header_is_checked(
     demo: DemoAgents, raw: httpx.AsyncClient
 ) -> None:
+    """As a2a-sdk 1.3 in compat mode (checked against a real one): 0.3 methods go to its 0.3
+    handler, whose version error is not a 0.3 code, so it answers -32603; 1.0 methods need
+    ``A2A-Version: 1.x`` (-32009 otherwise); a 0.3-only agent knows no 1.0 method name."""
     params = {"id": "x"}
-    v03_on_v1 = await rpc(raw, demo.urls["currency"], "tasks/get", params, version="1.0")
+    url = demo.urls["currency"]
+    for version in (None, "", "0.3", "0.2"):
+        answer = await rpc(raw, url, "tasks/get", params, version=version, req_id=3)
+        assert answer == {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "error": {"code": -32001, "data": None, "message": "Task not found: x"},
+        }
+    for version in ("1.0", "2.0", "junk"):
+        answer = await rpc(raw, url, "tasks/get", params, version=version, req_id=3)
+        assert answer["error"] == {
+            "code": -32603,
+            "data": None,
+            "message": f"A2A version '{version}' is not supported by this handler. "
+            "Expected version '0.3'.",
+        }
+    for version in ("2.0", "junk"):
+        answer = await rpc(raw, url, "GetTask", params, version=version)
+        assert answer["error"]["code"] == -32009
+    assert (await rpc(raw, url, "GetTask", params, version="1.1"))["error"]["code"] == -32001
+    unknown = await rpc(raw, url, "tasks/list", {}, version="1.0")
+    assert unknown["error"] == {"code": -32601, "message": "Method not found: tasks/list"}
     v1_on_v03 = await rpc(raw, demo.urls["translate"], "GetTask", params)
-    assert v03_on_v1["error"]["code"] == v1_on_v03["error"]["code"] == -32601
+    assert v1_on_v03["error"]["code"] == -32601
+
+
+async def test_v03_params_that_do_not_parse_are_an_invalid_request_in_compat_mode(
+    demo: DemoAgents, raw: httpx.AsyncClient
+) -> None:
+    """The 1.3 SDK validates a 0.3 request as a whole (-32600); a 0.3 server says -32602."""
+    compat = await rpc(raw, demo.urls["currency"], "tasks/get", {"id": 3})
+    assert compat["error"]["code"] == -32600
+    assert compat["error"]["message"] == "Invalid Request"
+    assert "params.id" in compat["error"]["data"]
+    native = await rpc(raw, demo.urls["translate"], "tasks/get", {"id": 3})
+    assert native["error"] == {"code": -32602, "message": "params.id must be a non-empty string"}
 
 
 async def test_v03_wire_shapes_match_the_captures(demo: DemoAgents, raw: httpx.AsyncClient) -> None:
@@ -621,6 +696,240 @@ async def test_v1_wire_shapes_match_the_captures(demo: DemoAgents, raw: httpx.As
         e["result"]["artifactUpdate"]["artifact"]["parts"][0]["text"] for e in events[2:5]
     )
     assert text.startswith("1000 USD = 880.00 CHF")
+
+
+# --- 0.3 on the 1.0 agents, as a 1.3 server in compat mode ------------------------------------
+
+TIMESTAMP_1X = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
+
+
+def capture(name: str) -> list[dict[str, Any]]:
+    """The JSON-RPC answers of a capture: one body, or each SSE ``data:`` frame."""
+    text = (WIRE / name).read_text()
+    frames = [
+        line.removeprefix("data: ") for line in text.splitlines() if line.startswith("data: ")
+    ]
+    return [json.loads(frame) for frame in frames] if frames else [json.loads(text)]
+
+
+def v03_message(text: str, message_id: str = "m-1", **ids: str) -> dict[str, Any]:
+    parts = [{"kind": "text", "text": text}]
+    return {"kind": "message", "role": "user", "messageId": message_id, "parts": parts, **ids}
+
+
+async def test_v03_on_a_v1_agent_matches_the_compat_captures(
+    demo: DemoAgents, raw: httpx.AsyncClient
+) -> None:
+    """No ``A2A-Version`` header: 0.3, shaped like v1compat_v03_send.out / _stream.out."""
+    url = demo.urls["currency"]
+    config = {"acceptedOutputModes": ["text/plain"]}  # so: no data part, as in the capture
+    params = {"message": v03_message("convert 1,000 USD to CHF"), "configuration": config}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": params}
+    response = await raw.post(f"{url}/", json=body)
+    answer = response.json()
+    (expected,) = capture("v1compat_v03_send.out")
+    types_v03.SendMessageSuccessResponse.model_validate(answer)
+    assert leaves(answer) == leaves(expected)
+    assert response.text == json.dumps(answer, sort_keys=True, separators=(",", ":"))
+    result = answer["result"]
+    assert (result["kind"], result["status"]["state"]) == ("task", "completed")
+    assert TIMESTAMP_1X.fullmatch(result["status"]["timestamp"])  # 1.x's, not 0.3's +00:00
+    assert [m["role"] for m in result["history"]] == ["user", "agent"]
+    text = "".join(p["text"] for p in result["artifacts"][0]["parts"])
+    assert text.startswith("1000 USD = 880.00 CHF")
+
+    params["message"] = v03_message("convert 1,000 USD to CHF", "m-2")
+    events = await rpc_stream(raw, url, "message/stream", params)
+    expected_events = capture("v1compat_v03_stream.out")
+    for event in events:
+        types_v03.SendStreamingMessageSuccessResponse.model_validate(event)
+    assert [leaves(e) for e in events] == [leaves(e) for e in expected_events]
+    for key in ("kind", "final", "append", "lastChunk"):
+        assert [e["result"].get(key) for e in events] == [
+            e["result"].get(key) for e in expected_events
+        ]
+    assert events[-1]["result"]["status"]["state"] == "completed"
+    assert TIMESTAMP_1X.fullmatch(events[-1]["result"]["status"]["timestamp"])
+
+
+async def test_v03_on_the_caption_agent(demo: DemoAgents, raw: httpx.AsyncClient) -> None:
+    image = gif(5, 7)
+    file = {"bytes": base64.b64encode(image).decode(), "mimeType": "image/gif", "name": "a.gif"}
+    part = {"kind": "file", "file": file}
+    message = {"kind": "message", "role": "user", "messageId": "m-1", "parts": [part]}
+    answer = await rpc(raw, demo.urls["caption"], "message/send", {"message": message})
+    types_v03.SendMessageSuccessResponse.model_validate(answer)
+    result = answer["result"]
+    assert (result["kind"], result["status"]["state"]) == ("task", "completed")
+    assert result["history"][0]["parts"] == [part]
+    parts = result["artifacts"][0]["parts"]
+    assert {p["kind"] for p in parts} == {"text"}
+    assert "".join(p["text"] for p in parts) == f"A 5x7 GIF image ({len(image)} bytes)"
+
+
+async def test_v03_follows_1x_semantics_in_compat_mode(
+    demo: DemoAgents, raw: httpx.AsyncClient
+) -> None:
+    """The 1.3 SDK answers 0.3 by converting its 1.0 behaviour: ``final`` only on a terminal
+    state (the stream still ends at input-required), 1.0's error on sending to a finished
+    task, a resubscription opened by a Task snapshot."""
+    url = demo.urls["currency"]
+    events = await rpc_stream(raw, url, "message/stream", {"message": v03_message("hello")})
+    last = events[-1]["result"]
+    assert (last["kind"], last["status"]["state"], last["final"]) == (
+        "status-update",
+        "input-required",
+        False,
+    )
+    task_id = events[0]["result"]["id"]
+    snapshot = await rpc_stream(raw, url, "tasks/resubscribe", {"id": task_id})
+    assert [e["result"]["kind"] for e in snapshot] == ["task"]
+    assert snapshot[0]["result"]["status"]["state"] == "input-required"
+
+    canceled = await rpc(raw, url, "tasks/cancel", {"id": task_id})
+    assert canceled["result"]["status"]["state"] == "canceled"
+    again = await rpc(raw, url, "tasks/cancel", {"id": task_id})
+    assert again["error"]["code"] == -32002
+    follow_up = v03_message("convert 1 USD to EUR", "m-2", taskId=task_id)
+    refused = await rpc(raw, url, "message/send", {"message": follow_up})
+    assert refused["error"] == {
+        "code": -32004,
+        "data": None,
+        "message": f"Task {task_id} is in terminal state: TASK_STATE_CANCELED",
+    }
+
+
+@pytest.mark.parametrize("name", ["currency", "caption"])
+async def test_the_sdk_client_chooses_1_0(
+    demo: DemoAgents, http: httpx.AsyncClient, name: str
+) -> None:
+    seen: list[tuple[str | None, str]] = []
+
+    async def record(request: httpx.Request) -> None:
+        if request.method == "POST":
+            method = json.loads(request.content)["method"]
+            seen.append((request.headers.get("A2A-Version"), method))
+
+    http.event_hooks["request"].append(record)
+    client = await connect(http, demo.urls[name])
+    task = await send(client, second_turn(name))
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert seen == [("1.0", "SendMessage")]
+
+
+@pytest.mark.parametrize("name", ["currency", "caption"])
+async def test_the_sdk_03_transport_works_on_the_compat_interface(
+    demo: DemoAgents, http: httpx.AsyncClient, name: str
+) -> None:
+    """The 1.3 client given only the card's 0.3 interface: its 0.3 transport, end to end."""
+    card = await A2ACardResolver(http, demo.urls[name]).get_agent_card()
+    del card.supported_interfaces[0]
+    assert [i.protocol_version for i in card.supported_interfaces] == ["0.3"]
+    client = ClientFactory(ClientConfig(httpx_client=http, streaming=True)).create(card)
+
+    events = await collect(client.send_message(second_turn(name)))
+    assert events[0].task.status.state == TaskState.TASK_STATE_SUBMITTED
+    assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+    text = "".join(
+        p.text
+        for e in events
+        if e.HasField("artifact_update")
+        for p in e.artifact_update.artifact.parts
+    )
+    assert text.startswith(FIRST_TURN[name][2])
+    fetched = await client.get_task(GetTaskRequest(id=events[0].task.id))
+    assert answer_text(fetched) == text
+
+
+async def test_one_task_store_for_both_versions(
+    demo: DemoAgents, http: httpx.AsyncClient, raw: httpx.AsyncClient
+) -> None:
+    url = demo.urls["currency"]
+    client = await connect(http, url)
+
+    # created over 1.0, read over 0.3
+    v1_task = await send(client, ask("convert 100 USD to EUR"))
+    result = (await rpc(raw, url, "tasks/get", {"id": v1_task.id}))["result"]
+    types_v03.Task.model_validate(result)
+    assert (result["kind"], result["id"], result["contextId"]) == (
+        "task",
+        v1_task.id,
+        v1_task.context_id,
+    )
+    assert result["status"]["state"] == "completed"
+    assert [m["role"] for m in result["history"]] == ["user", "agent"]
+    parts = result["artifacts"][0]["parts"]
+    assert [p["kind"] for p in parts] == ["text"] * (len(parts) - 1) + ["data"]
+    assert "".join(p.get("text", "") for p in parts) == answer_text(v1_task)
+    assert parts[-1]["data"]["result"] == pytest.approx(92.0)
+
+    # started over 0.3, continued over 1.0, read back over both
+    asked = (await rpc(raw, url, "message/send", {"message": v03_message("hello")}))["result"]
+    assert asked["status"]["state"] == "input-required"
+    follow_up = ask("convert 5 GBP to USD")
+    follow_up.message.task_id, follow_up.message.context_id = asked["id"], asked["contextId"]
+    done = await send(client, follow_up)
+    assert (done.id, done.status.state) == (asked["id"], TaskState.TASK_STATE_COMPLETED)
+    fetched = (await rpc(raw, url, "tasks/get", {"id": asked["id"]}))["result"]
+    assert fetched["status"]["state"] == "completed"
+    assert [m["role"] for m in fetched["history"]].count("user") == 2
+    assert answer_text(await client.get_task(GetTaskRequest(id=asked["id"]))).startswith(
+        "5 GBP = 6.33 USD"
+    )
+
+    # created over 1.0, canceled over 0.3
+    waiting = await send(client, ask("hello"))
+    canceled = (await rpc(raw, url, "tasks/cancel", {"id": waiting.id}))["result"]
+    assert canceled["status"]["state"] == "canceled"
+    fetched_v1 = await client.get_task(GetTaskRequest(id=waiting.id))
+    assert fetched_v1.status.state == TaskState.TASK_STATE_CANCELED
+
+
+async def test_one_task_followed_in_both_versions_at_once(raw: httpx.AsyncClient) -> None:
+    """Each subscriber gets the same events, rendered in its own version."""
+    agents = await start_demo_agents(ports=dict.fromkeys(DEMO_PORTS, 0), chunk_delay=0.2)
+    try:
+        url = agents.urls["currency"]
+        message = {
+            "role": "ROLE_USER",
+            "messageId": "m-1",
+            "parts": [{"text": "convert 2 USD to JPY"}],
+        }
+        config = {"returnImmediately": True, "acceptedOutputModes": ["text/plain"]}
+        params = {"message": message, "configuration": config}
+        started = await rpc(raw, url, "SendMessage", params, version="1.0")
+        task_id = started["result"]["task"]["id"]
+        v03, v1 = await asyncio.gather(
+            rpc_stream(raw, url, "tasks/resubscribe", {"id": task_id}),
+            rpc_stream(raw, url, "SubscribeToTask", {"id": task_id}, version="1.0"),
+        )
+    finally:
+        await agents.close()
+
+    for event in v03:
+        types_v03.SendStreamingMessageSuccessResponse.model_validate(event)
+    for event in v1:
+        ParseDict(event["result"], StreamResponse())
+    assert [e["result"]["kind"] for e in v03] == [
+        "task",
+        "status-update",
+        *["artifact-update"] * (len(v03) - 3),
+        "status-update",
+    ]
+    assert [next(iter(e["result"])) for e in v1] == [
+        "task",
+        "statusUpdate",
+        *["artifactUpdate"] * (len(v1) - 3),
+        "statusUpdate",
+    ]
+    assert (v03[-1]["result"]["status"]["state"], v03[-1]["result"]["final"]) == ("completed", True)
+    assert v1[-1]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    v03_text = "".join(p["text"] for e in v03[2:-1] for p in e["result"]["artifact"]["parts"])
+    v1_text = "".join(
+        p["text"] for e in v1[2:-1] for p in e["result"]["artifactUpdate"]["artifact"]["parts"]
+    )
+    assert v03_text == v1_text
+    assert v03_text.startswith("2 USD = 300.00 JPY")
 
 
 async def test_file_parts_round_trip_in_both_versions(

@@ -227,7 +227,12 @@ def interfaces(card: dict[str, Any]) -> list[tuple[str, str, str]]:
 
 
 def test_v1_card_points_at_the_router_and_loses_its_signatures() -> None:
-    raw = sign_card(currency_card("http://127.0.0.1:9101"), KEY)
+    unsigned = currency_card("http://127.0.0.1:9101")
+    # a 1.0-only agent (the demo one also serves 0.3, as a 1.3 SDK agent in compat mode does)
+    unsigned["supportedInterfaces"] = unsigned["supportedInterfaces"][:1]
+    for compat_field in ("url", "preferredTransport", "protocolVersion"):
+        unsigned.pop(compat_field, None)
+    raw = sign_card(unsigned, KEY)
     raw["x-vendor"] = {"kept": True}
     before = copy.deepcopy(raw)
     card = agent_card_via_router(record("currency", raw), raw, BASE + "/")
@@ -350,5 +355,6 @@ def test_rewritten_cards_round_trip_through_the_sdk() -> None:
         raw = make("http://127.0.0.1:9101")
         card = agent_card_via_router(record("a", raw), raw, BASE)
         back = MessageToDict(check_v1(card))
-        assert [i["url"] for i in back["supportedInterfaces"]] == [f"{BASE}/agents/a"]
+        assert {i["url"] for i in back["supportedInterfaces"]} == {f"{BASE}/agents/a"}
+        assert [i["protocolVersion"] for i in back["supportedInterfaces"]] == ["1.0", "0.3"]
         assert back["skills"] == card["skills"]

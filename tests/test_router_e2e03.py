@@ -171,3 +171,38 @@ async def test_both_sdk_clients_through_the_router_to_a_compat_sdk_agent(
         lines = await client03_lines(sdk03_python, base(router), "send", text="say hello back")
     assert "echo: say hello back" in json.dumps([MessageToDict(e) for e in events])
     assert "error" not in lines[0] and "echo: say hello back" in json.dumps(lines), lines
+
+
+async def test_03_client_gets_each_demo_query_answered_by_the_right_agent(
+    router: TestServer, sdk03_python: Path
+) -> None:
+    """The issue's 'done when' with the demo agents: an unmodified 0.3 SDK client pointed at
+    the router's card reaches every demo agent (currency and caption also serve 0.3)."""
+    import base64
+
+    from tests.test_demo_agents import png
+
+    agents = await start_demo_agents(ports={"translate": 0, "currency": 0, "caption": 0})
+    try:
+        for name, url in agents.urls.items():
+            await router.app[REGISTRY].register_url(url, name)
+        queries = [
+            ("translate", {"text": "translate hello world to french"}, "bonjour"),
+            ("currency", {"text": "convert 100 USD to EUR"}, "92.00 EUR"),
+            (
+                "caption",
+                {
+                    "text": "what is in this picture?",
+                    "file_bytes": base64.b64encode(png(64, 48)).decode(),
+                    "mime": "image/png",
+                },
+                "64x48",
+            ),
+        ]
+        for agent, options, expected in queries:
+            [task] = await client03_lines(sdk03_python, base(router), "send", **options)
+            assert expected in json.dumps(task), (agent, task)
+            ref = await router.app[ROUTER].ids.task(task["id"])
+            assert ref is not None and ref.agent_id == agent
+    finally:
+        await agents.close()

@@ -496,7 +496,6 @@ async def test_malformed_hints_are_errors(demo: Catalog, value: Any) -> None:
         ("1.0", {"skill": "fly"}, Op.SEND, "skill 'fly', which no registered agent has"),
         ("1.0", {"agent": "currency", "skill": "caption-image"}, Op.SEND, "no skill"),
         ("1.0", {"agent": "translate"}, Op.SEND, "no JSON-RPC interface for A2A 1.0"),
-        ("0.3", {"skill": "convert-currency"}, Op.SEND, "no JSON-RPC interface for A2A 0.3"),
         ("1.0", {"skill": "caption-image"}, Op.SEND, "does not accept text/plain"),
         ("1.0", {"agent": "invoices"}, Op.SEND, "no JSON-RPC interface"),
         ("0.3", {"agent": "invoices"}, Op.STREAM, "does not support streaming"),

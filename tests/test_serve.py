@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
@@ -65,7 +66,8 @@ async def test_serve_demo_registers_the_demo_agents(tmp_path: Path, unused_tcp_p
                 skills = (await resp.json())["skills"]
             assert [(s["agent"]["id"], s["id"]) for s in skills] == [("caption", "caption-image")]
     finally:
-        proc.send_signal(signal.SIGINT)
+        with contextlib.suppress(ProcessLookupError):  # it may have exited on its own
+            proc.send_signal(signal.SIGINT)
         drain = asyncio.ensure_future(proc.stderr.read())
         code = await asyncio.wait_for(proc.wait(), timeout=30)
         seen.append((await drain).decode(errors="replace"))
