@@ -27,8 +27,9 @@ from sqlmodel import Field, SQLModel, col, select, update
 
 from registry.records import utcnow
 from registry.store import Store
-from router.jsonrpc import INVALID_PARAMS, RpcError
+from router.jsonrpc import RpcError
 from router.rewrite import Rewriter
+from router.wire import MAX_ID_LENGTH, params_error
 
 __all__ = [
     "MAX_ID_LENGTH",
@@ -40,7 +41,6 @@ __all__ = [
     "canonical_state",
 ]
 
-MAX_ID_LENGTH = 512  # longest task/context ID accepted from a client or an agent
 MAX_PAGE_SIZE = 100
 _NO_AGENT = ""  # agent_id of the row marking a router context that no agent serves yet
 _TOKEN_MAX = 2048
@@ -59,6 +59,12 @@ _STATES_03 = {
     "unknown": "TASK_STATE_UNSPECIFIED",
 }
 _STATES_10 = frozenset({*_STATES_03.values()})
+_TERMINAL_10 = (
+    "TASK_STATE_COMPLETED",
+    "TASK_STATE_CANCELED",
+    "TASK_STATE_FAILED",
+    "TASK_STATE_REJECTED",
+)
 
 
 def canonical_state(state: str | None) -> str | None:
@@ -241,40 +247,74 @@ class IdMap:
         page_size: int = 50,
         page_token: str | None = None,
         agent_id: str | None = None,
+        updated_after: datetime | None = None,
     ) -> tuple[list[TaskRef], str | None]:
         """One page of tasks, most recently updated first, and the token of the next page
-        (None on the last page). ``state`` takes either version's name; ``agent_id`` keeps
-        one agent's tasks (the per-agent endpoint). A bad page size, filter or token raises
-        :class:`RpcError` -32602."""
+        (None on the last page).
+
+        ``state`` takes either version's name; ``agent_id`` keeps one agent's tasks (the
+        per-agent endpoint); ``updated_after`` (an aware datetime: ListTasks'
+        ``statusTimestampAfter``) keeps the tasks updated at or after it, and every task not
+        in a terminal state (its agent may have moved it on since the router last saw it; a
+        terminal task does not change, so the router saw its last update). A bad page size,
+        filter or token raises :class:`RpcError` -32602.
+
+        Paging is safe while tasks change: the first page fixes a snapshot time; pages walk
+        the tasks last updated up to then, newest first (a keyset on (updated_at, task_id),
+        which a task updated meanwhile leaves), and then the tasks updated or created since,
+        oldest first from the snapshot on, each page still newest first. So no task is
+        skipped (a plain keyset on the mutable updated_at skips a task updated while a
+        client pages), at the price of listing a task updated during the iteration twice
+        (with its newer state the second time), and of later pages holding newer tasks than
+        earlier ones. The listing ends once a page catches up with the present. Times are
+        the replicas' clocks: a replica whose clock lags by more than a page's round trip
+        can still cause a skip.
+        """
         if isinstance(page_size, bool) or not isinstance(page_size, int):
             raise _invalid("pageSize", "must be a whole number")
         if not 1 <= page_size <= MAX_PAGE_SIZE:
             raise _invalid("pageSize", f"must be from 1 to {MAX_PAGE_SIZE}")
-        filters = _filters(context_id, state, agent_id)
-        query = select(RouterTaskRow).where(*_conditions(filters))
+        filters = _filters(context_id, state, agent_id, updated_after)
+        conditions = _conditions(filters)
         if page_token:
-            updated_at, task_id = _decode_token(page_token, filters)
-            query = query.where(
-                or_(
-                    col(RouterTaskRow.updated_at) < updated_at,
-                    and_(
-                        col(RouterTaskRow.updated_at) == updated_at,
-                        col(RouterTaskRow.task_id) < task_id,
-                    ),
-                )
-            )
-        query = query.order_by(
-            col(RouterTaskRow.updated_at).desc(), col(RouterTaskRow.task_id).desc()
-        ).limit(page_size + 1)
+            cursor = _decode_token(page_token, filters)
+        else:
+            cursor = _Cursor(before=True, snapshot=utcnow(), at=None, task_id=None)
+        updated, task = col(RouterTaskRow.updated_at), col(RouterTaskRow.task_id)
+        older: list[RouterTaskRow] = []
         async with self.store.session() as session:
-            rows = list((await session.exec(query)).all())
-        refs = [_ref(row) for row in rows[:page_size]]
+            if cursor.before:
+                query = select(RouterTaskRow).where(*conditions, updated <= cursor.snapshot)
+                if cursor.at is not None:
+                    query = query.where(
+                        or_(updated < cursor.at, and_(updated == cursor.at, task < cursor.task_id))
+                    )
+                query = query.order_by(updated.desc(), task.desc()).limit(page_size + 1)
+                older = list((await session.exec(query)).all())
+                if len(older) > page_size:
+                    last = older[page_size - 1]
+                    token = _encode_token(
+                        replace(cursor, at=_utc(last.updated_at), task_id=last.task_id), filters
+                    )
+                    return [_ref(row) for row in older[:page_size]], token
+                cursor = _Cursor(before=False, snapshot=cursor.snapshot, at=None, task_id=None)
+            room = page_size - len(older)
+            query = select(RouterTaskRow).where(*conditions)
+            if cursor.at is None:
+                query = query.where(updated > cursor.snapshot)
+            else:
+                query = query.where(
+                    or_(updated > cursor.at, and_(updated == cursor.at, task > cursor.task_id))
+                )
+            query = query.order_by(updated.asc(), task.asc()).limit(room + 1)
+            newer = list((await session.exec(query)).all())
         token = None
-        if len(rows) > page_size:
-            last = refs[-1]
-            assert last.updated_at is not None
-            token = _encode_token(last.updated_at, last.task_id, filters)
-        return refs, token
+        if len(newer) > room:
+            newer = newer[:room]
+            if newer:
+                cursor = replace(cursor, at=_utc(newer[-1].updated_at), task_id=newer[-1].task_id)
+            token = _encode_token(cursor, filters)
+        return [_ref(row) for row in [*reversed(newer), *older]], token
 
     async def count_tasks(
         self,
@@ -282,9 +322,10 @@ class IdMap:
         context_id: str | None = None,
         state: str | None = None,
         agent_id: str | None = None,
+        updated_after: datetime | None = None,
     ) -> int:
-        """How many tasks :meth:`list_tasks` would list over all pages (``totalSize``)."""
-        filters = _filters(context_id, state, agent_id)
+        """How many tasks match the filters of :meth:`list_tasks` now (``totalSize``)."""
+        filters = _filters(context_id, state, agent_id, updated_after)
         query = select(func.count()).select_from(RouterTaskRow).where(*_conditions(filters))
         async with self.store.session() as session:
             return int((await session.exec(query)).one())
@@ -373,14 +414,15 @@ class IdMap:
             return False
         return True
 
-    async def ensure_context(self, context_id: str) -> None:
+    async def ensure_context(self, context_id: str, field: str = "message.contextId") -> None:
         """Make a client-supplied context ID a router context (idempotent).
 
-        Raises :class:`RpcError` -32602 for an empty or overlong ID.
+        Raises :class:`RpcError` -32602 naming ``field`` (its path in the params) for an
+        empty or overlong ID.
         """
         if not _valid_id(context_id):
             raise _invalid(
-                "contextId", f"must be a non-empty string of at most {MAX_ID_LENGTH} characters"
+                field, f"must be a non-empty string of at most {MAX_ID_LENGTH} characters"
             )
         if context_id in self._known_ctx:
             return
@@ -468,11 +510,14 @@ def _utc(value: datetime) -> datetime:
 
 
 def _invalid(field: str, rule: str) -> RpcError:
-    return RpcError(INVALID_PARAMS, f"{field} {rule}", violations=[(field, rule)])
+    return params_error([(field, rule)])
 
 
-def _filters(context_id: Any, state: Any, agent_id: Any) -> dict[str, str | None]:
-    """The checked ListTasks filters (state in its 1.0 spelling; unspecified = any)."""
+def _filters(
+    context_id: Any, state: Any, agent_id: Any, updated_after: Any = None
+) -> dict[str, str | None]:
+    """The checked ListTasks filters (state in its 1.0 spelling; unspecified = any; the
+    time in UTC ISO 8601)."""
     for field, value in (("contextId", context_id), ("agent", agent_id)):
         if value is not None and not isinstance(value, str):
             raise _invalid(field, "must be a string")
@@ -483,7 +528,12 @@ def _filters(context_id: Any, state: Any, agent_id: Any) -> dict[str, str | None
         canonical = canonical_state(state)
         if canonical is None:
             raise _invalid("status", "must be a task state such as TASK_STATE_WORKING")
-    return {"c": context_id or None, "s": canonical, "a": agent_id or None}
+    after = None
+    if updated_after is not None:
+        if not isinstance(updated_after, datetime) or updated_after.tzinfo is None:
+            raise _invalid("statusTimestampAfter", "must be a timestamp with a time zone")
+        after = updated_after.astimezone(UTC).isoformat()
+    return {"c": context_id or None, "s": canonical, "a": agent_id or None, "f": after}
 
 
 def _conditions(filters: dict[str, str | None]) -> list[Any]:
@@ -494,18 +544,44 @@ def _conditions(filters: dict[str, str | None]) -> list[Any]:
         out.append(col(RouterTaskRow.state) == filters["s"])
     if filters["a"]:
         out.append(col(RouterTaskRow.agent_id) == filters["a"])
+    if filters["f"]:
+        state = col(RouterTaskRow.state)
+        out.append(
+            or_(
+                col(RouterTaskRow.updated_at) >= datetime.fromisoformat(filters["f"]),
+                state.is_(None),
+                state.not_in(_TERMINAL_10),
+            )
+        )
     return out
 
 
-def _encode_token(updated_at: datetime, task_id: str, filters: dict[str, str | None]) -> str:
-    """An opaque cursor: the last task's sort key and the filters it was made for."""
-    data = {"u": updated_at.isoformat(), "t": task_id, **filters}
+@dataclass(frozen=True)
+class _Cursor:
+    """Where a ListTasks iteration is: among the tasks updated up to ``snapshot`` (newest
+    first, ``before``) or after it (oldest first), past (``at``, ``task_id``)."""
+
+    before: bool
+    snapshot: datetime
+    at: datetime | None
+    task_id: str | None
+
+
+def _encode_token(cursor: _Cursor, filters: dict[str, str | None]) -> str:
+    """An opaque page token: the cursor and the filters it was made for."""
+    data = {
+        "b": cursor.before,
+        "n": cursor.snapshot.isoformat(),
+        "u": cursor.at.isoformat() if cursor.at else None,
+        "t": cursor.task_id,
+        **filters,
+    }
     raw = json.dumps(data, separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
 
 
-def _decode_token(token: Any, filters: dict[str, str | None]) -> tuple[datetime, str]:
-    """The sort key in a token made by :func:`_encode_token` for the same filters."""
+def _decode_token(token: Any, filters: dict[str, str | None]) -> _Cursor:
+    """The cursor in a token made by :func:`_encode_token` for the same filters."""
     foreign = _invalid("pageToken", "is not a page token of this list")
     if not isinstance(token, str) or len(token) > _TOKEN_MAX:
         raise foreign
@@ -513,16 +589,28 @@ def _decode_token(token: Any, filters: dict[str, str | None]) -> tuple[datetime,
         data = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
         if (
             not isinstance(data, dict)
-            or set(data) != {"u", "t", *filters}
-            or not isinstance(data["u"], str)
-            or not _valid_id(data["t"])
+            or set(data) != {"b", "n", "u", "t", *filters}
+            or not isinstance(data["b"], bool)
+            or not isinstance(data["n"], str)
+            or (data["u"] is None) != (data["t"] is None)
+            or (data["b"] and data["u"] is None)
+            or (data["u"] is not None and not isinstance(data["u"], str))
+            or (data["t"] is not None and not _valid_id(data["t"]))
         ):
             raise foreign
-        updated_at = datetime.fromisoformat(data["u"])
+        snapshot = datetime.fromisoformat(data["n"])
+        at = datetime.fromisoformat(data["u"]) if data["u"] is not None else None
     except (binascii.Error, ValueError, RecursionError):
         raise foreign from None
-    if updated_at.tzinfo is None:
+    if snapshot.tzinfo is None or (at is not None and at.tzinfo is None):
         raise foreign
     if any(data[key] != value for key, value in filters.items()):
-        raise _invalid("pageToken", "was made for other filters (contextId, status)")
-    return updated_at, data["t"]
+        raise _invalid(
+            "pageToken", "was made for other filters (contextId, status, statusTimestampAfter)"
+        )
+    return _Cursor(
+        before=data["b"],
+        snapshot=snapshot.astimezone(UTC),
+        at=at.astimezone(UTC) if at else None,
+        task_id=data["t"],
+    )

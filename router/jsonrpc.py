@@ -373,7 +373,8 @@ async def read_request(
 
     Raises :class:`RpcError`: -32700 (body too large, not JSON, nested too deep), -32600 (a
     batch, not an object, bad ``jsonrpc``/``id``/``method``/``params``), -32601 (no such
-    method in ``version``), -32602 (params of the wrong basic shape), -32007 (extended card).
+    method in ``version``), -32602 (invalid params, each field named by its path), -32003 (a
+    push notification config in a send), -32007 (extended card).
     """
     body = await _read_body(request, max_bytes)
     document = _parse(body, max_depth)
@@ -579,13 +580,14 @@ def _fix_for(method: str, version: Version, other: Version) -> str:
 
 
 def _check_params(version: Version, op: Op, params: dict[str, Any]) -> None:
-    """The basic params shape of ``op`` (RpcError -32602), see router.wire."""
+    """The params of ``op`` (RpcError -32602 naming each bad field by its path, or -32003
+    for a push notification config), see :func:`router.wire.check_send_params`,
+    :func:`router.wire.check_task_params` and :func:`router.wire.list_tasks_query`."""
     from router import wire  # wire imports this module
 
     if op in (Op.SEND, Op.STREAM):
-        wire.message_of(version, params)
-        wire.accepted_output_modes(version, params)
+        wire.check_send_params(version, params)
     elif op in (Op.GET, Op.CANCEL, Op.SUBSCRIBE, Op.PUSH_CONFIG):
-        wire.task_id_param(version, op, params)
+        wire.check_task_params(version, op, params)
     elif op is Op.LIST:
         wire.list_tasks_query(params)

@@ -3,6 +3,11 @@
 Works on plain JSON of both versions' shapes and returns new objects (the input is never
 changed). Only ``id`` (of a task), ``taskId``, ``contextId`` and ``referenceTaskIds`` change;
 ``messageId`` and every other field pass through untouched.
+
+An agent's task and context IDs become router IDs (made as needed), except in
+``referenceTaskIds`` and in errors: there only IDs the router already maps are rewritten and
+unknown ones are dropped, so an agent can neither make the router create tasks it never saw
+nor leak its own IDs to the client.
 """
 
 from __future__ import annotations
@@ -10,7 +15,8 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-from router.jsonrpc import INVALID_AGENT_RESPONSE, INVALID_PARAMS, TASK_NOT_FOUND, Op, RpcError
+from router.jsonrpc import INVALID_AGENT_RESPONSE, TASK_NOT_FOUND, Op, RpcError
+from router.wire import params_error
 
 if TYPE_CHECKING:
     from router.ids import IdMap, TaskRef
@@ -132,9 +138,15 @@ class Rewriter:
         return await self._payload(out)
 
     async def error_from_upstream(self, error: dict[str, Any]) -> dict[str, Any]:
-        """A JSON-RPC error object with IDs in ``data`` (``taskId``/``contextId``/``id``/
-        ``referenceTaskIds`` keys at any depth) replaced; unknown ``taskId``/``contextId``
-        values are removed, and IDs seen in this exchange are replaced inside texts."""
+        """A JSON-RPC error object with the agent's IDs in ``data`` replaced by router IDs.
+
+        At any depth of ``data``, ID members are rewritten when the router maps them and
+        removed when it does not: single IDs under ``id``, ``taskId``/``contextId`` and any
+        key ending so (``parentTaskId``, ``task_id``, ...), and ID lists under ``ids``,
+        ``referenceTaskIds``/``contextIds`` and any key ending so (unknown items dropped).
+        Nothing is created. In free texts (``message`` and other strings) the IDs seen in
+        this exchange are replaced and the rest is left as it is.
+        """
         out = copy.deepcopy(error)
         return await self._error(out) if isinstance(out, dict) else out
 
@@ -206,9 +218,14 @@ class Rewriter:
             message["taskId"] = await self._task_in(task_id, context_id, "taskId")
         refs = message.get("referenceTaskIds")
         if isinstance(refs, list):
-            message["referenceTaskIds"] = [
-                await self._task_in(ref, None, "referenceTaskIds") for ref in refs
-            ]
+            # references are looked up, never created: a task the router never saw has no
+            # router ID, and the agent's own ID must not reach the client, so it is dropped
+            known = [await self._known_task(ref) if isinstance(ref, str) else None for ref in refs]
+            mapped = [ref for ref in known if ref is not None]
+            if mapped or not refs:
+                message["referenceTaskIds"] = mapped
+            else:
+                del message["referenceTaskIds"]
 
     async def _context_in(self, obj: dict[str, Any]) -> str | None:
         """Replace ``obj["contextId"]`` by its router context; that context, or the request's
@@ -262,35 +279,54 @@ class Rewriter:
             return value
         out: dict[str, Any] = {}
         for key, item in value.items():
-            if key in ("taskId", "task_id") and isinstance(item, str):
-                mapped = await self._known_task(item)
+            kind, many = _id_key(key)
+            if kind is None:
+                out[key] = await self._error_value(item)
+            elif isinstance(item, str):
+                mapped = await self._known_id(kind, item)
                 if mapped is not None:
                     out[key] = mapped
-            elif key in ("contextId", "context_id") and isinstance(item, str):
-                mapped = await self._known_context(item)
-                if mapped is not None:
-                    out[key] = mapped
-            elif key == "id" and isinstance(item, str):
-                out[key] = await self._known_task(item) or self._scrub(item)
-            elif key == "referenceTaskIds" and isinstance(item, list):
-                mapped_refs = [
-                    await self._known_task(i) if isinstance(i, str) else None for i in item
-                ]
-                out[key] = [m for m in mapped_refs if m is not None]
+            elif isinstance(item, list) and (many or all(isinstance(i, str) for i in item)):
+                kept = []
+                for entry in item:
+                    if isinstance(entry, str):
+                        mapped = await self._known_id(kind, entry)
+                        if mapped is not None:
+                            kept.append(mapped)
+                    else:
+                        kept.append(await self._error_value(entry))
+                out[key] = kept
             else:
                 out[key] = await self._error_value(item)
         return out
+
+    async def _known_id(self, kind: str, upstream: str) -> str | None:
+        """The router ID of a known upstream task (``kind`` "task"), context ("context") or
+        either ("any"); None if unknown."""
+        if kind in ("task", "any"):
+            task_id = await self._known_task(upstream)
+            if task_id is not None:
+                return task_id
+        if kind in ("context", "any"):
+            return await self._known_context(upstream)
+        return None
 
     async def _known_task(self, upstream: str) -> str | None:
         if upstream in self._tasks:
             return self._tasks[upstream]
         ref = await self.ids.task_by_upstream(self.agent_id, upstream)
-        return ref.task_id if ref else None
+        if ref is None:
+            return None
+        self._tasks[upstream] = ref.task_id  # known now: replaced in texts too
+        return ref.task_id
 
     async def _known_context(self, upstream: str) -> str | None:
         if upstream in self._contexts:
             return self._contexts[upstream]
-        return await self.ids.context_by_upstream(self.agent_id, upstream)
+        context_id = await self.ids.context_by_upstream(self.agent_id, upstream)
+        if context_id is not None:
+            self._contexts[upstream] = context_id
+        return context_id
 
     def _scrub(self, text: str) -> str:
         """Replace upstream IDs seen in this exchange inside a free text."""
@@ -308,4 +344,18 @@ def _not_found(task_id: Any) -> RpcError:
 
 
 def _invalid(field: str, rule: str) -> RpcError:
-    return RpcError(INVALID_PARAMS, f"{field} {rule}", violations=[(field, rule)])
+    return params_error([(field, rule)])
+
+
+def _id_key(key: str) -> tuple[str | None, bool]:
+    """What IDs a member of an error's ``data`` holds: ("task" | "context" | "any" | None,
+    whether it is a list)."""
+    name = key.replace("_", "").lower()
+    if name in ("id", "ids"):
+        return "any", name == "ids"
+    for suffix, kind in (("taskid", "task"), ("contextid", "context")):
+        if name.endswith(suffix):
+            return kind, False
+        if name.endswith(suffix + "s"):
+            return kind, True
+    return None, False

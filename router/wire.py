@@ -16,17 +16,22 @@ agent's JSON as it is. The two shapes, as the official SDKs put them on the wire
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, Literal
 
-from router.jsonrpc import INVALID_PARAMS, Op, RpcError, Version
+from router.jsonrpc import INVALID_PARAMS, PUSH_NOT_SUPPORTED, Op, RpcError, Version
 
 __all__ = [
+    "MAX_ID_LENGTH",
     "STATES",
     "EventKind",
     "ListQuery",
     "accepted_output_modes",
+    "check_send_params",
+    "check_task_params",
     "ends_stream",
     "event_payload",
     "event_task_state",
@@ -36,8 +41,13 @@ __all__ = [
     "message_of",
     "message_task_id",
     "message_text",
+    "params_error",
+    "parse_timestamp",
     "part_media_types",
+    "result_task_states",
     "state_name",
+    "status_at_or_after",
+    "status_timestamp",
     "stream_event_kind",
     "stream_result",
     "task_id_param",
@@ -82,6 +92,8 @@ _V03_EVENT_KINDS: tuple[EventKind, ...] = ("task", "message", "status-update", "
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 100
+MAX_ID_LENGTH = 512  # longest task/context ID accepted from a client or an agent
+_INT32_MAX = 2**31 - 1  # historyLength is an int32 in the proto
 
 
 # --- states ---------------------------------------------------------------------------------
@@ -118,8 +130,11 @@ def _json_type(value: Any) -> str:
     return "an array" if isinstance(value, list) else "an object"
 
 
-def _params_error(violations: list[tuple[str, str]]) -> RpcError:
-    """-32602 listing every violation (message: the first three)."""
+def params_error(violations: list[tuple[str, str]]) -> RpcError:
+    """-32602 listing every violation: ``data.fields`` names the fields (full paths such as
+    ``message.contextId``), and the (field, description) pairs become the 0.3
+    ``fieldViolations`` / the 1.0 ``google.rpc.BadRequest`` detail. The message shows the
+    first three."""
     shown = "; ".join(f"{field}: {text}" for field, text in violations[:3])
     more = f" (and {len(violations) - 3} more)" if len(violations) > 3 else ""
     return RpcError(
@@ -128,6 +143,9 @@ def _params_error(violations: list[tuple[str, str]]) -> RpcError:
         {"fields": [field for field, _ in violations]},
         violations=violations,
     )
+
+
+_params_error = params_error
 
 
 def _missing_or(value: Any, wanted: str) -> str:
@@ -147,22 +165,144 @@ def _require_str(
         violations.append((field, _missing_or(value, "a string")))
 
 
+def _require_id(value: Any, field: str, violations: list[tuple[str, str]]) -> None:
+    """An optional task or context ID: a non-empty string of at most MAX_ID_LENGTH."""
+    if value is None:
+        return
+    if not isinstance(value, str) or not value:
+        violations.append((field, _missing_or(value, "a string")))
+    elif len(value) > MAX_ID_LENGTH:
+        violations.append(
+            (field, f"must be at most {MAX_ID_LENGTH} characters long, not {len(value)}")
+        )
+
+
+def _check_object(value: Any, field: str, violations: list[tuple[str, str]]) -> None:
+    """An optional JSON object (``metadata``: a google.protobuf.Struct)."""
+    if value is not None and not isinstance(value, dict):
+        violations.append((field, f"must be an object, not {_json_type(value)}"))
+
+
 def message_of(version: Version, params: Mapping[str, Any]) -> dict[str, Any]:
     """``params.message``, checked: an object with messageId, role and a list of parts."""
     message = params.get("message")
     if not isinstance(message, dict):
         raise _params_error([("message", _missing_or(message, "an object"))])
     violations: list[tuple[str, str]] = []
+    _message_violations(version, message, violations)
+    if violations:
+        raise _params_error(violations)
+    return message
+
+
+def _message_violations(
+    version: Version, message: Mapping[str, Any], violations: list[tuple[str, str]]
+) -> None:
     _check_json_names(message, violations)
     _require_str(message.get("messageId"), "message.messageId", violations, required=True)
     _check_role(version, message.get("role"), violations)
     for key in ("taskId", "contextId"):
-        _require_str(message.get(key), f"message.{key}", violations)
+        _require_id(message.get(key), f"message.{key}", violations)
     _check_reference_ids(message.get("referenceTaskIds"), violations)
     _check_parts(version, message.get("parts"), violations)
+    _check_object(message.get("metadata"), "message.metadata", violations)
+
+
+# configuration members that ask the agent to push to a client's webhook (camelCase and the
+# proto names, which ProtoJSON parsers accept too)
+_PUSH_CONFIG_KEYS = (
+    "pushNotificationConfig",
+    "taskPushNotificationConfig",
+    "push_notification_config",
+    "task_push_notification_config",
+)
+_FOLLOW: dict[Version, str] = {
+    "0.3": "message/stream, tasks/resubscribe or tasks/get",
+    "1.0": "SendStreamingMessage, SubscribeToTask or GetTask",
+}
+_SNAKE_CONFIG_NAMES = {
+    "accepted_output_modes": "acceptedOutputModes",
+    "history_length": "historyLength",
+    "return_immediately": "returnImmediately",
+}
+
+
+def check_send_params(version: Version, params: Mapping[str, Any]) -> None:
+    """Every check of the params of a send/stream call (``read_request`` runs it).
+
+    -32602 listing each violation by its full path: the message (see :func:`message_of`),
+    ``metadata`` and ``message.metadata`` (objects), ``configuration`` (an object),
+    ``configuration.acceptedOutputModes`` (an array of strings),
+    ``configuration.historyLength`` (a non-negative int32), ``configuration.blocking`` (0.3)
+    / ``configuration.returnImmediately`` (1.0) (booleans). Then -32003
+    (PushNotificationNotSupported) naming the field when the configuration carries a push
+    notification config: the router does not relay push notifications (its card says so),
+    and an agent pushing to the client's webhook would bypass the ID rewriting.
+    """
+    violations: list[tuple[str, str]] = []
+    message = params.get("message")
+    if isinstance(message, dict):
+        _message_violations(version, message, violations)
+    else:
+        violations.append(("message", _missing_or(message, "an object")))
+    _check_object(params.get("metadata"), "metadata", violations)
+    config = params.get("configuration")
+    if config is not None and not isinstance(config, dict):
+        violations.append(("configuration", f"must be an object, not {_json_type(config)}"))
+    elif isinstance(config, dict):
+        _configuration_violations(version, config, violations)
     if violations:
         raise _params_error(violations)
-    return message
+    if isinstance(config, dict):
+        for key in _PUSH_CONFIG_KEYS:
+            if config.get(key) is not None:
+                field = f"configuration.{key}"
+                raise RpcError(
+                    PUSH_NOT_SUPPORTED,
+                    f"Switchboard does not relay push notifications: remove {field} and "
+                    f"follow the task with {_FOLLOW[version]}",
+                    {"field": field},
+                )
+
+
+def _configuration_violations(
+    version: Version, config: Mapping[str, Any], violations: list[tuple[str, str]]
+) -> None:
+    for snake, camel in _SNAKE_CONFIG_NAMES.items():
+        if snake in config:
+            violations.append((f"configuration.{snake}", f"use the JSON name {camel!r}"))
+    modes = config.get("acceptedOutputModes")
+    if modes is not None and (
+        not isinstance(modes, list) or not all(isinstance(mode, str) for mode in modes)
+    ):
+        violations.append(
+            ("configuration.acceptedOutputModes", "must be an array of media type strings")
+        )
+    _check_history_length(config, "configuration.historyLength", violations)
+    flag = "blocking" if version == "0.3" else "returnImmediately"
+    value = config.get(flag)
+    if value is not None and not isinstance(value, bool):
+        violations.append((f"configuration.{flag}", f"must be a boolean, not {_json_type(value)}"))
+
+
+def _check_history_length(
+    params: Mapping[str, Any], field: str, violations: list[tuple[str, str]]
+) -> int | None:
+    """An optional ``historyLength``: a non-negative int32 (ProtoJSON: a number or a decimal
+    string)."""
+    value = params.get("historyLength")
+    if value is None:
+        return None
+    number = _int_param(value)
+    if number is None or not 0 <= number <= _INT32_MAX:
+        violations.append((field, f"must be a non-negative integer, got {_shown(value)}"))
+        return None
+    return number
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 _SNAKE_NAMES = {
@@ -197,6 +337,10 @@ def _check_reference_ids(value: Any, violations: list[tuple[str, str]]) -> None:
         return
     if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
         violations.append(("message.referenceTaskIds", "must be an array of task id strings"))
+    elif any(len(item) > MAX_ID_LENGTH for item in value):
+        violations.append(
+            ("message.referenceTaskIds", f"must hold IDs of at most {MAX_ID_LENGTH} characters")
+        )
 
 
 def _check_parts(version: Version, parts: Any, violations: list[tuple[str, str]]) -> None:
@@ -340,6 +484,26 @@ def accepted_output_modes(version: Version, params: Mapping[str, Any]) -> list[s
     return list(modes)
 
 
+def check_task_params(version: Version, op: Op, params: Mapping[str, Any]) -> str:
+    """Every check of the params of a get/cancel/subscribe/push-config call (``read_request``
+    runs it): the task ID (:func:`task_id_param`), ``historyLength`` of a get (a
+    non-negative int32) and ``metadata`` (an object); -32602 listing each violation. The
+    task ID."""
+    violations: list[tuple[str, str]] = []
+    task_id = ""
+    try:
+        task_id = task_id_param(version, op, params)
+    except RpcError as error:
+        violations += error.violations
+    if op is Op.GET:
+        _check_history_length(params, "historyLength", violations)
+    if op is not Op.PUSH_CONFIG:
+        _check_object(params.get("metadata"), "metadata", violations)
+    if violations:
+        raise _params_error(violations)
+    return task_id
+
+
 def task_id_param(version: Version, op: Op, params: Mapping[str, Any]) -> str:
     """The task a GET/CANCEL/SUBSCRIBE (``id``) or push-config call is about.
 
@@ -368,7 +532,8 @@ class ListQuery:
     page_token: str | None = None
     history_length: int | None = None
     include_artifacts: bool = False
-    status_timestamp_after: str | None = None
+    # statusTimestampAfter, parsed (timezone-aware, UTC); see :func:`status_at_or_after`
+    status_timestamp_after: datetime | None = None
 
 
 def _int_param(value: Any) -> int | None:
@@ -391,6 +556,11 @@ def list_tasks_query(params: Mapping[str, Any]) -> ListQuery:
         value = params.get(key)
         if value is not None and not isinstance(value, str):
             violations.append((key, f"must be a string, not {_json_type(value)}"))
+    stamp = params.get("statusTimestampAfter")
+    after = parse_timestamp(stamp) if isinstance(stamp, str) and stamp else None
+    if isinstance(stamp, str) and stamp and after is None:
+        rule = "must be an RFC 3339 timestamp such as 2026-01-02T03:04:05Z"
+        violations.append(("statusTimestampAfter", f"{rule}, got {_shown(stamp)}"))
     status = params.get("status")
     if status in (None, "", "TASK_STATE_UNSPECIFIED"):
         status = None
@@ -398,10 +568,7 @@ def list_tasks_query(params: Mapping[str, Any]) -> ListQuery:
         allowed = ", ".join(STATES["1.0"][:-1])
         violations.append(("status", f"must be one of {allowed}; got {status!r}"))
     page_size = _page_size(params.get("pageSize"), violations)
-    history = params.get("historyLength")
-    history_length = _int_param(history) if history is not None else None
-    if history is not None and (history_length is None or history_length < 0):
-        violations.append(("historyLength", f"must be a non-negative integer, got {history!r}"))
+    history_length = _check_history_length(params, "historyLength", violations)
     include = params.get("includeArtifacts", False)
     if not isinstance(include, bool):
         violations.append(("includeArtifacts", f"must be a boolean, not {_json_type(include)}"))
@@ -414,8 +581,60 @@ def list_tasks_query(params: Mapping[str, Any]) -> ListQuery:
         page_token=params.get("pageToken") or None,
         history_length=history_length,
         include_artifacts=include,
-        status_timestamp_after=params.get("statusTimestampAfter") or None,
+        status_timestamp_after=after,
     )
+
+
+_RFC3339 = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?"
+    r"(?:([Zz])|([+-])(\d{2}):(\d{2}))"
+)
+
+
+def parse_timestamp(value: Any) -> datetime | None:
+    """An RFC 3339 timestamp (the ProtoJSON form of google.protobuf.Timestamp) as an aware
+    UTC datetime (fractions beyond microseconds are cut); None if ``value`` is not one."""
+    found = _RFC3339.fullmatch(value) if isinstance(value, str) else None
+    if found is None:
+        return None
+    year, month, day, hour, minute, second = (int(part) for part in found.groups()[:6])
+    fraction, zulu, sign, off_hours, off_minutes = found.groups()[6:]
+    micros = int((fraction or "").ljust(6, "0")[:6])
+    try:
+        if zulu:
+            zone = UTC
+        else:
+            offset = timedelta(hours=int(off_hours), minutes=int(off_minutes))
+            zone = timezone(-offset if sign == "-" else offset)
+        moment = datetime(year, month, day, hour, minute, second, micros, tzinfo=zone)
+        return moment.astimezone(UTC)
+    except (ValueError, OverflowError):  # Feb 30, second 60, offsets of a day or more
+        return None
+
+
+def status_timestamp(task: Mapping[str, Any]) -> datetime | None:
+    """``task.status.timestamp`` (either version) as an aware UTC datetime, if it has a
+    readable one (RFC 3339; a 0.3 agent's ISO 8601 time without an offset is taken as
+    UTC)."""
+    status = task.get("status")
+    stamp = status.get("timestamp") if isinstance(status, dict) else None
+    if not isinstance(stamp, str):
+        return None
+    parsed = parse_timestamp(stamp)
+    if parsed is not None:
+        return parsed
+    try:
+        moment = datetime.fromisoformat(stamp)
+    except ValueError:
+        return None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def status_at_or_after(task: Mapping[str, Any], after: datetime) -> bool:
+    """Whether a task passes ListTasks' ``statusTimestampAfter`` (as the official SDK's task
+    stores do: a status timestamp at or after it; a task without one does not pass)."""
+    stamp = status_timestamp(task)
+    return stamp is not None and stamp >= after
 
 
 def _page_size(value: Any, violations: list[tuple[str, str]]) -> int:
@@ -519,7 +738,8 @@ def ends_stream(version: Version, event: Mapping[str, Any]) -> bool:
 
 
 def event_task_state(version: Version, event: Mapping[str, Any]) -> tuple[str | None, str | None]:
-    """(upstream task id, task state) as far as the event carries them."""
+    """(task id, task state) as far as a stream event carries them (a bare 1.0 Task, the
+    result of GetTask/CancelTask, is not a stream event: see :func:`result_task_states`)."""
     kind = stream_event_kind(version, event)
     payload = event_payload(version, event)
     if kind is None or payload is None:
@@ -529,3 +749,41 @@ def event_task_state(version: Version, event: Mapping[str, Any]) -> tuple[str | 
     task_id = task_id if isinstance(task_id, str) and task_id else None
     state = _status_state(payload) if kind in ("task", "status-update") else None
     return task_id, state
+
+
+def result_task_states(version: Version, op: Op, result: Any) -> list[tuple[str, str]]:
+    """(task id, state) of every task an answer of ``op`` carries, to record as last known.
+
+    ``result`` is the ``result`` of an answer (or its whole response envelope):
+    send (0.3 Task or Message; 1.0 ``{"task"}``/``{"message"}``), stream/subscribe (one
+    event, as :func:`event_task_state`), get/cancel (a Task: 0.3 with ``kind``, 1.0 bare),
+    list (``{"tasks": [Task, ...]}``). A message, an update without a state or anything
+    unrecognised yields nothing.
+    """
+    if not isinstance(result, Mapping):
+        return []
+    result = stream_result(result)
+    if not isinstance(result, Mapping):
+        return []
+    if op is Op.LIST:
+        tasks = result.get("tasks")
+        if not isinstance(tasks, list):
+            return []
+        pairs = (_task_state(task) for task in tasks if isinstance(task, Mapping))
+        return [pair for pair in pairs if pair is not None]
+    if op in (Op.GET, Op.CANCEL):
+        wrapped = result.get("task")
+        if "id" not in result and isinstance(wrapped, Mapping):
+            result = wrapped  # tolerate a 1.0 agent that wraps it like a send result
+        pair = _task_state(result)
+        return [pair] if pair is not None else []
+    task_id, state = event_task_state(version, result)
+    return [(task_id, state)] if task_id and state else []
+
+
+def _task_state(task: Mapping[str, Any]) -> tuple[str, str] | None:
+    task_id = task.get("id")
+    state = _status_state(task)
+    if isinstance(task_id, str) and task_id and state:
+        return task_id, state
+    return None

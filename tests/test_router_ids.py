@@ -198,6 +198,10 @@ async def test_ensure_context(ids: IdMap, store: Store) -> None:
         with pytest.raises(RpcError) as info:
             await ids.ensure_context(bad)  # type: ignore[arg-type]
         assert info.value.code == INVALID_PARAMS
+        assert info.value.data == {"fields": ["message.contextId"]}
+        assert info.value.violations == (
+            ("message.contextId", "must be a non-empty string of at most 512 characters"),
+        )
 
 
 async def test_record_state_writes_only_on_change(ids: IdMap, store: Store) -> None:
@@ -326,6 +330,95 @@ async def test_list_tasks_pages_through_equal_timestamps(ids: IdMap, store: Stor
     assert paged[0].updated_at == moment
 
 
+async def _add_tasks(store: Store, *rows: tuple[str, str | None, datetime]) -> None:
+    """Task rows (task id, state, updated_at) made directly, at times in the past."""
+    async with store.session() as session, session.begin():
+        for task_id, state, when in rows:
+            session.add(
+                RouterTaskRow(
+                    task_id=task_id,
+                    agent_id="wx",
+                    upstream_task_id=f"up-{task_id}",
+                    context_id="ctx",
+                    state=state,
+                    created_at=when,
+                    updated_at=when,
+                )
+            )
+
+
+async def test_list_tasks_skips_no_task_updated_while_paging(ids: IdMap, store: Store) -> None:
+    base = datetime(2020, 5, 1, tzinfo=UTC)
+    await _add_tasks(
+        store, *[(f"t{n}", "TASK_STATE_WORKING", base.replace(day=1 + n)) for n in range(6)]
+    )
+    seen: list[str] = []
+    pages: list[list[TaskRef]] = []
+    page, token = await ids.list_tasks(page_size=2)
+    assert [r.task_id for r in page] == ["t5", "t4"]
+    # while the client pages: a task not listed yet is updated (a plain keyset on updated_at
+    # skips it: it moves above the cursor), a listed one is updated, a new task is made
+    await ids.record_state("t0", "TASK_STATE_COMPLETED")
+    await ids.record_state("t5", "TASK_STATE_COMPLETED")
+    made = await ids.task_for_upstream("wx", "brand-new", "ctx")
+    while True:
+        pages.append(page)
+        seen += [r.task_id for r in page]
+        if token is None:
+            break
+        page, token = await ids.list_tasks(page_size=2, page_token=token)
+        assert page and len(page) <= 2
+    # the tasks last updated before the first page, newest first; then those updated since,
+    # oldest first from page to page (each page newest first); t5 is listed again
+    assert [[r.task_id for r in listed] for listed in pages] == [
+        ["t5", "t4"],
+        ["t3", "t2"],
+        ["t0", "t1"],
+        [made.task_id, "t5"],
+    ]
+    assert pages[2][0].state == pages[3][1].state == "TASK_STATE_COMPLETED"
+    for listed in pages:
+        assert listed == sorted(listed, key=lambda r: (r.updated_at, r.task_id), reverse=True)
+    # and the same walk with nothing changing lists each task once, newest first
+    current = [r for r in [await ids.task(t) for t in set(seen)] if r is not None]
+    for size in (1, 2, 3, 7, 8):
+        assert [r.task_id for r in await _page_all(ids, size)] == _newest_first(current)
+
+
+async def test_list_tasks_updated_after(ids: IdMap, store: Store) -> None:
+    cut = datetime(2021, 1, 1, tzinfo=UTC)
+    await _add_tasks(
+        store,
+        ("old-done", "TASK_STATE_COMPLETED", datetime(2020, 6, 1, tzinfo=UTC)),
+        ("old-canceled", "TASK_STATE_CANCELED", datetime(2020, 6, 2, tzinfo=UTC)),
+        ("old-working", "TASK_STATE_WORKING", datetime(2020, 6, 3, tzinfo=UTC)),
+        ("old-unknown", None, datetime(2020, 6, 4, tzinfo=UTC)),
+        ("at-cut", "TASK_STATE_FAILED", cut),
+        ("new-done", "TASK_STATE_COMPLETED", datetime(2022, 1, 1, tzinfo=UTC)),
+    )
+    # the same instant in another zone; terminal tasks last updated before it are left out,
+    # live ones stay (their agent may have moved them on since)
+    after = datetime.fromisoformat("2021-01-01T01:00:00+01:00")
+    expected = ["new-done", "at-cut", "old-unknown", "old-working"]
+    assert [r.task_id for r in await _page_all(ids, 1, updated_after=after)] == expected
+    assert [r.task_id for r in (await ids.list_tasks(updated_after=after))[0]] == expected
+    assert await ids.count_tasks(updated_after=after) == 4
+    assert await ids.count_tasks(updated_after=after, state="completed") == 1
+    assert await ids.count_tasks() == 6
+    _, token = await ids.list_tasks(page_size=1, updated_after=after)
+    for kwargs in (
+        {"page_token": token},  # made for another filter
+        {"page_token": token, "updated_after": cut.replace(year=2020)},
+        {"updated_after": datetime(2021, 1, 1)},  # no time zone
+        {"updated_after": "2021-01-01T00:00:00Z"},
+    ):
+        with pytest.raises(RpcError) as info:
+            await ids.list_tasks(page_size=1, **kwargs)
+        assert info.value.code == INVALID_PARAMS, kwargs
+    page, _ = await ids.list_tasks(page_size=1, page_token=token, updated_after=cut)
+    assert [r.task_id for r in page] == ["at-cut"]
+
+
 # --- request rewriting -----------------------------------------------------------------------
 
 
@@ -441,15 +534,17 @@ async def test_request_ids_v1(ids: IdMap) -> None:
         with pytest.raises(RpcError) as info:
             await Rewriter(ids, "1.0", "wx", None).request_to_upstream(Op.SEND, bad)
         assert info.value.code == TASK_NOT_FOUND and info.value.data == {"taskId": "nope"}
-    for bad in (
-        {"message": {"taskId": 5}},
-        {"message": {"contextId": ["x"]}},
-        {"message": {"referenceTaskIds": "x"}},
-        {"message": {"contextId": "x" * 600}},
+    for bad, field in (
+        ({"message": {"taskId": 5}}, "message.taskId"),
+        ({"message": {"contextId": ["x"]}}, "message.contextId"),
+        ({"message": {"referenceTaskIds": "x"}}, "message.referenceTaskIds"),
+        ({"message": {"contextId": "x" * 600}}, "message.contextId"),
     ):
         with pytest.raises(RpcError) as info:
             await Rewriter(ids, "1.0", "wx", None).request_to_upstream(Op.SEND, bad)
         assert info.value.code == INVALID_PARAMS
+        assert info.value.data == {"fields": [field]}
+        assert [name for name, _ in info.value.violations] == [field]
 
 
 # --- results and events from the real captures -----------------------------------------------
@@ -586,15 +681,67 @@ async def test_whole_responses_and_bare_tasks(ids: IdMap) -> None:
     assert {m["taskId"] for m in got["history"]} == {got["id"]}
     assert got["artifacts"] == bare["artifacts"]
 
-    # references to upstream tasks get router ids (usable later for tasks/get)
-    message = {"kind": "message", "messageId": "m", "referenceTaskIds": ["older"], "parts": []}
-    out = await Rewriter(ids, "0.3", "echo", None).result_from_upstream(Op.SEND, message)
-    older = await ids.task(out["referenceTaskIds"][0])
-    assert older is not None and older.upstream_task_id == "older" and older.agent_id == "echo"
-
     # unknown shapes and kinds pass through
     for odd in (None, 3, "text", [1], {"kind": "future", "taskId": "x"}, {"nothing": 1}):
         assert await Rewriter(ids, "0.3", "echo", None).event_from_upstream(odd) == odd
+
+
+async def test_answer_references_are_looked_up_never_created(ids: IdMap, store: Store) -> None:
+    """An agent's referenceTaskIds name tasks the router may never have seen: known ones get
+    their router IDs, unknown ones are dropped (no phantom task rows, no leaked IDs)."""
+    context_id, wx_task, inv_task = await _two_agents(ids)
+    rows = await _count(store, RouterTaskRow)
+    message = {
+        "kind": "message",
+        "messageId": "m",
+        "role": "agent",
+        "referenceTaskIds": ["wx-task-01", "UPT-never-seen", "inv-task-01", 7],
+        "parts": [],
+    }
+    out = await Rewriter(ids, "0.3", "wx", None).result_from_upstream(Op.SEND, message)
+    assert out["referenceTaskIds"] == [wx_task]  # inv's upstream ID means nothing for wx
+    assert out["messageId"] == "m" and out["parts"] == []
+    only_unknown = {**message, "referenceTaskIds": ["UPT-never-seen", "x" * 600]}
+    out = await Rewriter(ids, "0.3", "wx", None).result_from_upstream(Op.SEND, only_unknown)
+    assert "referenceTaskIds" not in out
+    empty = {**message, "referenceTaskIds": []}
+    assert (await Rewriter(ids, "0.3", "wx", None).result_from_upstream(Op.SEND, empty)) == empty
+
+    # in every place a message sits: 1.0 results, status messages, history, stream events
+    rewriter = Rewriter(ids, "1.0", "inv", context_id)
+    refs = ["UPT-1", "inv-task-01"]
+    task = {
+        "id": "inv-task-02",
+        "contextId": "inv-ctx",
+        "status": {
+            "state": "TASK_STATE_COMPLETED",
+            "message": {"messageId": "s", "role": "ROLE_AGENT", "referenceTaskIds": refs},
+        },
+        "history": [{"messageId": "h", "role": "ROLE_USER", "referenceTaskIds": ["UPT-2"]}],
+    }
+    got = await rewriter.result_from_upstream(Op.GET, task)
+    new_task = await ids.task_by_upstream("inv", "inv-task-02")  # the answered task is made
+    assert new_task is not None and got["id"] == new_task.task_id
+    assert got["status"]["message"]["referenceTaskIds"] == [inv_task]
+    assert "referenceTaskIds" not in got["history"][0]
+    event = {"message": {"messageId": "e", "role": "ROLE_AGENT", "referenceTaskIds": refs}}
+    got = await rewriter.event_from_upstream({"jsonrpc": "2.0", "id": 1, "result": event})
+    assert got["result"]["message"]["referenceTaskIds"] == [inv_task]
+    # the task the answer itself names counts as known
+    reply = {
+        "kind": "message",
+        "messageId": "r",
+        "taskId": "wx-new",
+        "referenceTaskIds": ["wx-new"],
+        "parts": [],
+    }
+    got = await Rewriter(ids, "0.3", "wx", context_id).result_from_upstream(Op.SEND, reply)
+    assert got["referenceTaskIds"] == [got["taskId"]] and got["taskId"] != "wx-new"
+
+    assert await _count(store, RouterTaskRow) == rows + 2  # inv-task-02 and wx-new only
+    for phantom in ("UPT-never-seen", "UPT-1", "UPT-2"):
+        assert await ids.task_by_upstream("wx", phantom) is None
+        assert await ids.task_by_upstream("inv", phantom) is None
 
 
 async def test_invalid_upstream_ids_are_an_invalid_agent_response(ids: IdMap) -> None:
@@ -636,7 +783,7 @@ async def test_error_data_ids(ids: IdMap) -> None:
                 "reason": "TASK_NOT_FOUND",
                 "metadata": {"taskId": wx_task, "contextId": context_id, "note": f"{wx_task}!"},
             },
-            {"id": "cfg-1"},  # unknown task/context ids are removed, not leaked
+            {},  # unknown task/context ids are removed, not leaked
         ],
     }
     # a 0.3 error with plain data, known from the database rather than this exchange
@@ -647,3 +794,48 @@ async def test_error_data_ids(ids: IdMap) -> None:
     captured = json.loads(_capture("v1_send_noversion.out")[0])
     assert await rewriter.event_from_upstream(captured) == captured
     assert await rewriter.error_from_upstream(captured["error"]) == captured["error"]
+
+
+async def test_error_data_drops_unknown_ids_under_any_id_key(ids: IdMap) -> None:
+    context_id, wx_task, _ = await _two_agents(ids)
+    rewriter = Rewriter(ids, "0.3", "wx", context_id)
+    error = {
+        "code": -32603,
+        "message": "UPT-1 failed after wx-task-01 (see UPT-2)",
+        "data": {
+            "nested": {"task": {"id": "UPT-1", "state": "failed"}, "other": {"id": "wx-task-01"}},
+            "ids": ["UPT-2", "wx-task-01", "wx-ctx", 3],
+            "taskIds": "wx-task-01",
+            "parentTaskId": "UPT-3",
+            "reference_task_ids": ["UPT-4", "wx-task-01"],
+            "contextIds": ["wx-ctx", "UPC-9"],
+            "upstream_context_id": "UPC-9",
+            "task_id": ["wx-task-01", "UPT-5"],
+            "items": [{"id": "UPT-6", "messageId": "msg-UPT-6"}, {"contextId": "wx-ctx"}],
+            "messageId": "msg-1",
+            "detail": "UPT-1 and wx-task-01 and wx-ctx",
+            "id": 12,
+        },
+    }
+    out = await rewriter.error_from_upstream(error)
+    assert out == {
+        "code": -32603,
+        # free text: known IDs replaced (the database knows wx-task-01), the rest left
+        "message": f"UPT-1 failed after {wx_task} (see UPT-2)",
+        "data": {
+            "nested": {"task": {"state": "failed"}, "other": {"id": wx_task}},
+            "ids": [wx_task, context_id, 3],
+            "taskIds": wx_task,
+            "reference_task_ids": [wx_task],
+            "contextIds": [context_id],
+            "task_id": [wx_task],
+            "items": [{"messageId": "msg-UPT-6"}, {"contextId": context_id}],
+            "messageId": "msg-1",
+            "detail": f"UPT-1 and {wx_task} and wx-ctx",  # (too short to replace in texts)
+            "id": 12,
+        },
+    }
+    # 1.0 detail lists: the same at any depth
+    details = [{"@type": "x", "metadata": {"taskId": "UPT-1", "ids": ["UPT-2"]}}]
+    out = await rewriter.error_from_upstream({"code": -32001, "message": "m", "data": details})
+    assert out["data"] == [{"@type": "x", "metadata": {"ids": []}}]

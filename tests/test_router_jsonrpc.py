@@ -605,3 +605,61 @@ async def test_valid_calls_of_every_op(post: Post) -> None:
         body = await post(request, version)
         assert body["result"]["op"] == op, body
         assert body["id"] == method
+
+
+async def test_params_checks_name_the_full_field_path(post: Post) -> None:
+    request = _send_v03(id=31)
+    request["params"]["message"]["contextId"] = "c" * 600
+    request["params"]["configuration"] = {"historyLength": "abc", "blocking": "yes"}
+    request["params"]["metadata"] = 5
+    body = await post(request)
+    assert (body["id"], body["error"]["code"]) == (31, -32602)
+    fields = ["message.contextId", "metadata", "configuration.historyLength"]
+    fields.append("configuration.blocking")
+    assert body["error"]["data"]["fields"] == fields
+    violations = body["error"]["data"]["fieldViolations"]
+    assert [v["field"] for v in violations] == fields
+    assert violations[0]["description"] == "must be at most 512 characters long, not 600"
+
+    request = _send_v1(id=32)
+    request["params"]["message"]["contextId"] = "c" * 600
+    request["params"]["configuration"] = {"returnImmediately": "no"}
+    body = await post(request, "1.0")
+    assert (body["id"], body["error"]["code"]) == (32, -32602)
+    info, *_, bad_request = body["error"]["data"]
+    assert info["reason"] == "INVALID_PARAMS"
+    assert bad_request["@type"] == "type.googleapis.com/google.rpc.BadRequest"
+    assert [v["field"] for v in bad_request["fieldViolations"]] == [
+        "message.contextId",
+        "configuration.returnImmediately",
+    ]
+    get = {"jsonrpc": "2.0", "id": 33, "method": "GetTask", "params": {"id": "t"}}
+    get["params"]["historyLength"] = -5
+    body = await post(get, "1.0")
+    assert (body["id"], body["error"]["code"]) == (33, -32602)
+    assert body["error"]["data"][-1]["fieldViolations"] == [
+        {"field": "historyLength", "description": "must be a non-negative integer, got -5"}
+    ]
+    listing = {"jsonrpc": "2.0", "id": 34, "method": "ListTasks"}
+    listing["params"] = {"statusTimestampAfter": "yesterday"}
+    body = await post(listing, "1.0")
+    assert (body["id"], body["error"]["code"]) == (34, -32602)
+    assert body["error"]["data"][-1]["fieldViolations"][0]["field"] == "statusTimestampAfter"
+
+
+async def test_a_push_notification_config_in_a_send_is_refused(post: Post) -> None:
+    request = _send_v03(id=41)
+    hook = {"url": "https://client.example/hook"}
+    request["params"]["configuration"] = {"pushNotificationConfig": hook}
+    body = await post(request)
+    assert body["id"] == 41
+    assert body["error"]["code"] == -32003
+    assert body["error"]["data"] == {"field": "configuration.pushNotificationConfig"}
+    request = _send_v1(id=42)
+    request["params"]["configuration"] = {"taskPushNotificationConfig": hook}
+    body = await post(request, "1.0")
+    assert (body["id"], body["error"]["code"]) == (42, -32003)
+    assert body["error"]["data"][0]["reason"] == "PUSH_NOTIFICATION_NOT_SUPPORTED"
+    assert body["error"]["data"][0]["metadata"] == {
+        "field": "configuration.taskPushNotificationConfig"
+    }

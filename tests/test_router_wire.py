@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from router import wire
-from router.jsonrpc import Op, RpcError, Version
+from router.jsonrpc import INVALID_PARAMS, PUSH_NOT_SUPPORTED, Op, RpcError, Version
 
 WIRE = Path(__file__).parent / "fixtures" / "wire"
 
@@ -522,7 +523,7 @@ def test_list_tasks_query_defaults_and_values() -> None:
         page_token="tok",
         history_length=0,
         include_artifacts=True,
-        status_timestamp_after="2026-01-01T00:00:00Z",
+        status_timestamp_after=datetime(2026, 1, 1, tzinfo=UTC),
     )
     assert wire.list_tasks_query({"pageSize": 0, "status": "TASK_STATE_UNSPECIFIED"}) == (
         wire.ListQuery()
@@ -539,13 +540,272 @@ def test_list_tasks_query_reports_every_violation() -> None:
                 "status": "TASK_STATE_RUNNING",
                 "contextId": 3,
                 "includeArtifacts": "yes",
+                "statusTimestampAfter": "yesterday",
             }
         )
     fields = [field for field, _ in info.value.violations]
-    assert fields == ["contextId", "status", "pageSize", "historyLength", "includeArtifacts"]
+    assert fields == [
+        "contextId",
+        "statusTimestampAfter",
+        "status",
+        "pageSize",
+        "historyLength",
+        "includeArtifacts",
+    ]
     problems = dict(info.value.violations)
     assert problems["pageSize"] == "must be between 1 and 100 inclusive, got 150"
     assert problems["historyLength"] == "must be a non-negative integer, got -5"
     assert problems["status"].startswith("must be one of TASK_STATE_SUBMITTED, TASK_STATE_WORKING")
     assert "TASK_STATE_UNSPECIFIED" not in problems["status"]
     assert problems["status"].endswith("got 'TASK_STATE_RUNNING'")
+    assert problems["statusTimestampAfter"] == (
+        "must be an RFC 3339 timestamp such as 2026-01-02T03:04:05Z, got 'yesterday'"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2026-01-02T03:04:05Z", datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)),
+        ("2026-01-02t03:04:05.5z", datetime(2026, 1, 2, 3, 4, 5, 500000, tzinfo=UTC)),
+        ("2026-01-02 03:04:05.123456789Z", datetime(2026, 1, 2, 3, 4, 5, 123456, tzinfo=UTC)),
+        ("2026-01-02T04:04:05+01:00", datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)),
+        ("2026-01-01T20:34:05-06:30", datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)),
+    ],
+)
+def test_parse_timestamp(text: str, expected: datetime) -> None:
+    parsed = wire.parse_timestamp(text)
+    assert parsed == expected and parsed is not None and parsed.utcoffset() is not None
+    query = wire.list_tasks_query({"statusTimestampAfter": text})
+    assert query.status_timestamp_after == expected
+    assert query.status_timestamp_after.tzinfo is UTC
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "yesterday",
+        "2026-01-02T03:04:05",  # no offset
+        "2026-01-02",
+        "20260102T030405Z",
+        "2026-02-30T00:00:00Z",
+        "2026-01-02T24:00:00Z",
+        "2026-01-02T23:59:60Z",
+        "2026-01-02T03:04:05+24:00",
+        "2026-01-02T03:04:05.Z",
+        "2026-01-02T03:04:05.1234567890Z",
+        "0001-01-01T00:00:00+01:00",
+        " 2026-01-02T03:04:05Z",
+        "2026-01-02T03:04:05Z\n",
+    ],
+)
+def test_bad_timestamps(text: str) -> None:
+    assert wire.parse_timestamp(text) is None
+    with pytest.raises(RpcError) as info:
+        wire.list_tasks_query({"statusTimestampAfter": text})
+    assert [field for field, _ in info.value.violations] == ["statusTimestampAfter"]
+
+
+def test_status_at_or_after() -> None:
+    after = datetime(2026, 1, 2, tzinfo=UTC)
+
+    def task(stamp: Any) -> dict[str, Any]:
+        return {"id": "t", "status": {"state": "TASK_STATE_WORKING", "timestamp": stamp}}
+
+    assert wire.status_at_or_after(task("2026-01-02T00:00:00Z"), after)
+    assert wire.status_at_or_after(task("2026-01-02T01:00:00+01:00"), after)  # same instant
+    assert wire.status_at_or_after(task("2026-01-02T00:00:00.000001+00:00"), after)
+    assert wire.status_at_or_after(task("2026-01-02T00:00:00.5"), after)  # naive: UTC
+    assert not wire.status_at_or_after(task("2026-01-01T23:59:59.999Z"), after)
+    assert not wire.status_at_or_after(task("2026-01-02T00:30:00+01:00"), after)
+    for no_time in (None, 5, "soon"):
+        assert not wire.status_at_or_after(task(no_time), after)
+    assert not wire.status_at_or_after({"id": "t"}, after)
+    assert wire.status_timestamp(task("2026-01-02T00:00:00Z")) == after
+
+
+# --- recording the states answers carry --------------------------------------------------------
+
+
+def test_result_task_states_of_every_op() -> None:
+    bare_v1 = json.loads(complete_text("v1_send.out"))["result"]["task"]
+    task_v03 = json.loads(complete_text("v03_send.out"))["result"]
+    assert bare_v1["status"]["state"] == "TASK_STATE_COMPLETED" and "kind" not in bare_v1
+    v1_pair = (bare_v1["id"], "TASK_STATE_COMPLETED")
+    v03_pair = (task_v03["id"], task_v03["status"]["state"])
+    # 1.0 GetTask/CancelTask answer a bare Task, which no stream event is
+    assert wire.event_task_state("1.0", bare_v1) == (None, None)
+    for op in (Op.GET, Op.CANCEL):
+        assert wire.result_task_states("1.0", op, bare_v1) == [v1_pair]
+        assert wire.result_task_states("1.0", op, {"task": bare_v1}) == [v1_pair]
+        assert wire.result_task_states("0.3", op, task_v03) == [v03_pair]
+        envelope = {"jsonrpc": "2.0", "id": 1, "result": bare_v1}
+        assert wire.result_task_states("1.0", op, envelope) == [v1_pair]
+    # sends: wrapped 1.0 results, 0.3 kinds; a message carries no state
+    assert wire.result_task_states("1.0", Op.SEND, {"task": bare_v1}) == [v1_pair]
+    assert wire.result_task_states("0.3", Op.SEND, task_v03) == [v03_pair]
+    assert wire.result_task_states("1.0", Op.SEND, MESSAGE_V1) == []
+    assert wire.result_task_states("0.3", Op.SEND, MESSAGE_V03) == []
+    # stream events, as event_task_state
+    for name, version in (("v1_stream.out", "1.0"), ("v03_stream.out", "0.3")):
+        for event in captured_events(name):
+            task_id, state = wire.event_task_state(version, event)
+            expected = [(task_id, state)] if task_id and state else []
+            for op in (Op.STREAM, Op.SUBSCRIBE):
+                assert wire.result_task_states(version, op, event) == expected
+    # ListTasks: every task with an id and a state
+    listing = {
+        "tasks": [
+            bare_v1,
+            {"id": "t2", "status": {"state": "TASK_STATE_WORKING"}},
+            {"id": "t3", "status": {}},
+            {"status": {"state": "TASK_STATE_FAILED"}},
+            "junk",
+        ],
+        "nextPageToken": "",
+    }
+    assert wire.result_task_states("1.0", Op.LIST, listing) == [
+        v1_pair,
+        ("t2", "TASK_STATE_WORKING"),
+    ]
+    for odd in (None, [], "x", {"tasks": "x"}, {}, {"id": "", "status": {"state": "x"}}):
+        for op in (Op.GET, Op.LIST, Op.SEND):
+            assert wire.result_task_states("1.0", op, odd) == []
+
+
+def complete_text(name: str) -> str:
+    raw = (WIRE / name).read_bytes().decode()
+    return raw.split("\r\n\r\n", 1)[-1].strip()
+
+
+# --- every params check read_request runs ------------------------------------------------------
+
+
+def _send_problems(version: Version, params: dict[str, Any]) -> list[tuple[str, str]]:
+    with pytest.raises(RpcError) as info:
+        wire.check_send_params(version, params)
+    assert info.value.code == INVALID_PARAMS
+    assert info.value.data == {"fields": [field for field, _ in info.value.violations]}
+    return list(info.value.violations)
+
+
+def test_check_send_params_accepts_the_captured_requests() -> None:
+    for name, version in (("v03_send.json", "0.3"), ("v03_stream.json", "0.3")):
+        wire.check_send_params(version, _params(name))
+    for name in ("v1_send.json", "v1_stream.json"):
+        wire.check_send_params("1.0", _params(name))
+    full = {
+        **_v03({"kind": "text", "text": "hi"}, metadata={"k": 1}),
+        "metadata": {},
+        "configuration": {
+            "acceptedOutputModes": ["text/plain"],
+            "historyLength": 3,
+            "blocking": False,
+            "pushNotificationConfig": None,  # null is unset
+        },
+    }
+    wire.check_send_params("0.3", full)
+    config = {"acceptedOutputModes": [], "historyLength": "0", "returnImmediately": True}
+    wire.check_send_params("1.0", {**_v1({"text": "hi"}), "configuration": config})
+
+
+def test_check_send_params_names_each_field_by_its_path() -> None:
+    params = {
+        **_v03({"kind": "text", "text": "hi"}, contextId="c" * 513, metadata="x"),
+        "metadata": 5,
+        "configuration": {
+            "historyLength": "abc",
+            "blocking": "yes",
+            "acceptedOutputModes": ["text/plain", 3],
+        },
+    }
+    assert _send_problems("0.3", params) == [
+        ("message.contextId", "must be at most 512 characters long, not 513"),
+        ("message.metadata", "must be an object, not a string"),
+        ("metadata", "must be an object, not a number"),
+        ("configuration.acceptedOutputModes", "must be an array of media type strings"),
+        ("configuration.historyLength", "must be a non-negative integer, got 'abc'"),
+        ("configuration.blocking", "must be a boolean, not a string"),
+    ]
+    v1 = {
+        **_v1({"text": "hi"}, metadata=[1]),
+        "configuration": {
+            "historyLength": -1,
+            "returnImmediately": 1,
+            "acceptedOutputModes": "text/plain",
+            "history_length": 2,
+        },
+    }
+    assert _send_problems("1.0", v1) == [
+        ("message.metadata", "must be an object, not an array"),
+        ("configuration.history_length", "use the JSON name 'historyLength'"),
+        ("configuration.acceptedOutputModes", "must be an array of media type strings"),
+        ("configuration.historyLength", "must be a non-negative integer, got -1"),
+        ("configuration.returnImmediately", "must be a boolean, not a number"),
+    ]
+    for history in (1.5, True, 2**31, "1e3", "", [1]):
+        config = {"historyLength": history}
+        problems = _send_problems("1.0", {**_v1({"text": "hi"}), "configuration": config})
+        assert [field for field, _ in problems] == ["configuration.historyLength"], history
+    assert _send_problems("1.0", {**_v1({"text": "hi"}), "configuration": [1]}) == [
+        ("configuration", "must be an object, not an array")
+    ]
+    assert _send_problems("0.3", {"metadata": []}) == [
+        ("message", "is required"),
+        ("metadata", "must be an object, not an array"),
+    ]
+    ids = _v1({"text": "hi"}, taskId="t" * 513, referenceTaskIds=["r" * 513])
+    assert [field for field, _ in _send_problems("1.0", ids)] == [
+        "message.taskId",
+        "message.referenceTaskIds",
+    ]
+    assert wire.message_of("1.0", _v1({"text": "hi"}, contextId="c" * 512))
+
+
+@pytest.mark.parametrize(
+    ("version", "key"),
+    [
+        ("0.3", "pushNotificationConfig"),
+        ("1.0", "taskPushNotificationConfig"),
+        ("1.0", "pushNotificationConfig"),
+        ("1.0", "task_push_notification_config"),
+        ("0.3", "push_notification_config"),
+    ],
+)
+def test_push_notification_configs_are_not_relayed(version: Version, key: str) -> None:
+    message = _v03({"kind": "text", "text": "hi"}) if version == "0.3" else _v1({"text": "hi"})
+    config = {key: {"url": "https://client.example/hook", "token": "t"}}
+    with pytest.raises(RpcError) as info:
+        wire.check_send_params(version, {**message, "configuration": config})
+    assert info.value.code == PUSH_NOT_SUPPORTED
+    assert info.value.data == {"field": f"configuration.{key}"}
+    assert f"configuration.{key}" in info.value.message
+    # invalid params are reported first
+    config["historyLength"] = -1
+    with pytest.raises(RpcError) as info:
+        wire.check_send_params(version, {**message, "configuration": config})
+    assert info.value.code == INVALID_PARAMS
+
+
+def test_check_task_params() -> None:
+    assert wire.check_task_params("1.0", Op.GET, {"id": "t", "historyLength": "2"}) == "t"
+    assert wire.check_task_params("0.3", Op.CANCEL, {"id": "t", "metadata": {}}) == "t"
+    assert wire.check_task_params("1.0", Op.PUSH_CONFIG, {"taskId": "t", "metadata": 1}) == "t"
+    for version, op, params, problems in [
+        ("1.0", Op.GET, {"id": "t", "historyLength": -5}, [("historyLength", "-5")]),
+        (
+            "0.3",
+            Op.GET,
+            {"id": 3, "historyLength": "x"},
+            [("id", "number"), ("historyLength", "x")],
+        ),
+        ("0.3", Op.CANCEL, {"id": "t", "metadata": "m"}, [("metadata", "string")]),
+        ("1.0", Op.SUBSCRIBE, {"metadata": []}, [("id", "required"), ("metadata", "array")]),
+    ]:
+        with pytest.raises(RpcError) as info:
+            wire.check_task_params(version, op, params)
+        assert info.value.code == INVALID_PARAMS
+        assert [field for field, _ in info.value.violations] == [f for f, _ in problems]
+        for (_, text), (_, part) in zip(info.value.violations, problems, strict=True):
+            assert part in text
+        assert info.value.data == {"fields": [f for f, _ in problems]}
