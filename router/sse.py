@@ -7,7 +7,10 @@ it has data. Unlike a browser it also dispatches a last event that the stream en
 blank line (:meth:`SseParser.feed_eof`). Line length and event size are bounded.
 
 :class:`SseWriter` streams ``data: <json>\\r\\n\\r\\n`` events to an aiohttp client, with
-``: ping`` keep-alive comments whenever nothing was written for ``keepalive`` seconds.
+``: ping`` keep-alive comments whenever nothing was written for ``keepalive`` seconds. Its
+JSON is pure ASCII: clients that split lines like :meth:`str.splitlines` (httpx
+``aiter_lines()``, used by the a2a-sdk clients) also break at U+2028, U+2029, U+0085 and a
+few ASCII controls, so a raw one inside a string would cut the event in two.
 """
 
 from __future__ import annotations
@@ -201,7 +204,29 @@ class SseWriter:
 
     Writes to a client that went away raise :class:`ConnectionResetError` (aiohttp's
     ``ClientConnectionResetError``); :attr:`lost` is set as soon as any write, including a
-    keep-alive, fails that way, so an idle stream notices a gone client within ``keepalive``.
+    keep-alive, fails that way, so an idle stream notices a gone client within about
+    ``keepalive`` seconds even while nothing else is written.
+
+    A proxy waiting on a silent upstream should race each read against :meth:`wait_lost`, so
+    that it stops (and closes the upstream connection) as soon as the client is gone::
+
+        gone = asyncio.ensure_future(writer.wait_lost())
+        try:
+            while True:
+                next_event = asyncio.ensure_future(anext(events, None))
+                done, _ = await asyncio.wait(
+                    {next_event, gone}, return_when=asyncio.FIRST_COMPLETED
+                )
+                if next_event not in done:  # the client left while the agent was silent
+                    next_event.cancel()
+                    await asyncio.wait({next_event})  # the generator closes its connection
+                    break
+                if (event := next_event.result()) is None:
+                    break
+                await writer.send(event)
+        finally:
+            gone.cancel()
+            await events.aclose()
     """
 
     def __init__(
@@ -249,14 +274,24 @@ class SseWriter:
         return response
 
     async def send(self, data: Any, *, event: str | None = None) -> None:
-        """Write one event ``data: <json>`` (optionally with an ``event:`` type) and drain."""
-        body = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        """Write one event ``data: <json>`` (optionally with an ``event:`` type) and drain.
+
+        The JSON is ASCII only (no raw line separator can end up on the wire) and strict:
+        NaN and infinities raise :class:`ValueError` before anything is written.
+        """
+        body = json.dumps(data, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
         head = f"event: {_single_line(event)}\r\n" if event else ""
         await self._write(f"{head}data: {body}\r\n\r\n".encode())
 
     async def comment(self, text: str = "ping") -> None:
         """Write a comment line ``: text`` (ignored by clients; keeps proxies from timing out)."""
         await self._write(f": {_single_line(text)}\r\n\r\n".encode())
+
+    async def wait_lost(self) -> None:
+        """Return once the client is known to be gone (:attr:`lost` is set): a write failed,
+        at the latest the next keep-alive. Meant to be raced against the upstream read with
+        :func:`asyncio.wait` (wrap it in a task once; see the class docstring)."""
+        await self.lost.wait()
 
     async def close(self) -> None:
         """Stop the keep-alive task and end the response (quietly if the client is gone)."""
@@ -290,7 +325,7 @@ class SseWriter:
     async def _keepalive_loop(self) -> None:
         assert self.keepalive is not None
         loop = asyncio.get_running_loop()
-        while True:
+        while not self.lost.is_set():
             delay = self._last_write + self.keepalive - loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)
@@ -298,9 +333,15 @@ class SseWriter:
             try:
                 await self.comment("ping")
             except ConnectionError:
-                return
+                return  # _write has set `lost`
+            except RuntimeError:
+                return  # the response was ended without close(): nothing left to keep alive
+
+
+# Every line break of str.splitlines(), which clients such as httpx's aiter_lines() honour.
+_LINE_BREAKS = re.compile("\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 
 
 def _single_line(text: str) -> str:
     """``text`` with line breaks replaced by spaces (they would end the SSE field)."""
-    return text.replace("\r\n", " ").replace("\r", " ").replace("\n", " ")
+    return _LINE_BREAKS.sub(" ", text)

@@ -12,7 +12,8 @@ stack traces):
 * ``STREAM_FAILED`` (-32053): the connection broke or went silent for ``read_timeout`` after
   at least one event was delivered.
 * ``INVALID_AGENT_RESPONSE`` (-32006): JSON that is not a JSON-RPC response object (or too
-  deep/too large), an SSE event whose data is not a JSON-RPC response, an oversized SSE line.
+  deep/too large, or holding NaN/Infinity or a number beyond a double's range such as
+  ``1e400``), an SSE event whose data is not a JSON-RPC response, an oversized SSE line.
 
 A JSON-RPC error answered by the agent is not an exception: it is returned (``call``) or
 yielded (``stream``) as the agent's response object, whatever the HTTP status.
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import errno as errno_mod
 import json
+import math
 import os
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
@@ -395,14 +397,15 @@ class Upstream:
         if not raw.strip():
             raise _NotJson("the answer is empty, not JSON")
         try:
-            value = json.loads(raw, parse_constant=_reject_constant)
+            value = json.loads(raw, parse_float=_finite_float, parse_constant=_reject_constant)
         except RecursionError:
             raise _Unacceptable(f"JSON nested deeper than {self.max_depth} levels") from None
         except _Unacceptable:
             raise
-        except ValueError as exc:
-            msg = getattr(exc, "msg", None) or "invalid syntax"
-            raise _NotJson(f"the answer is not JSON ({msg})") from None
+        except json.JSONDecodeError as exc:
+            raise _NotJson(f"the answer is not JSON ({exc.msg})") from None
+        except ValueError:  # valid syntax, but an integer too long for int() (4300 digits)
+            raise _Unacceptable("an integer in the JSON is too long") from None
         if json_depth(value, stop_after=self.max_depth) > self.max_depth:
             raise _Unacceptable(f"JSON nested deeper than {self.max_depth} levels")
         return value
@@ -451,11 +454,21 @@ class _NotJson(ValueError):
 
 
 class _Unacceptable(ValueError):
-    """JSON, but not acceptable (non-standard constants, too deep)."""
+    """JSON, but not acceptable (non-standard constants, non-finite numbers, too deep)."""
 
 
 def _reject_constant(name: str) -> Any:
     raise _Unacceptable(f"{name} is not allowed in JSON")
+
+
+def _finite_float(text: str) -> float:
+    """A JSON number with a fraction or exponent; one beyond a double's range (``1e400``)
+    would become ``inf`` and could not be written back as JSON."""
+    value = float(text)
+    if not math.isfinite(value):
+        shown = text if len(text) <= 40 else f"{text[:37]}..."
+        raise _Unacceptable(f"the number {shown} is out of range")
+    return value
 
 
 def _request_body(method: str, params: dict[str, Any], request_id: Any) -> bytes:

@@ -245,6 +245,24 @@ async def test_call_relays_jsonrpc_errors_whatever_the_status(
             "NaN",
         ),
         (200, "[" * 100 + "]" * 100, "application/json", INVALID_AGENT_RESPONSE, "deeper than 64"),
+        *[
+            (200, body, "application/json", INVALID_AGENT_RESPONSE, reason)
+            for body, reason in [
+                ('{"jsonrpc": "2.0", "id": 1, "result": {"x": [1e400]}}', "1e400 is out of range"),
+                ('{"jsonrpc": "2.0", "id": 1, "result": -1.5E+999}', "-1.5E+999 is out of range"),
+                ('{"jsonrpc": "2.0", "id": 1, "result": Infinity}', "Infinity is not allowed"),
+                ('{"jsonrpc": "2.0", "id": 1, "result": -Infinity}', "-Infinity is not allowed"),
+                ('{"jsonrpc": "2.0", "id": 1, "result": ' + "9" * 5000 + "}", "too long"),
+            ]
+        ],
+        # A non-finite number even in an error answer (whatever the status) is refused.
+        (
+            500,
+            '{"jsonrpc": "2.0", "id": 1, "error": {"code": -1, "message": "m", "data": 1e400}}',
+            "application/json",
+            INVALID_AGENT_RESPONSE,
+            "HTTP 500",
+        ),
     ],
 )
 async def test_call_bad_answers(
@@ -263,6 +281,26 @@ async def test_call_bad_answers(
     with pytest.raises(RpcError) as info:
         await call(upstream, target)
     assert_error(info.value, code, target, reason)
+
+
+async def test_call_keeps_finite_extreme_numbers(aiohttp_server: Any, upstream: Upstream) -> None:
+    body = (
+        '{"jsonrpc": "2.0", "id": 1, "result": {"big": 1.7976931348623157e308, "tiny": 1e-400,'
+        ' "neg": -2.5e-3, "int": ' + "9" * 400 + "}}"
+    )
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        return web.Response(text=body, content_type="application/json")
+
+    target = await serve(aiohttp_server, handler)
+    result = (await call(upstream, target))["result"]
+    assert result == {
+        "big": 1.7976931348623157e308,
+        "tiny": 0.0,
+        "neg": -0.0025,
+        "int": int("9" * 400),
+    }
+    json.dumps(result, allow_nan=False)  # writable back as strict JSON
 
 
 async def test_call_does_not_follow_redirects(aiohttp_server: Any, upstream: Upstream) -> None:
@@ -601,6 +639,9 @@ async def test_stream_aclose_closes_the_upstream_connection(
         (b'data: {"hello": 1}\r\n\r\n', "not a JSON-RPC response"),
         (b'event: error\r\ndata: {"detail": "x"}\r\n\r\n', "'error' event"),
         (b"data: " + b"x" * 2000 + b"\r\n\r\n", "line exceeds 1000 bytes"),
+        (b'data: {"jsonrpc":"2.0","id":1,"result":{"n":1e400}}\r\n\r\n', "1e400 is out of range"),
+        (b'data: {"jsonrpc":"2.0","id":1,"result":{"n":NaN}}\r\n\r\n', "NaN is not allowed"),
+        (b'data: {"jsonrpc":"2.0","id":1,"result":Infinity}\r\n\r\n', "Infinity is not"),
     ],
 )
 async def test_stream_invalid_events(aiohttp_server: Any, payload: bytes, reason: str) -> None:
@@ -617,6 +658,29 @@ async def test_stream_invalid_events(aiohttp_server: Any, payload: bytes, reason
         with pytest.raises(RpcError) as info:
             await within(anext(stream))
     assert_error(info.value, INVALID_AGENT_RESPONSE, target, reason)
+
+
+@pytest.mark.parametrize("sse_answer", [True, False])
+async def test_stream_non_finite_number_in_the_first_answer(
+    aiohttp_server: Any, upstream: Upstream, sse_answer: bool
+) -> None:
+    """Before any event, too: -32006 (the agent answered, badly), not -32052."""
+    body = '{"jsonrpc": "2.0", "id": 1, "result": {"kind": "task", "score": -1e400}}'
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        if not sse_answer:
+            return web.Response(text=body, content_type="application/json")
+        resp = await sse_start(request)
+        await resp.write(f"data: {body}\r\n\r\n".encode())
+        await resp.write_eof()
+        return resp
+
+    target = await serve(aiohttp_server, handler)
+    with pytest.raises(RpcError) as info:
+        await within(collect(upstream, target))
+    assert_error(info.value, INVALID_AGENT_RESPONSE, target, "-1e400 is out of range")
+    if sse_answer:
+        assert "'message' event" in info.value.data["reason"]
 
 
 async def test_stream_without_events_just_ends(aiohttp_server: Any, upstream: Upstream) -> None:
