@@ -19,7 +19,7 @@ from registry.api import REGISTRY, SETTINGS, read_json
 from registry.errors import RegistryError
 from registry.jsonsafe import JsonLimitError, loads_limited
 from router.card import agent_card_via_router, router_card
-from router.jsonrpc import Op, RpcError, Version, client_version
+from router.jsonrpc import Op, RpcError, Version, client_version, request_version
 from router.proxy import Router
 from router.signing import CardSigner
 
@@ -93,13 +93,25 @@ async def get_agent_card(request: web.Request) -> web.Response:
 
 
 def _card_response(request: web.Request, card: dict[str, Any]) -> web.Response:
-    signed = request.app[SIGNER].resign(card, jku=f"{base_url(request)}/.well-known/jwks.json")
-    body = json.dumps(signed, ensure_ascii=False, separators=(",", ":")).encode()
-    etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+    signer = request.app[SIGNER]
+    # the ETag follows the content and the key, not the (randomized) signature bytes, so
+    # every replica and restart agrees on it
+    tag = json.dumps([card, signer.kid], sort_keys=True, separators=(",", ":")).encode()
+    etag = '"' + hashlib.sha256(tag).hexdigest()[:32] + '"'
     headers = {"ETag": etag, "Cache-Control": f"public, max-age={_CARD_MAX_AGE}"}
-    if etag in request.headers.get("If-None-Match", ""):
+    if _etag_matches(request.headers.get("If-None-Match"), etag):
         return web.Response(status=304, headers=headers)
+    signed = signer.resign(card, jku=f"{base_url(request)}/.well-known/jwks.json")
+    body = json.dumps(signed, ensure_ascii=False, separators=(",", ":")).encode()
     return web.Response(body=body, content_type="application/json", headers=headers)
+
+
+def _etag_matches(header: str | None, etag: str) -> bool:
+    """RFC 9110 If-None-Match: ``*`` or a list of (possibly weak) entity tags."""
+    if not header:
+        return False
+    tags = [tag.strip() for tag in header.split(",")]
+    return "*" in tags or any(tag.removeprefix("W/") == etag for tag in tags)
 
 
 async def explain(request: web.Request) -> web.Response:
@@ -113,7 +125,9 @@ async def explain(request: web.Request) -> web.Response:
             code="invalid_body",
         )
     try:
-        version: Version = client_version(body.get("version") or request.headers.get("A2A-Version"))
+        version: Version = (
+            client_version(body["version"]) if body.get("version") else request_version(request)
+        )
     except RpcError as error:
         raise RegistryError(error.message, code="invalid_version", details=error.data) from None
     params = {k: body[k] for k in ("message", "configuration", "metadata") if k in body}

@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import json
 import logging
+from collections.abc import AsyncIterator
 from typing import Any
 
 from aiohttp import web
 
 from registry.errors import NotFound
 from registry.netguard import AddressPolicy
+from registry.records import iso
 from registry.service import Registry
 from registry.settings import Settings
 from router import wire
@@ -28,15 +32,14 @@ from router.jsonrpc import (
     INTERNAL,
     PUSH_NOT_SUPPORTED,
     TASK_NOT_FOUND,
-    VERSION_HEADER,
     Op,
     Request,
     RpcError,
     Version,
-    client_version,
     error_body,
     method_name,
     read_request,
+    request_version,
     result_body,
 )
 from router.matcher import Choice, Matcher
@@ -46,6 +49,7 @@ from router.upstream import Upstream, forward_headers
 log = logging.getLogger(__name__)
 
 _LIST_CONCURRENCY = 8
+_LIST_OWNER_TIMEOUT = 5.0  # ListTasks asks each owner for the current task at most this long
 
 
 class Router:
@@ -62,6 +66,7 @@ class Router:
             policy=AddressPolicy(settings.allow_networks),  # agents' cards choose the address
         )
         self._streams = 0
+        self._openings: dict[tuple[str, str], asyncio.Lock] = {}
 
     async def handle(self, request: web.Request, pinned: str | None = None) -> web.StreamResponse:
         """Answer one JSON-RPC call (``pinned``: the agent of a per-agent endpoint)."""
@@ -69,7 +74,7 @@ class Router:
         rpc: Request | None = None
         try:
             try:
-                version = client_version(request.headers.get(VERSION_HEADER))
+                version = request_version(request)  # header, or ?A2A-Version= (spec 1.0)
             except RpcError as error:
                 # a client that sends the header knows 1.x: answer in the 1.0 shape, with its id
                 version, error.id = "1.0", await self._request_id(request)
@@ -87,7 +92,7 @@ class Router:
         body = error_body(version, request_id, error)
         if rpc is not None and rpc.op in (Op.STREAM, Op.SUBSCRIBE):
             return await _one_event_stream(request, body, rpc)
-        return web.json_response(body)
+        return _json(body)
 
     async def _read(self, request: web.Request, version: Version) -> Request:
         return await read_request(
@@ -112,7 +117,7 @@ class Router:
         if rpc.op in (Op.GET, Op.CANCEL, Op.SUBSCRIBE):
             return await self._task_call(request, rpc, pinned)
         if rpc.op is Op.LIST:
-            return web.json_response(result_body(rpc.id, await self._list(request, rpc, pinned)))
+            return _json(result_body(rpc.id, await self._list(request, rpc, pinned)))
         raise RpcError(
             PUSH_NOT_SUPPORTED,
             "Switchboard does not relay push notifications; use message/stream or polling",
@@ -176,11 +181,28 @@ class Router:
         context_id = message.get("contextId") if isinstance(message.get("contextId"), str) else None
         if context_id:
             await self.ids.ensure_context(context_id)
-        rewriter = Rewriter(self.ids, rpc.version, choice.agent.id, context_id)
-        params = await rewriter.request_to_upstream(rpc.op, rpc.params)
-        if rpc.op is Op.STREAM:
-            return await self._stream(request, rpc, choice, rewriter, params)
-        return await self._call(request, rpc, choice, rewriter, params)
+        async with self._first_turn(context_id, choice.agent.id):
+            rewriter = Rewriter(self.ids, rpc.version, choice.agent.id, context_id)
+            params = await rewriter.request_to_upstream(rpc.op, rpc.params)
+            if rpc.op is Op.STREAM:
+                return await self._stream(request, rpc, choice, rewriter, params)
+            return await self._call(request, rpc, choice, rewriter, params)
+
+    @contextlib.asynccontextmanager
+    async def _first_turn(self, context_id: str | None, agent_id: str) -> AsyncIterator[None]:
+        """Serialize the calls that would open an agent's upstream context for a router
+        context, so concurrent first messages share one conversation (in this process)."""
+        if context_id is None or await self.ids.upstream_context(context_id, agent_id):
+            yield
+            return
+        key = (context_id, agent_id)
+        lock = self._openings.setdefault(key, asyncio.Lock())
+        try:
+            async with lock:
+                yield
+        finally:
+            if not lock.locked() and self._openings.get(key) is lock:
+                del self._openings[key]
 
     async def _task_call(
         self, request: web.Request, rpc: Request, pinned: str | None
@@ -213,10 +235,10 @@ class Router:
         )
         if "error" in answer:
             error = await rewriter.error_from_upstream(answer["error"])
-            return web.json_response({"jsonrpc": "2.0", "id": rpc.id, "error": error})
+            return _json({"jsonrpc": "2.0", "id": rpc.id, "error": error})
         result = await rewriter.result_from_upstream(rpc.op, answer.get("result"))
-        await self._record(rpc.version, result)
-        return web.json_response(result_body(rpc.id, result))
+        await self._record(rpc, result)
+        return _json(result_body(rpc.id, result))
 
     async def _stream(
         self,
@@ -256,7 +278,7 @@ class Router:
     async def _pump(self, rpc: Request, events: Any, rewriter: Rewriter, writer: SseWriter) -> None:
         """Forward each upstream event as it arrives until the stream ends."""
         try:
-            async for answer in events:
+            async for answer in _until_lost(events, writer):
                 if "error" in answer:
                     error = await rewriter.error_from_upstream(answer["error"])
                     await writer.send(
@@ -264,7 +286,7 @@ class Router:
                     )
                     return
                 event = await rewriter.event_from_upstream(answer.get("result"))
-                await self._record(rpc.version, event)
+                await self._record(rpc, event)
                 await writer.send(result_body(rpc.id, event))
                 if wire.ends_stream(rpc.version, event):
                     return
@@ -277,12 +299,9 @@ class Router:
             error = RpcError(INTERNAL, "Switchboard failed internally; see its log", {})
             await writer.send(error_body(rpc.version, rpc.id, error), event=_error_event(rpc))
 
-    async def _record(self, version: Version, result: Any) -> None:
-        """Remember the last known state of the task an answer or event carries."""
-        if not isinstance(result, dict):
-            return
-        task_id, state = wire.event_task_state(version, result)
-        if task_id and state:
+    async def _record(self, rpc: Request, result: Any, op: Op | None = None) -> None:
+        """Remember the last known state of every task an answer or event carries."""
+        for task_id, state in wire.result_task_states(rpc.version, op or rpc.op, result):
             await self.ids.record_state(task_id, state)
 
     # --- ListTasks ---------------------------------------------------------------------------
@@ -295,9 +314,13 @@ class Router:
             page_size=query.page_size,
             page_token=query.page_token,
             agent_id=pinned,
+            updated_after=query.status_timestamp_after,
         )
         total = await self.ids.count_tasks(
-            context_id=query.context_id, state=query.status, agent_id=pinned
+            context_id=query.context_id,
+            state=query.status,
+            agent_id=pinned,
+            updated_after=query.status_timestamp_after,
         )
         semaphore = asyncio.Semaphore(_LIST_CONCURRENCY)
 
@@ -305,10 +328,11 @@ class Router:
             async with semaphore:
                 return await self._current_task(request, rpc, ref)
 
-        tasks = await asyncio.gather(*(current(ref) for ref in refs))
+        tasks = list(await asyncio.gather(*(current(ref) for ref in refs)))
+        await self._record(rpc, {"tasks": tasks}, Op.LIST)
         if query.status_timestamp_after:
             after = query.status_timestamp_after
-            tasks = [t for t in tasks if _status_time(t) >= after]
+            tasks = [t for t in tasks if wire.status_at_or_after(t, after)]
         if not query.include_artifacts:
             tasks = [{k: v for k, v in t.items() if k != "artifacts"} for t in tasks]
         return {
@@ -320,25 +344,33 @@ class Router:
 
     async def _current_task(self, request: web.Request, rpc: Request, ref: Any) -> dict[str, Any]:
         """The task as its owner reports it now, or its last known state if it cannot say."""
-        fallback = {"id": ref.task_id, "status": {"state": ref.state or "TASK_STATE_UNSPECIFIED"}}
+        status = {"state": ref.state or "TASK_STATE_UNSPECIFIED"}
+        if ref.updated_at is not None:
+            status["timestamp"] = iso(ref.updated_at)
+        fallback = {"id": ref.task_id, "status": status}
         if ref.context_id:
             fallback["contextId"] = ref.context_id
         get = {"id": ref.task_id}
         if "historyLength" in rpc.params:
             get["historyLength"] = rpc.params["historyLength"]
+        if ref.state and wire.is_terminal_state("1.0", ref.state) and not _wants_detail(rpc):
+            return fallback  # a finished task does not change: no need to ask its owner
         try:
             choice = self.matcher.target_for(rpc.version, ref.agent_id)
             rewriter = Rewriter(self.ids, rpc.version, ref.agent_id, ref.context_id)
             params = await rewriter.request_to_upstream(Op.GET, get)
             target = choice.target
-            answer = await self.upstream.call(
-                target,
-                method_name(target.version, Op.GET),
-                params,
-                request_id=rpc.id,
-                headers=forward_headers(request.headers, target.version),
+            answer = await asyncio.wait_for(
+                self.upstream.call(
+                    target,
+                    method_name(target.version, Op.GET),
+                    params,
+                    request_id=rpc.id,
+                    headers=forward_headers(request.headers, target.version),
+                ),
+                timeout=_LIST_OWNER_TIMEOUT,
             )
-        except RpcError:
+        except (RpcError, TimeoutError):
             return fallback
         if "result" not in answer:
             return fallback
@@ -360,11 +392,39 @@ async def _one_event_stream(
     return writer.response
 
 
-def _status_time(task: dict[str, Any]) -> str:
-    """A task's status timestamp (ISO 8601 UTC strings compare in time order)."""
-    status = task.get("status")
-    stamp = status.get("timestamp") if isinstance(status, dict) else None
-    return stamp if isinstance(stamp, str) else ""
+def _json(body: dict[str, Any]) -> web.Response:
+    """A JSON answer that is always valid JSON (no NaN/Infinity), as the spec requires."""
+    return web.json_response(body, dumps=functools.partial(json.dumps, allow_nan=False))
+
+
+def _wants_detail(rpc: Request) -> bool:
+    """Whether ListTasks asked for more than the mapping table knows (artifacts, history)."""
+    return bool(rpc.params.get("includeArtifacts")) or bool(rpc.params.get("historyLength"))
+
+
+async def _until_lost(events: AsyncIterator[Any], writer: SseWriter) -> AsyncIterator[Any]:
+    """``events``, ending as soon as the client is gone (noticed by a failed write, such as
+    a keep-alive ping), even while the agent is silent."""
+    lost = asyncio.ensure_future(writer.lost.wait())
+    following: asyncio.Future[Any] | None = None
+    try:
+        while True:
+            following = asyncio.ensure_future(anext(events))
+            done, _ = await asyncio.wait({following, lost}, return_when=asyncio.FIRST_COMPLETED)
+            if following not in done:
+                raise ConnectionResetError("the client went away")
+            try:
+                item = following.result()
+            except StopAsyncIteration:
+                return
+            following = None
+            yield item
+    finally:
+        lost.cancel()
+        if following is not None and not following.done():
+            following.cancel()  # stops the upstream read; the caller then closes the stream
+            with contextlib.suppress(BaseException):
+                await following
 
 
 def _error_event(rpc: Request) -> str | None:

@@ -19,13 +19,16 @@ from typing import Any
 from cachetools import LRUCache
 from jwcrypto.common import JWException
 from jwcrypto.jwk import JWK
+from jwcrypto.jws import JWS
 from sqlalchemy import JSON, Column, DateTime
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Field, SQLModel, col, select
 
 from registry.errors import RegistryError
+from registry.jwkeys import default_alg
+from registry.payloads import payload_forms
 from registry.records import utcnow
-from registry.signatures import generate_key, public_jwks, sign_card
+from registry.signatures import generate_key, public_jwks
 from registry.store import Store
 
 
@@ -69,8 +72,14 @@ class CardSigner:
         return self.key.get("kid") or self.key.thumbprint()
 
     def resign(self, card: dict[str, Any], jku: str | None = None) -> dict[str, Any]:
-        """``card`` without its own signatures, signed by the router (same input, same
-        output, while remembered)."""
+        """``card`` as it is (empty and false values included: SDK clients require some of
+        them), its own signatures replaced by one of the router's.
+
+        The signature covers the payload a verifier computes from the served card: the
+        a2a-sdk 1.x form for 1.0-shaped cards (what 1.x SDK verifiers check), the strict
+        RFC 8785 form for older shapes. Same input, same output while remembered (ECDSA
+        signatures are randomized).
+        """
         unsigned = {k: v for k, v in card.items() if k != "signatures"}
         jku = jku or self.jku
         key = hashlib.sha256(
@@ -78,9 +87,22 @@ class CardSigner:
         ).hexdigest()
         signed = self._signed.get(key)
         if signed is None:
-            signed = sign_card(unsigned, self.key, kid=self.kid, jku=jku)
+            forms = dict(payload_forms(unsigned))
+            payload = forms.get("a2a-sdk-1.x") if "supportedInterfaces" in unsigned else None
+            signature = self._sign(payload or forms["rfc8785"], jku)
+            signed = {**unsigned, "signatures": [signature]}
             self._signed[key] = signed
         return copy.deepcopy(signed)
+
+    def _sign(self, payload: bytes, jku: str | None) -> dict[str, str]:
+        alg = self.key.get("alg") or default_alg(self.key)
+        header = {"alg": alg, "kid": self.kid, "typ": "JOSE"}
+        if jku:
+            header["jku"] = jku
+        jws = JWS(payload)
+        jws.add_signature(self.key, alg=alg, protected=json.dumps(header, sort_keys=True))
+        protected, _, signature = jws.serialize(compact=True).split(".")
+        return {"protected": protected, "signature": signature}
 
     def jwks(self) -> dict[str, Any]:
         """The JWKS to serve at ``/.well-known/jwks.json``."""

@@ -353,3 +353,80 @@ async def test_unverified_agents_are_not_routed_with_the_policy_on(
     assert card.status_code == 404 and card.json()["error"]["code"] == "not_routable"
     router_card = (await http.get(base(server) + "/.well-known/agent-card.json")).json()
     assert router_card.get("skills", []) == []  # empty lists are dropped when signing
+
+
+async def test_sdk_13_verifier_accepts_the_cards_the_router_serves(
+    switchboard: TestServer, http: httpx.AsyncClient
+) -> None:
+    from a2a.types import AgentCard
+    from a2a.utils.signing import create_signature_verifier
+    from google.protobuf.json_format import ParseDict
+    from jwt import PyJWK
+
+    jwks = (await http.get(base(switchboard) + "/.well-known/jwks.json")).json()
+    keys = {key["kid"]: PyJWK(key) for key in jwks["keys"]}
+    verifier = create_signature_verifier(lambda kid, _jku: keys[kid], ["ES256"])
+    for path in ("/.well-known/agent-card.json", "/agents/currency/.well-known/agent-card.json"):
+        raw = (await http.get(base(switchboard) + path)).json()
+        verifier(ParseDict(raw, AgentCard(), ignore_unknown_fields=True))  # raises if invalid
+
+
+async def test_concurrent_first_messages_share_one_conversation(
+    switchboard: TestServer, http: httpx.AsyncClient
+) -> None:
+    import asyncio
+
+    client = await connect(http, base(switchboard))
+    context = str(uuid.uuid4())  # a client's own, unseen context id becomes a router context
+    tasks = await asyncio.gather(
+        *(send(client, ask(f"convert {n} USD to EUR", context_id=context)) for n in range(4))
+    )
+    assert {task.context_id for task in tasks} == {context}
+    ids = switchboard.app[ROUTER].ids
+    assert await ids.context_agents(context) == {"currency"}
+    upstream = await ids.upstream_context(context, "currency")
+    refs = [await ids.task(task.id) for task in tasks]
+    assert upstream and all(ref is not None and ref.context_id == context for ref in refs)
+
+
+async def test_card_etag_is_stable_and_honours_star(
+    switchboard: TestServer, http: httpx.AsyncClient
+) -> None:
+    url = base(switchboard) + "/.well-known/agent-card.json"
+    first = await http.get(url)
+    from router.endpoints import SIGNER
+
+    switchboard.app[SIGNER]._signed.clear()  # as after a restart: new signature bytes
+    second = await http.get(url)
+    assert first.headers["ETag"] == second.headers["ETag"]
+    assert (await http.get(url, headers={"If-None-Match": "*"})).status_code == 304
+    weak = f'"nope", W/{first.headers["ETag"]}'
+    assert (await http.get(url, headers={"If-None-Match": weak})).status_code == 304
+
+
+async def test_states_from_get_and_cancel_are_recorded_for_list_tasks(
+    switchboard: TestServer, http: httpx.AsyncClient
+) -> None:
+    client = await connect(http, base(switchboard))
+    waiting = await send(client, ask("I need money converted"))  # input-required
+    url = base(switchboard) + "/"
+    canceled = await _rpc(http, url, "CancelTask", {"id": waiting.id})
+    assert canceled["result"]["status"]["state"] == "TASK_STATE_CANCELED", canceled
+    listed = await _rpc(http, url, "ListTasks", {"status": "TASK_STATE_CANCELED"})
+    assert [t["id"] for t in listed["result"]["tasks"]] == [waiting.id]
+    later = await _rpc(http, url, "ListTasks", {"statusTimestampAfter": "2999-01-01T00:00:00Z"})
+    assert later["result"]["tasks"] == []
+    bad = await _rpc(http, url, "ListTasks", {"statusTimestampAfter": "yesterday"})
+    assert bad["error"]["code"] == -32602
+
+
+async def test_push_configuration_is_refused_not_forwarded(
+    switchboard: TestServer, http: httpx.AsyncClient
+) -> None:
+    message = _message("convert 1 USD to EUR")
+    params = {
+        "message": message,
+        "configuration": {"taskPushNotificationConfig": {"url": "http://x"}},
+    }
+    answer_ = await _rpc(http, base(switchboard) + "/", "SendMessage", params)
+    assert answer_["error"]["code"] == -32003, answer_

@@ -111,11 +111,9 @@ async def test_agent_killed_mid_stream_ends_with_an_error(
     assert rest[-1]["error"]["code"] == -32053, rest
 
 
-async def test_client_going_away_closes_the_upstream_stream(
-    router: TestServer, aiohttp_server: Any
-) -> None:
-    """A real agent that streams one event then waits: when the client leaves, the router
-    must close its connection to the agent."""
+async def _waiter_agent(aiohttp_server: Any) -> tuple[dict[str, Any], asyncio.Event]:
+    """A real 0.3 agent that streams one event, then waits forever; the event is set when
+    its connection is closed."""
     disconnected = asyncio.Event()
 
     async def rpc(request: web.Request) -> web.StreamResponse:
@@ -146,17 +144,55 @@ async def test_client_going_away_closes_the_upstream_stream(
         "defaultOutputModes": ["text/plain"],
         "skills": [{"id": "wait", "name": "Wait forever", "tags": ["wait"]}],
     }
+    return card, disconnected
+
+
+_WAIT = {
+    "jsonrpc": "2.0",
+    "id": 7,
+    "method": "message/stream",
+    "params": {
+        "message": {
+            "role": "user",
+            "messageId": "m-1",
+            "parts": [{"kind": "text", "text": "please wait forever"}],
+        }
+    },
+}
+
+
+async def test_client_going_away_closes_the_upstream_stream(
+    router: TestServer, aiohttp_server: Any
+) -> None:
+    """When the client leaves, the router closes its connection to the agent."""
+    card, disconnected = await _waiter_agent(aiohttp_server)
     await router.app[REGISTRY].register_card(card, "waiter")
-    message = {
-        "role": "user",
-        "messageId": "m-1",
-        "parts": [{"kind": "text", "text": "please wait forever"}],
-    }
-    body = {"jsonrpc": "2.0", "id": 7, "method": "message/stream", "params": {"message": message}}
-    async with aiohttp.ClientSession() as http, http.post(base(router) + "/", json=body) as resp:
+    async with aiohttp.ClientSession() as http, http.post(base(router) + "/", json=_WAIT) as resp:
         first = await resp.content.readline()
         assert first.startswith(b"data: ") and b"up-1" not in first
     await asyncio.wait_for(disconnected.wait(), timeout=10)
+
+
+async def test_a_silent_stream_notices_the_client_left_without_handler_cancellation(
+    aiohttp_server: Any, sqlite_url: str
+) -> None:
+    """Under a server that does not cancel handlers, the keep-alive ping that fails is what
+    tells the router the client left; it must then close the agent's stream."""
+    card, disconnected = await _waiter_agent(aiohttp_server)
+    app = create_app(make_settings(sqlite_url, sse_keepalive=0.05))
+    runner = web.AppRunner(app, handler_cancellation=False)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        await app[REGISTRY].register_card(card, "waiter")
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        url = f"http://127.0.0.1:{port}/"
+        async with aiohttp.ClientSession() as http, http.post(url, json=_WAIT) as resp:
+            assert (await resp.content.readline()).startswith(b"data: ")
+        await asyncio.wait_for(disconnected.wait(), timeout=10)
+    finally:
+        await runner.cleanup()
 
 
 async def test_both_sdk_clients_through_the_router_to_a_compat_sdk_agent(
@@ -206,3 +242,27 @@ async def test_03_client_gets_each_demo_query_answered_by_the_right_agent(
             assert ref is not None and ref.agent_id == agent
     finally:
         await agents.close()
+
+
+async def test_served_cards_load_in_the_03_client_with_empty_and_false_values(
+    router: TestServer, sdk03_python: Path
+) -> None:
+    """The 0.3 SDK requires some members a signer would drop (tags: [], capabilities):
+    the router serves cards whole and signs what verifiers compute from them."""
+    card = {
+        "name": "Plain",
+        "description": "",
+        "version": "1",
+        "url": "http://127.0.0.1:9/rpc",
+        "protocolVersion": "0.3.0",
+        "preferredTransport": "JSONRPC",
+        "capabilities": {"streaming": False},
+        "defaultInputModes": ["text/plain"],
+        "defaultOutputModes": ["text/plain"],
+        "skills": [{"id": "plain", "name": "Plain skill", "description": "x", "tags": []}],
+    }
+    await router.app[REGISTRY].register_card(card, "plain")
+    for url in (base(router), base(router) + "/agents/plain"):
+        [served] = await client03_lines(sdk03_python, url, "card")
+        assert "error" not in served, served
+        assert served["skills"][0]["tags"] == []
