@@ -175,7 +175,7 @@ def _reuse_or_compute(agent: AgentRecord, previous: Snapshot | None) -> _AgentTe
     return _AgentTerms(
         agent,
         terms(_agent_fields(agent)),
-        [terms(_skill_fields(agent, skill)) for skill in agent.card.skills],
+        [terms(skill_fields(agent, skill)) for skill in agent.card.skills],
     )
 
 
@@ -183,7 +183,8 @@ def _id(record: AgentRecord) -> str:
     return record.id
 
 
-def _skill_fields(agent: AgentRecord, skill: Skill) -> list[Field]:
+def skill_fields(agent: AgentRecord, skill: Skill) -> list[Field]:
+    """The weighted text of a skill for ranking (its agent's name counts a little)."""
     return [
         Field(skill.name, 3.0),
         Field(skill.id.replace("-", " ").replace("_", " "), 2.0),

@@ -145,10 +145,10 @@ class Registry:
             return 0
         updated = record.model_copy(update={"card": card, "verification": verification})
         # only if the card is still the one just checked: never undo a concurrent write
-        version = await self.store.update_if_unchanged(updated, raw, record.card_sha256)
-        if version is None:
+        result = await self.store.update(updated, raw, expected_sha256=record.card_sha256)
+        if result is None:
             return 0
-        await self._install(updated, version)
+        await self._install(updated, result[1])
         return 1
 
     def get(self, agent_id: str) -> AgentRecord:

@@ -288,15 +288,20 @@ class Store:
             session.add(_revision(record, raw))
             return await _bump(session)
 
-    async def update(self, record: AgentRecord, raw: bytes) -> tuple[bool, int] | None:
+    async def update(
+        self, record: AgentRecord, raw: bytes, *, expected_sha256: str | None = None
+    ) -> tuple[bool, int] | None:
         """Replace an existing agent and its index rows atomically.
 
         Returns (whether the card bytes changed, the catalog version), or None if the agent
-        no longer exists (it was removed meanwhile: an update never brings it back).
+        no longer exists (removed meanwhile: an update never brings it back) or, with
+        ``expected_sha256``, if its stored card is no longer that one (compare-and-set).
         """
         async with self.session() as session, session.begin():
             existing = await session.get(AgentRow, record.id, with_for_update=True)
             if existing is None:
+                return None
+            if expected_sha256 is not None and existing.card_sha256 != expected_sha256:
                 return None
             changed = existing.card_sha256 != record.card_sha256
             for key, value in _agent_row(record, raw).model_dump().items():
@@ -308,23 +313,6 @@ class Store:
             if changed:
                 session.add(_revision(record, raw))
             return changed, await _bump(session)
-
-    async def update_if_unchanged(
-        self, record: AgentRecord, raw: bytes, expected_sha256: str
-    ) -> int | None:
-        """:meth:`update`, but only while the stored card is still ``expected_sha256``;
-        the new catalog version, or None if the agent changed or went away meanwhile."""
-        async with self.session() as session, session.begin():
-            existing = await session.get(AgentRow, record.id, with_for_update=True)
-            if existing is None or existing.card_sha256 != expected_sha256:
-                return None
-            for key, value in _agent_row(record, raw).model_dump().items():
-                setattr(existing, key, value)
-            existing.card_raw = raw
-            for table in _CHILDREN:
-                await session.exec(delete(table).where(col(table.agent_id) == record.id))
-            session.add_all(_child_rows(record))
-            return await _bump(session)
 
     async def delete(self, agent_id: str) -> int | None:
         """Remove an agent with its index rows and revisions; the new catalog version, or

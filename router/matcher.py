@@ -36,6 +36,7 @@ from typing import Any, Literal
 
 from registry import mediatypes
 from registry.cards import Interface, Skill
+from registry.catalog import skill_fields
 from registry.records import AgentRecord
 from registry.service import Registry
 from registry.textsearch import Field, TextIndex, terms, tokenize
@@ -166,15 +167,8 @@ class _SkillIndex:
 
 
 def _fields(agent: AgentRecord, skill: Skill) -> list[Field]:
-    return [
-        Field(skill.name, 3.0),
-        Field(skill.id.replace("-", " ").replace("_", " "), 2.0),
-        Field(" ".join(skill.tags), 2.0),
-        Field(skill.description, 1.0),
-        Field(" ".join(skill.examples), 1.0),
-        Field(agent.card.name, 0.5),
-        Field(agent.card.description, 0.5),
-    ]
+    # the catalog's skill text, plus the agent's description: routing reads the whole card
+    return [*skill_fields(agent, skill), Field(agent.card.description, 0.5)]
 
 
 def query_text(text: str) -> str:

@@ -52,6 +52,7 @@ from google.protobuf.json_format import ParseDict
 
 from registry.cards import parse_card
 from seeds.demo_agents import DEMO_PORTS, DemoAgents, describe_image, start_demo_agents
+from tests.sdk_clients import connect
 
 WIRE = Path(__file__).parent / "fixtures" / "wire"
 COMPAT_FIELDS = ("preferredTransport", "protocolVersion", "url")  # 1.3's 0.3-compat card fields
@@ -104,11 +105,6 @@ async def raw() -> AsyncIterator[httpx.AsyncClient]:
     """For hand-made requests: no default A2A headers."""
     async with httpx.AsyncClient(timeout=5.0) as client:
         yield client
-
-
-async def connect(http: httpx.AsyncClient, base_url: str, *, streaming: bool = False) -> Client:
-    card = await A2ACardResolver(http, base_url).get_agent_card()
-    return ClientFactory(ClientConfig(httpx_client=http, streaming=streaming)).create(card)
 
 
 def ask(
