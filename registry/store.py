@@ -184,6 +184,7 @@ def create_engine(url: str) -> AsyncEngine:
             dbapi_connection.isolation_level = None  # we issue BEGIN ourselves, below
             cursor = dbapi_connection.cursor()
             cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=NORMAL")  # WAL: safe against crashes, fast commits
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.close()
 
