@@ -31,6 +31,7 @@ from typing import Any
 
 from registry.errors import Conflict, RegistryError
 from registry.jsonsafe import JsonLimitError, loads_limited
+from registry.netguard import redact_url
 from registry.service import Registry
 
 log = logging.getLogger(__name__)
@@ -134,6 +135,11 @@ def _key(path: Path, n: int, raw: object) -> SeedKey:
     return SeedKey(jwks_url=url)
 
 
+def _shown(seed: SeedAgent) -> str:
+    """How a seed entry appears in logs: never with credentials of its URL."""
+    return redact_url(seed.url) if seed.url else str(seed.card_file)
+
+
 async def apply_seeds(registry: Registry, agents: list[SeedAgent]) -> list[str]:
     """Register each seed agent not yet registered; return the ids registered now."""
     added = []
@@ -151,11 +157,11 @@ async def apply_seeds(registry: Registry, agents: list[SeedAgent]) -> list[str]:
                 data = loads_limited(seed.card_file.read_bytes(), max_depth=_MAX_CARD_DEPTH)
                 record = await registry.register_card(data, seed.id)
         except Conflict as exc:
-            log.info("seed agent %s already registered: %s", seed.url or seed.card_file, exc)
+            log.info("seed agent %s already registered: %s", _shown(seed), exc)
             continue
         except (RegistryError, OSError, JsonLimitError) as exc:
-            log.warning("seed agent %s not registered: %s", seed.url or seed.card_file, exc)
+            log.warning("seed agent %s not registered: %s", _shown(seed), exc)
             continue
-        log.info("registered seed agent %s from %s", record.id, seed.url or seed.card_file)
+        log.info("registered seed agent %s from %s", record.id, _shown(seed))
         added.append(record.id)
     return added

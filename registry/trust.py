@@ -367,7 +367,8 @@ class _Prefix:
         except (ValueError, TypeError):
             usable = False
         if not usable:
-            log.warning("SWITCHBOARD_TRUSTED_JKU: %r is not a plain http(s) URL; ignored", text)
+            shown = redact_url(text)
+            log.warning("SWITCHBOARD_TRUSTED_JKU: %r is not a plain http(s) URL; ignored", shown)
             return None
         segments = url.raw_path.split("/")
         directory = segments[-1] == ""
@@ -595,7 +596,8 @@ class TrustStore:
             try:
                 rows.append(_seed_row(seed))
             except RegistryError as exc:
-                what = seed.jwks_url or (seed.jwk or {}).get("kid") or "no kid"
+                what = redact_url(seed.jwks_url) if seed.jwks_url else None
+                what = what or (seed.jwk or {}).get("kid") or "no kid"
                 raise RegistryError(
                     f"seed key {n} ({what}): {exc.message}", code="bad_seed_file"
                 ) from None

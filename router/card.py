@@ -8,6 +8,8 @@ re-signs them with the router's key (:class:`router.signing.CardSigner`).
 from __future__ import annotations
 
 import copy
+import re
+from collections.abc import Iterable
 from importlib import metadata
 from typing import Any
 
@@ -189,3 +191,41 @@ def _rewrite_legacy(card: dict[str, Any], endpoint: str) -> None:
             if isinstance(i, dict) and _is_jsonrpc(i.get("transport"))
         ]
         card["additionalInterfaces"] = rewritten[:1]
+
+
+_SEGMENT = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+_GONE = object()
+
+
+def without_paths(card: dict[str, Any], paths: Iterable[str]) -> dict[str, Any]:
+    """A copy of ``card`` without the members at ``paths`` (``a.b``, ``skills[0].security``),
+    e.g. the fields a verified signature did not cover, so the router never re-signs them."""
+    out = copy.deepcopy(card)
+    for path in paths:
+        steps: list[str | int] = [
+            int(index) if index else name for name, index in _SEGMENT.findall(path)
+        ]
+        if steps:
+            _mark(out, steps)
+    return _sweep(out)
+
+
+def _mark(node: Any, steps: list[str | int]) -> None:
+    for step in steps[:-1]:
+        try:
+            node = node[step]
+        except (KeyError, IndexError, TypeError):
+            return
+    last = steps[-1]
+    if (isinstance(node, dict) and isinstance(last, str) and last in node) or (
+        isinstance(node, list) and isinstance(last, int) and 0 <= last < len(node)
+    ):
+        node[last] = _GONE
+
+
+def _sweep(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: _sweep(v) for k, v in node.items() if v is not _GONE}
+    if isinstance(node, list):
+        return [_sweep(v) for v in node if v is not _GONE]
+    return node

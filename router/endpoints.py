@@ -18,7 +18,7 @@ from aiohttp import web
 from registry.api import REGISTRY, SETTINGS, read_json
 from registry.errors import RegistryError
 from registry.jsonsafe import JsonLimitError, loads_limited
-from router.card import agent_card_via_router, router_card
+from router.card import agent_card_via_router, router_card, without_paths
 from router.jsonrpc import Op, RpcError, Version, client_version, request_version
 from router.proxy import Router
 from router.signing import CardSigner
@@ -88,6 +88,9 @@ async def get_agent_card(request: web.Request) -> web.Response:
     except JsonLimitError:
         message = "the stored card cannot be read"
         raise RegistryError(message, code="internal_error", status=500) from None
+    if record.verification.status == "verified":
+        # the router's signature must not vouch for what the agent's did not cover
+        raw = without_paths(raw, record.verification.uncovered_fields)
     card = agent_card_via_router(record, raw, base_url(request))
     return _card_response(request, card)
 

@@ -430,3 +430,30 @@ async def test_push_configuration_is_refused_not_forwarded(
     }
     answer_ = await _rpc(http, base(switchboard) + "/", "SendMessage", params)
     assert answer_["error"]["code"] == -32003, answer_
+
+
+async def test_per_agent_card_drops_fields_the_agents_signature_did_not_cover(
+    aiohttp_client: Any, sqlite_url: str
+) -> None:
+    """The router re-signs per-agent cards: it must not vouch for unsigned content."""
+    from registry.signatures import generate_key, sign_card
+    from tests.helpers import AUTH, card_v1
+
+    key = generate_key("ES256", kid="owner")
+    client = await aiohttp_client(create_app(make_settings(sqlite_url)))
+    public = _json_loads(key.export_public())
+    assert (await client.post("/api/v1/keys", json={"jwk": public}, headers=AUTH)).status == 201
+    signed = sign_card(card_v1("https://w.example"), key)
+    signed["x-unsigned"] = "added after signing"
+    agent = await (
+        await client.post("/api/v1/agents", json={"card": signed, "id": "wx"}, headers=AUTH)
+    ).json()
+    assert agent["verification"]["status"] == "verified"
+    assert "x-unsigned" in agent["verification"]["uncovered_fields"]
+    served = await (await client.get("/agents/wx/.well-known/agent-card.json")).json()
+    assert "x-unsigned" not in served
+    assert served["name"] == "Weather Agent"
+
+
+def _json_loads(text: str) -> Any:
+    return json.loads(text)

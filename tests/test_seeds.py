@@ -79,3 +79,13 @@ async def test_seeds_load_at_start_and_again_without_duplicates(
     again = await aiohttp_client(create_app(settings))  # a restart on the same database
     assert sorted(again.app[REGISTRY].catalog.snapshot.agents) == ["invoice-reader", "wx"]
     assert card_server.hits("/.well-known/agent-card.json") == 1  # not fetched again
+
+
+async def test_seed_urls_are_logged_without_credentials(
+    aiohttp_client: Any, sqlite_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = _write(tmp_path, '[[agents]]\nurl = "http://user:hunter2@127.0.0.1:1/"\n')
+    with caplog.at_level("INFO"):
+        await aiohttp_client(create_app(make_settings(sqlite_url, seeds=[str(path)])))
+    assert "not registered" in caplog.text
+    assert "hunter2" not in caplog.text
