@@ -73,7 +73,11 @@ class AgentRecord(BaseModel):
         }
 
 
+def as_utc(value: datetime) -> datetime:
+    """Aware UTC (SQLite gives back naive datetimes, which are UTC)."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
 def iso(value: datetime) -> str:
     """ISO 8601 in UTC with a ``Z`` (naive values, as SQLite returns them, are UTC)."""
-    value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-    return value.isoformat().replace("+00:00", "Z")
+    return as_utc(value).isoformat().replace("+00:00", "Z")

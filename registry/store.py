@@ -8,7 +8,7 @@ and reloads when another process changed the catalog (see ``Registry.sync``).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from registry.cards import AgentCard, Capabilities, Interface, Provider, Skill
 from registry.errors import RegistryError
-from registry.records import AgentRecord, VerificationRecord
+from registry.records import AgentRecord, VerificationRecord, as_utc
 
 # --- tables ----------------------------------------------------------------------------------
 
@@ -459,10 +459,6 @@ def _child_rows(record: AgentRecord) -> list[SQLModel]:
     return out
 
 
-def _utc(value: datetime) -> datetime:
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
-
-
 def _records(rows: dict[str, list[Any]]) -> list[AgentRecord]:
     interfaces: dict[str, list[InterfaceRow]] = {}
     for row in sorted(rows["agent_interfaces"], key=lambda r: r.position):
@@ -531,9 +527,9 @@ def _records(rows: dict[str, list[Any]]) -> list[AgentRecord]:
                 card_sha256=row.card_sha256,
                 etag=row.etag,
                 last_modified=row.last_modified,
-                created_at=_utc(row.created_at),
-                updated_at=_utc(row.updated_at),
-                fetched_at=_utc(row.fetched_at),
+                created_at=as_utc(row.created_at),
+                updated_at=as_utc(row.updated_at),
+                fetched_at=as_utc(row.fetched_at),
                 verification=VerificationRecord(
                     status=row.verification_status,
                     kid=row.verification_kid,

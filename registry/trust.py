@@ -45,7 +45,7 @@ from yarl import URL
 from registry.crawler import Crawler
 from registry.errors import Conflict, CrawlError, NotFound, RegistryError
 from registry.netguard import redact_url
-from registry.records import iso, utcnow
+from registry.records import as_utc, iso, utcnow
 from registry.signatures import KeyLookup
 from registry.store import Store
 
@@ -154,14 +154,9 @@ def _anchor(row: TrustAnchorRow) -> Anchor:
         jwk=dict(row.jwk) if row.jwk else None,
         jwks_url=row.jwks_url,
         source=row.source,  # type: ignore[arg-type]
-        created_at=_utc(row.created_at),
+        created_at=as_utc(row.created_at),
         key=key,
     )
-
-
-def _utc(value: datetime) -> datetime:
-    """Aware UTC (SQLite gives back naive datetimes, which are UTC)."""
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def jwks_anchor_id(url: str) -> str:

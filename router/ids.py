@@ -25,7 +25,7 @@ from sqlalchemy import DateTime, UniqueConstraint, and_, func, or_
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Field, SQLModel, col, select, update
 
-from registry.records import utcnow
+from registry.records import as_utc, utcnow
 from registry.store import Store
 from router.jsonrpc import RpcError
 from router.rewrite import Rewriter
@@ -294,7 +294,7 @@ class IdMap:
                 if len(older) > page_size:
                     last = older[page_size - 1]
                     token = _encode_token(
-                        replace(cursor, at=_utc(last.updated_at), task_id=last.task_id), filters
+                        replace(cursor, at=as_utc(last.updated_at), task_id=last.task_id), filters
                     )
                     return [_ref(row) for row in older[:page_size]], token
                 cursor = _Cursor(before=False, snapshot=cursor.snapshot, at=None, task_id=None)
@@ -312,7 +312,7 @@ class IdMap:
         if len(newer) > room:
             newer = newer[:room]
             if newer:
-                cursor = replace(cursor, at=_utc(newer[-1].updated_at), task_id=newer[-1].task_id)
+                cursor = replace(cursor, at=as_utc(newer[-1].updated_at), task_id=newer[-1].task_id)
             token = _encode_token(cursor, filters)
         return [_ref(row) for row in [*reversed(newer), *older]], token
 
@@ -500,13 +500,9 @@ def _ref(row: RouterTaskRow) -> TaskRef:
         upstream_task_id=row.upstream_task_id,
         context_id=row.context_id,
         state=row.state,
-        created_at=_utc(row.created_at),
-        updated_at=_utc(row.updated_at),
+        created_at=as_utc(row.created_at),
+        updated_at=as_utc(row.updated_at),
     )
-
-
-def _utc(value: datetime) -> datetime:
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def _invalid(field: str, rule: str) -> RpcError:

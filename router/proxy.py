@@ -25,7 +25,7 @@ from registry.records import iso
 from registry.service import Registry
 from registry.settings import Settings
 from router import wire
-from router.ids import IdMap, Rewriter
+from router.ids import IdMap, Rewriter, TaskRef
 from router.jsonrpc import (
     AGENT_UNAVAILABLE,
     BAD_ROUTING_HINT,
@@ -126,11 +126,12 @@ class Router:
 
     # --- choosing the agent ----------------------------------------------------------------
 
-    async def _choose_for_message(self, rpc: Request, pinned: str | None) -> Choice:
-        message = wire.message_of(rpc.version, rpc.params)
+    async def _choose_for_message(
+        self, rpc: Request, message: dict[str, Any], pinned: str | None
+    ) -> Choice:
         task_id = message.get("taskId")
         if isinstance(task_id, str) and task_id:
-            owner = await self._owner(task_id, pinned)
+            owner = (await self._owner(task_id, pinned)).agent_id
             self._check_hint_agrees(rpc, owner)
             return self.matcher.target_for(rpc.version, owner)
         context_id = message.get("contextId")
@@ -157,7 +158,8 @@ class Router:
                 {"hint": hint, "owner": owner},
             )
 
-    async def _owner(self, task_id: str, pinned: str | None) -> str:
+    async def _owner(self, task_id: str, pinned: str | None) -> TaskRef:
+        """The mapping of a router task id, owned by a still registered agent."""
         ref = await self.ids.task(task_id)
         if ref is None or (pinned is not None and ref.agent_id != pinned):
             raise RpcError(TASK_NOT_FOUND, f"no task with id {task_id!r}", {"taskId": task_id})
@@ -169,18 +171,16 @@ class Router:
                 f"the agent that owns task {task_id!r} is no longer registered",
                 {"taskId": task_id, "agent": ref.agent_id},
             ) from None
-        return ref.agent_id
+        return ref
 
     # --- calls -----------------------------------------------------------------------------
 
     async def _message(
         self, request: web.Request, rpc: Request, pinned: str | None
     ) -> web.StreamResponse:
-        choice = await self._choose_for_message(rpc, pinned)
         message = wire.message_of(rpc.version, rpc.params)
-        context_id = message.get("contextId") if isinstance(message.get("contextId"), str) else None
-        if context_id:
-            await self.ids.ensure_context(context_id)
+        choice = await self._choose_for_message(rpc, message, pinned)
+        context_id = message.get("contextId") or None  # checked a string by read_request
         async with self._first_turn(context_id, choice.agent.id):
             rewriter = Rewriter(self.ids, rpc.version, choice.agent.id, context_id)
             params = await rewriter.request_to_upstream(rpc.op, rpc.params)
@@ -208,10 +208,9 @@ class Router:
         self, request: web.Request, rpc: Request, pinned: str | None
     ) -> web.StreamResponse:
         task_id = wire.task_id_param(rpc.version, rpc.op, rpc.params)
-        owner = await self._owner(task_id, pinned)
-        choice = self.matcher.target_for(rpc.version, owner)
-        ref = await self.ids.task(task_id)
-        rewriter = Rewriter(self.ids, rpc.version, owner, ref.context_id if ref else None)
+        ref = await self._owner(task_id, pinned)
+        choice = self.matcher.target_for(rpc.version, ref.agent_id)
+        rewriter = Rewriter(self.ids, rpc.version, ref.agent_id, ref.context_id)
         params = await rewriter.request_to_upstream(rpc.op, rpc.params)
         if rpc.op is Op.SUBSCRIBE:
             return await self._stream(request, rpc, choice, rewriter, params)
@@ -225,20 +224,26 @@ class Router:
         rewriter: Rewriter,
         params: dict[str, Any],
     ) -> web.Response:
-        target = choice.target
-        answer = await self.upstream.call(
-            target,
-            method_name(target.version, rpc.op),
-            params,
-            request_id=rpc.id,
-            headers=forward_headers(request.headers, target.version),
-        )
+        answer = await self._call_upstream(request, rpc, choice, rpc.op, params)
         if "error" in answer:
             error = await rewriter.error_from_upstream(answer["error"])
             return _json({"jsonrpc": "2.0", "id": rpc.id, "error": error})
         result = await rewriter.result_from_upstream(rpc.op, answer.get("result"))
         await self._record(rpc, result)
         return _json(result_body(rpc.id, result))
+
+    async def _call_upstream(
+        self, request: web.Request, rpc: Request, choice: Choice, op: Op, params: dict[str, Any]
+    ) -> dict[str, Any]:
+        """One JSON-RPC call to the chosen agent, in its version's method name and headers."""
+        target = choice.target
+        return await self.upstream.call(
+            target,
+            method_name(target.version, op),
+            params,
+            request_id=rpc.id,
+            headers=forward_headers(request.headers, target.version),
+        )
 
     async def _stream(
         self,
@@ -359,15 +364,8 @@ class Router:
             choice = self.matcher.target_for(rpc.version, ref.agent_id)
             rewriter = Rewriter(self.ids, rpc.version, ref.agent_id, ref.context_id)
             params = await rewriter.request_to_upstream(Op.GET, get)
-            target = choice.target
             answer = await asyncio.wait_for(
-                self.upstream.call(
-                    target,
-                    method_name(target.version, Op.GET),
-                    params,
-                    request_id=rpc.id,
-                    headers=forward_headers(request.headers, target.version),
-                ),
+                self._call_upstream(request, rpc, choice, Op.GET, params),
                 timeout=_LIST_OWNER_TIMEOUT,
             )
         except (RpcError, TimeoutError):
