@@ -8,7 +8,8 @@ and reloads when another process changed the catalog (see ``Registry.sync``).
 
 from __future__ import annotations
 
-from datetime import datetime
+from collections.abc import Callable
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +141,45 @@ class CardRevisionRow(SQLModel, table=True):
     fetched_at: datetime = Field(sa_type=DateTime(timezone=True))
     card_url: str | None = None
     raw: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+    # what changed against the previous revision (None for the first one); see registry.diff
+    diff: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    verification_status: str | None = Field(default=None, max_length=16)
+
+
+class RefreshRow(SQLModel, table=True):
+    """The crawler's state of one agent: when to check it next and how the checks went.
+
+    Kept apart from ``agents`` so that a routine check never rewrites the card's rows nor
+    bumps the catalog version; it bumps ``health_version`` instead.
+    """
+
+    __tablename__ = "agent_refresh"
+
+    agent_id: str = Field(primary_key=True, foreign_key="agents.id", max_length=64)
+    status: str = Field(default="healthy", max_length=16)
+    consecutive_failures: int = 0
+    last_error: str | None = None
+    last_success: datetime | None = Field(default=None, sa_type=DateTime(timezone=True))
+    last_failure: datetime | None = Field(default=None, sa_type=DateTime(timezone=True))
+    last_checked: datetime | None = Field(default=None, sa_type=DateTime(timezone=True))
+    next_check_at: datetime | None = Field(
+        default=None, sa_type=DateTime(timezone=True), index=True
+    )
+    interval: float | None = None  # the operator's per-agent refresh interval, seconds
+    max_age: int | None = None  # Cache-Control max-age of the last card response
+    etag: str | None = None  # validators of the last response (the card may be unchanged)
+    last_modified: str | None = None
+    revision: int = 0  # the health_version this row was last written at (incremental reloads)
+
+
+class LeaseRow(SQLModel, table=True):
+    """A named lease: the replica that holds it until ``expires_at`` runs that job."""
+
+    __tablename__ = "leases"
+
+    name: str = Field(primary_key=True, max_length=64)
+    holder: str = Field(max_length=128)
+    expires_at: datetime = Field(sa_type=DateTime(timezone=True))
 
 
 class CatalogStateRow(SQLModel, table=True):
@@ -152,6 +192,7 @@ class CatalogStateRow(SQLModel, table=True):
 
 
 _VERSION = "catalog_version"
+_HEALTH_VERSION = "health_version"
 _DDL_LOCK = 0x5B_0A4D  # PostgreSQL advisory lock key held while creating the schema
 _CHILDREN: tuple[type[SQLModel], ...] = (SkillModeRow, SkillTagRow, SkillRow, InterfaceRow)
 
@@ -215,6 +256,7 @@ class Store:
                 # replicas starting together must not race on CREATE TABLE
                 await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _DDL_LOCK})
             await conn.run_sync(SQLModel.metadata.create_all)
+            await conn.run_sync(_add_nullable_columns)
             missing = await conn.run_sync(_missing_columns)
         if missing:
             raise RegistryError(
@@ -223,12 +265,13 @@ class Store:
                 code="schema_outdated",
                 details={"missing_columns": missing},
             )
-        try:
-            async with self.session() as session, session.begin():
-                if await session.get(CatalogStateRow, _VERSION) is None:
-                    session.add(CatalogStateRow(key=_VERSION, value=0))
-        except IntegrityError:
-            pass  # another process created it first
+        for key in (_VERSION, _HEALTH_VERSION):
+            try:
+                async with self.session() as session, session.begin():
+                    if await session.get(CatalogStateRow, key) is None:
+                        session.add(CatalogStateRow(key=key, value=0))
+            except IntegrityError:
+                pass  # another process created it first
 
     async def ping(self) -> None:
         """Raise if the database cannot be reached."""
@@ -277,8 +320,11 @@ class Store:
         async with self.session() as session:
             return set((await session.exec(select(AgentRow.id))).all())
 
-    async def insert(self, record: AgentRecord, raw: bytes) -> int:
-        """Add a new agent with its index rows and first revision; return the catalog version.
+    async def insert(
+        self, record: AgentRecord, raw: bytes, refresh: RefreshRow | None = None
+    ) -> int:
+        """Add a new agent with its index rows, first revision and (optional) refresh state;
+        return the catalog version.
 
         Raises :class:`sqlalchemy.exc.IntegrityError` if the id or source URL is taken.
         """
@@ -286,17 +332,28 @@ class Store:
             session.add(_agent_row(record, raw))
             await session.flush()
             session.add_all(_child_rows(record))
-            session.add(_revision(record, raw))
+            session.add(_revision(record, raw, None))
+            if refresh is not None:
+                row = RefreshRow(**refresh.model_dump())
+                row.revision = await _bump(session, _HEALTH_VERSION)
+                session.add(row)
             return await _bump(session)
 
     async def update(
-        self, record: AgentRecord, raw: bytes, *, expected_sha256: str | None = None
+        self,
+        record: AgentRecord,
+        raw: bytes,
+        *,
+        expected_sha256: str | None = None,
+        diff: dict[str, Any] | None = None,
     ) -> tuple[bool, int] | None:
         """Replace an existing agent and its index rows atomically.
 
-        Returns (whether the card bytes changed, the catalog version), or None if the agent
-        no longer exists (removed meanwhile: an update never brings it back) or, with
-        ``expected_sha256``, if its stored card is no longer that one (compare-and-set).
+        A revision row is added when the card bytes changed or ``diff`` (what changed in the
+        indexed agent, e.g. only its verification) is not empty. Returns (whether the card
+        bytes changed, the catalog version), or None if the agent no longer exists (removed
+        meanwhile: an update never brings it back) or, with ``expected_sha256``, if its
+        stored card is no longer that one (compare-and-set).
         """
         async with self.session() as session, session.begin():
             existing = await session.get(AgentRow, record.id, with_for_update=True)
@@ -311,8 +368,8 @@ class Store:
             for table in _CHILDREN:
                 await session.exec(delete(table).where(col(table.agent_id) == record.id))
             session.add_all(_child_rows(record))
-            if changed:
-                session.add(_revision(record, raw))
+            if changed or diff:
+                session.add(_revision(record, raw, diff))
             return changed, await _bump(session)
 
     async def delete(self, agent_id: str) -> int | None:
@@ -322,7 +379,7 @@ class Store:
             row = await session.get(AgentRow, agent_id, with_for_update=True)
             if row is None:
                 return None
-            for table in (*_CHILDREN, CardRevisionRow):
+            for table in (*_CHILDREN, CardRevisionRow, RefreshRow):
                 await session.exec(delete(table).where(col(table.agent_id) == agent_id))
             await session.delete(row)
             return await _bump(session)
@@ -337,6 +394,119 @@ class Store:
             )
             return list(result.all())
 
+    # --- refresh state, health and leases ----------------------------------------------------
+
+    async def health_version(self) -> int:
+        """A counter that grows with every write of refresh state (health, schedule)."""
+        async with self.session() as session:
+            row = await session.get(CatalogStateRow, _HEALTH_VERSION)
+            return row.value if row else 0
+
+    async def refresh_rows(self, since: int = -1) -> list[RefreshRow]:
+        """The refresh state of every agent that has one (written after health version
+        ``since``, if given)."""
+        async with self.session() as session:
+            query = select(RefreshRow).where(col(RefreshRow.revision) > since)
+            return list((await session.exec(query)).all())
+
+    async def refresh_row(self, agent_id: str) -> RefreshRow | None:
+        """One agent's refresh state."""
+        async with self.session() as session:
+            return await session.get(RefreshRow, agent_id)
+
+    async def missing_refresh_rows(self) -> list[str]:
+        """Ids of agents without refresh state (registered by an older version)."""
+        async with self.session() as session:
+            have = select(RefreshRow.agent_id)
+            query = select(AgentRow.id).where(col(AgentRow.id).not_in(have))
+            return list((await session.exec(query)).all())
+
+    async def modify_refresh(
+        self, agent_id: str, change: Callable[[RefreshRow], RefreshRow | None]
+    ) -> RefreshRow | None:
+        """Read-modify-write one agent's refresh state in one transaction (row locked), so
+        concurrent reports never lose a failure. ``change`` gets the current state (a fresh
+        row if there is none) and returns the new one, or None to leave it. Returns what was
+        written; None if nothing was (or the agent is gone)."""
+        async with self.session() as session, session.begin():
+            if await session.get(AgentRow, agent_id) is None:
+                return None
+            existing = await session.get(RefreshRow, agent_id, with_for_update=True)
+            current = RefreshRow(agent_id=agent_id) if existing is None else existing
+            updated = change(RefreshRow(**current.model_dump()))
+            if updated is None:
+                return None
+            updated.revision = await _bump(session, _HEALTH_VERSION)
+            if existing is None:
+                session.add(updated)
+            else:
+                for key, value in updated.model_dump().items():
+                    setattr(existing, key, value)
+            return RefreshRow(**updated.model_dump())
+
+    async def due(self, now: datetime, limit: int) -> list[RefreshRow]:
+        """Agents whose next check is at or before ``now``, soonest first."""
+        async with self.session() as session:
+            query = (
+                select(RefreshRow)
+                .where(col(RefreshRow.next_check_at).is_not(None))
+                .where(col(RefreshRow.next_check_at) <= now)
+                .order_by(col(RefreshRow.next_check_at))
+                .limit(limit)
+            )
+            return list((await session.exec(query)).all())
+
+    async def next_due(self) -> datetime | None:
+        """The earliest scheduled check of any agent."""
+        async with self.session() as session:
+            query = select(RefreshRow.next_check_at).where(
+                col(RefreshRow.next_check_at).is_not(None)
+            )
+            value = (await session.exec(query.order_by(col(RefreshRow.next_check_at)))).first()
+            return as_utc(value) if value is not None else None
+
+    async def claim(self, agent_id: str, expected_next: datetime, until: datetime) -> bool:
+        """Take one due check: move its next check to ``until`` if it is still
+        ``expected_next``. Of several replicas or tasks, exactly one succeeds."""
+        async with self.session() as session, session.begin():
+            row = await session.get(RefreshRow, agent_id, with_for_update=True)
+            if row is None or not _same_time(row.next_check_at, expected_next):
+                return False
+            row.next_check_at = until
+            return True
+
+    async def acquire_lease(self, name: str, holder: str, now: datetime, ttl: float) -> bool:
+        """Take or renew the lease ``name`` for ``ttl`` seconds; False if another holder has
+        it and it has not expired."""
+        expires = now + timedelta(seconds=ttl)
+        try:
+            async with self.session() as session, session.begin():
+                row = await session.get(LeaseRow, name, with_for_update=True)
+                if row is None:
+                    session.add(LeaseRow(name=name, holder=holder, expires_at=expires))
+                    return True
+                if row.holder != holder and as_utc(row.expires_at) > now:
+                    return False
+                row.holder, row.expires_at = holder, expires
+                return True
+        except IntegrityError:
+            return False  # another replica created it first
+
+    async def release_lease(self, name: str, holder: str) -> None:
+        """Give the lease up at once (on shutdown) if ``holder`` has it."""
+        async with self.session() as session, session.begin():
+            row = await session.get(LeaseRow, name, with_for_update=True)
+            if row is not None and row.holder == holder:
+                await session.delete(row)
+
+    async def lease_holder(self, name: str, now: datetime) -> str | None:
+        """Who holds the lease ``name`` now, if anyone."""
+        async with self.session() as session:
+            row = await session.get(LeaseRow, name)
+            if row is None or as_utc(row.expires_at) <= now:
+                return None
+            return row.holder
+
     async def _load(self, agent_id: str | None) -> list[AgentRecord]:
         async with self.session() as session:
             rows: dict[str, list[Any]] = {}
@@ -349,6 +519,19 @@ class Store:
         return _records(rows)
 
 
+def _add_nullable_columns(conn: Any) -> None:
+    """The one kind of migration done: add a nullable column a newer version introduced."""
+    inspector = inspect(conn)
+    compiler = conn.dialect.ddl_compiler(conn.dialect, None)
+    for table in SQLModel.metadata.sorted_tables:
+        have = {column["name"] for column in inspector.get_columns(table.name)}
+        for column in table.columns:
+            if column.name in have or not column.nullable or column.primary_key:
+                continue
+            spec = compiler.get_column_specification(column)
+            conn.execute(text(f"ALTER TABLE {table.name} ADD COLUMN {spec}"))
+
+
 def _missing_columns(conn: Any) -> list[str]:
     """``table.column`` for every column the models have and the database lacks."""
     inspector = inspect(conn)
@@ -359,29 +542,36 @@ def _missing_columns(conn: Any) -> list[str]:
     return missing
 
 
-async def _bump(session: AsyncSession) -> int:
-    """Increment the catalog version in the writer's transaction; return the new value.
+async def _bump(session: AsyncSession, key: str = _VERSION) -> int:
+    """Increment a counter (the catalog version by default) in the writer's transaction;
+    return the new value.
 
     One UPDATE, so concurrent writers serialize on the row in both databases.
     """
     await session.exec(
         update(CatalogStateRow)
-        .where(col(CatalogStateRow.key) == _VERSION)
+        .where(col(CatalogStateRow.key) == key)
         .values(value=CatalogStateRow.value + 1)
     )
-    result = await session.exec(
-        select(CatalogStateRow.value).where(CatalogStateRow.key == _VERSION)
-    )
+    result = await session.exec(select(CatalogStateRow.value).where(CatalogStateRow.key == key))
     return result.one()
 
 
-def _revision(record: AgentRecord, raw: bytes) -> CardRevisionRow:
+def _same_time(stored: datetime | None, expected: datetime | None) -> bool:
+    if stored is None or expected is None:
+        return stored is expected
+    return as_utc(stored) == as_utc(expected)
+
+
+def _revision(record: AgentRecord, raw: bytes, diff: dict[str, Any] | None) -> CardRevisionRow:
     return CardRevisionRow(
         agent_id=record.id,
         sha256=record.card_sha256,
         fetched_at=record.fetched_at,
         card_url=record.card_url,
         raw=raw,
+        diff=diff,
+        verification_status=record.verification.status,
     )
 
 

@@ -1,0 +1,142 @@
+"""Agent health and the refresh schedule, as pure rules on plain values.
+
+An agent's health follows its checks (scheduled card fetches) and what the router sees when
+it calls the agent (passive health):
+
+- ``healthy``: the last check or call succeeded;
+- ``degraded``: 1 to ``unreachable_after - 1`` consecutive failures; still routed;
+- ``unreachable``: ``unreachable_after`` or more consecutive failures; out of routing until
+  the first success;
+- ``unknown``: a pushed agent nothing has talked to yet (it has no card URL to check).
+
+After a success the next check is one refresh interval away: the agent's own interval if an
+operator set one, else the card response's ``Cache-Control: max-age`` clamped to the
+configured bounds, else ``SWITCHBOARD_REFRESH_INTERVAL``; each with a random jitter so that
+agents registered together do not all refresh in the same second. After a failure the next
+try backs off exponentially from ``retry_base`` up to ``retry_max``.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from registry.records import iso, utcnow
+
+HealthStatus = Literal["unknown", "healthy", "degraded", "unreachable"]
+Clock = Callable[[], datetime]
+
+MAX_ERROR_CHARS = 500  # longest last_error kept
+
+
+class Health(BaseModel):
+    """One agent's health as stored and shown."""
+
+    status: HealthStatus = "unknown"
+    consecutive_failures: int = 0
+    last_error: str | None = None
+    last_success: datetime | None = None
+    last_failure: datetime | None = None
+    last_checked: datetime | None = None
+    next_check_at: datetime | None = None
+    interval: float | None = None
+
+    @property
+    def routable(self) -> bool:
+        """Whether routing may choose the agent (every status but ``unreachable``)."""
+        return self.status != "unreachable"
+
+    def to_api(self) -> dict[str, Any]:
+        """The admin API's view (``"health"`` of an agent)."""
+        return {
+            "status": self.status,
+            "last_error": self.last_error,
+            "last_success": _iso(self.last_success),
+            "last_failure": _iso(self.last_failure),
+            "last_checked": _iso(self.last_checked),
+            "consecutive_failures": self.consecutive_failures,
+            "next_check_at": _iso(self.next_check_at),
+            "refresh_interval": self.interval,
+        }
+
+
+def _iso(value: datetime | None) -> str | None:
+    return iso(value) if value is not None else None
+
+
+@dataclass
+class RefreshPolicy:
+    """When to check an agent next and what a failure does to its health."""
+
+    interval: float = 300.0
+    min_interval: float = 30.0
+    max_interval: float = 86400.0
+    jitter: float = 0.1
+    retry_base: float = 5.0
+    retry_max: float = 600.0
+    unreachable_after: int = 3
+    clock: Clock = utcnow
+    rng: random.Random = field(default_factory=random.Random)
+
+    def now(self) -> datetime:
+        """The policy clock's current time (tests inject their own clock)."""
+        return self.clock()
+
+    def interval_for(self, override: float | None, max_age: int | None) -> float:
+        """The refresh interval in seconds (before jitter)."""
+        if override is not None:
+            return override
+        if max_age is not None:
+            return min(max(float(max_age), self.min_interval), self.max_interval)
+        return self.interval
+
+    def _jittered(self, seconds: float) -> timedelta:
+        spread = seconds * self.jitter
+        return timedelta(seconds=max(0.0, seconds + self.rng.uniform(-spread, spread)))
+
+    def after_success(self, now: datetime, override: float | None, max_age: int | None) -> datetime:
+        """The next check after a successful one at ``now``."""
+        return now + self._jittered(self.interval_for(override, max_age))
+
+    def after_failure(self, now: datetime, failures: int) -> datetime:
+        """The next try after the ``failures``-th consecutive failure at ``now``."""
+        backoff = min(self.retry_base * 2 ** max(0, min(failures - 1, 32)), self.retry_max)
+        return now + self._jittered(backoff)
+
+    def status_after(self, failures: int) -> HealthStatus:
+        """The status after ``failures`` consecutive failures (0: healthy)."""
+        if failures <= 0:
+            return "healthy"
+        return "unreachable" if failures >= self.unreachable_after else "degraded"
+
+    def succeeded(self, health: Health, now: datetime, next_check: datetime | None) -> Health:
+        """``health`` after a successful check or call."""
+        return health.model_copy(
+            update={
+                "status": "healthy",
+                "consecutive_failures": 0,
+                "last_success": now,
+                "last_checked": now,
+                "next_check_at": next_check,
+            }
+        )
+
+    def failed(self, health: Health, now: datetime, error: str, *, schedule: bool) -> Health:
+        """``health`` after a failed check or call; ``schedule``: back off the next check."""
+        failures = health.consecutive_failures + 1
+        next_check = self.after_failure(now, failures) if schedule else health.next_check_at
+        return health.model_copy(
+            update={
+                "status": self.status_after(failures),
+                "consecutive_failures": failures,
+                "last_error": error[:MAX_ERROR_CHARS],
+                "last_failure": now,
+                "last_checked": now,
+                "next_check_at": next_check,
+            }
+        )
