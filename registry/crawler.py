@@ -226,6 +226,19 @@ class Crawler:
             details={"url": shown, "attempts": attempts},
         )
 
+    async def probe(self, url: str) -> int:
+        """Check that an endpoint answers HTTP at all (the health check of a pushed agent,
+        which has no card URL): its status. Any answer below 500 counts, a JSON-RPC
+        endpoint's 405 to a GET included; 5xx or no answer raise :class:`CrawlError`."""
+        await self.start()
+        assert self._session is not None
+        target = self.policy.check_url(url)
+        with _translate_errors(str(target)):
+            async with self._session.get(target, allow_redirects=False) as resp:
+                if resp.status >= 500:
+                    raise _http_error(str(target), resp.status, f"HTTP {resp.status}")
+                return resp.status
+
     # -- one hop -------------------------------------------------------------------------
 
     async def _get(self, url: URL, headers: dict[str, str], limit: int) -> Fetched | str:

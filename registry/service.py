@@ -17,6 +17,8 @@ import json
 import logging
 import re
 import unicodedata
+from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
@@ -24,11 +26,13 @@ from sqlalchemy.exc import IntegrityError
 from registry.cards import AgentCard, parse_card
 from registry.catalog import Catalog
 from registry.crawler import Crawler, Fetched, is_card_url
+from registry.diff import agent_diff
 from registry.errors import CardError, Conflict, NotFound, RegistryError
+from registry.health import Health, RefreshPolicy
 from registry.jsonsafe import JsonLimitError, loads_limited
-from registry.records import AgentRecord, Source, VerificationRecord, utcnow
+from registry.records import AgentRecord, Source, VerificationRecord, as_utc, utcnow
 from registry.signatures import KeyResolver, StaticKeys, verify_card
-from registry.store import Store
+from registry.store import RefreshRow, Store
 from registry.trust import TrustAnchorRow  # noqa: F401 - its table must exist with the schema
 
 log = logging.getLogger(__name__)
@@ -49,6 +53,7 @@ class Registry:
         max_card_bytes: int = 1024 * 1024,
         keys: KeyResolver | None = None,
         require_signed: bool = False,
+        policy: RefreshPolicy | None = None,
     ) -> None:
         self.store = store
         self.crawler = crawler
@@ -56,8 +61,12 @@ class Registry:
         self.max_card_bytes = max_card_bytes
         self.keys: KeyResolver = keys or StaticKeys([])
         self.require_signed = require_signed
+        self.policy = policy or RefreshPolicy()
+        self.health: dict[str, Health] = {}  # by agent id; see registry.health
+        self._health_version = -1
         self._key_generation = 0
         self._reverify_lock = asyncio.Lock()
+        self._health_locks: dict[str, asyncio.Lock] = {}
 
     async def load(self) -> None:
         """Create the schema if needed and load the catalog from the database."""
@@ -65,23 +74,55 @@ class Registry:
         await self.reload()
 
     async def reload(self) -> None:
-        """Rebuild the in-memory catalog from the database."""
+        """Rebuild the in-memory catalog (and the health of every agent) from the database."""
         version = await self.store.catalog_version()  # read first: records are at least as new
         self.catalog.replace(await self.store.all(), version)
+        await self._reload_health(full=True)
 
     async def sync(self) -> bool:
-        """Reload if another process changed the catalog; True if it did."""
-        if await self.store.catalog_version() == self.catalog.snapshot.version:
-            return False
-        await self.reload()
-        return True
+        """Reload what another process changed (catalog, health); True if the catalog
+        changed."""
+        if await self.store.catalog_version() != self.catalog.snapshot.version:
+            await self.reload()
+            return True
+        if await self.store.health_version() != self._health_version:
+            await self._reload_health(full=False)
+        return False
 
-    def routable(self, record: AgentRecord) -> bool:
-        """Whether routing may choose this agent (``SWITCHBOARD_REQUIRE_SIGNED_CARDS`` policy).
+    async def _reload_health(self, *, full: bool) -> None:
+        version = await self.store.health_version()  # read first, as for the catalog
+        rows = await self.store.refresh_rows(-1 if full else self._health_version)
+        health = {} if full else dict(self.health)
+        for row in rows:
+            health[row.agent_id] = _health(row)
+        self.health, self._health_version = health, version
 
-        Unverified agents stay in the catalog either way.
+    def health_of(self, agent_id: str) -> Health:
+        """The agent's current health (``unknown`` if nothing was recorded yet)."""
+        return self.health.get(agent_id) or Health()
+
+    def routable(self, record: AgentRecord, *, health: bool = True) -> bool:
+        """Whether routing may choose this agent: the ``SWITCHBOARD_REQUIRE_SIGNED_CARDS``
+        policy and (with ``health``) not ``unreachable``.
+
+        Unverified and unreachable agents stay in the catalog either way.
         """
-        return not self.require_signed or record.verification.status == "verified"
+        if self.require_signed and record.verification.status != "verified":
+            return False
+        return not health or self.health_of(record.id).routable
+
+    def unroutable_reason(self, record: AgentRecord) -> str:
+        """Why :meth:`routable` is False for ``record`` (one sentence)."""
+        if self.require_signed and record.verification.status != "verified":
+            return (
+                f"its card signature is {record.verification.status!r} and "
+                "SWITCHBOARD_REQUIRE_SIGNED_CARDS only routes to verified cards"
+            )
+        health = self.health_of(record.id)
+        return (
+            f"it is unreachable ({health.consecutive_failures} consecutive failed checks or "
+            f"calls; last error: {health.last_error or 'none recorded'})"
+        )
 
     def routable_agents(self) -> list[AgentRecord]:
         """The agents routing may choose, from the current snapshot."""
@@ -145,7 +186,9 @@ class Registry:
             return 0
         updated = record.model_copy(update={"card": card, "verification": verification})
         # only if the card is still the one just checked: never undo a concurrent write
-        result = await self.store.update(updated, raw, expected_sha256=record.card_sha256)
+        result = await self.store.update(
+            updated, raw, expected_sha256=record.card_sha256, diff=agent_diff(record, updated)
+        )
         if result is None:
             return 0
         await self._install(updated, result[1])
@@ -167,8 +210,11 @@ class Registry:
 
     # --- writes --------------------------------------------------------------------------
 
-    async def register_url(self, url: str, agent_id: str | None = None) -> AgentRecord:
-        """Register the agent at a base URL (well-known discovery) or an exact card URL."""
+    async def register_url(
+        self, url: str, agent_id: str | None = None, *, refresh_interval: float | None = None
+    ) -> AgentRecord:
+        """Register the agent at a base URL (well-known discovery) or an exact card URL;
+        ``refresh_interval`` (seconds) overrides the default schedule for this agent."""
         await self.sync()
         self._check_new_id(agent_id)
         existing = await self.store.id_for_source(url)
@@ -181,17 +227,24 @@ class Registry:
             fetched = await self.crawler.discover(url)
         generation = self._key_generation
         card, verification = await self.check(fetched.data)
-        record = await self._create(card, fetched.raw, source, url, fetched, agent_id, verification)
+        record = await self._create(
+            card, fetched.raw, source, url, fetched, agent_id, verification, refresh_interval
+        )
         return await self._recheck_if_keys_changed(record, generation)
 
-    async def register_card(self, data: Any, agent_id: str | None = None) -> AgentRecord:
-        """Register a card pushed as JSON (it cannot be refreshed by fetching)."""
+    async def register_card(
+        self, data: Any, agent_id: str | None = None, *, refresh_interval: float | None = None
+    ) -> AgentRecord:
+        """Register a card pushed as JSON (it cannot be refreshed by fetching; its health is
+        checked by probing its endpoint)."""
         await self.sync()
         self._check_new_id(agent_id)
         raw = self._raw(data)
         generation = self._key_generation
         card, verification = await self.check(data)
-        record = await self._create(card, raw, "push", None, None, agent_id, verification)
+        record = await self._create(
+            card, raw, "push", None, None, agent_id, verification, refresh_interval
+        )
         return await self._recheck_if_keys_changed(record, generation)
 
     async def replace_card(self, agent_id: str, data: Any) -> AgentRecord:
@@ -218,11 +271,12 @@ class Registry:
                 "verification": verification,
             }
         )
-        record = (await self._update(record, raw))[0]
+        record = (await self._update(record, raw, agent_diff(current, record)))[0]
         return await self._recheck_if_keys_changed(record, generation)
 
     async def refresh(self, agent_id: str) -> tuple[AgentRecord, bool]:
-        """Fetch an agent's card again (conditionally); return the record and whether it changed."""
+        """Fetch an agent's card again now (conditionally) and record the check in its health;
+        return the record and whether the card changed. Pushed agents: ``409 not_crawled``."""
         await self.sync()
         current = self.get(agent_id)
         if current.source == "push" or not current.source_url:
@@ -231,26 +285,57 @@ class Registry:
                 code="not_crawled",
                 status=409,
             )
-        conditional = {"etag": current.etag, "last_modified": current.last_modified}
+        return await self.check_agent(agent_id)
+
+    async def check_agent(self, agent_id: str) -> tuple[AgentRecord, bool]:
+        """One health check: re-fetch a crawled agent's card (a pushed agent's endpoint is
+        probed instead), apply a changed card, and record success or failure and the next
+        check. Failures are raised after they are recorded."""
+        current = self.get(agent_id)
+        state = await self.store.refresh_row(agent_id) or RefreshRow(agent_id=agent_id)
+        try:
+            if current.source == "push" or not current.source_url:
+                await self.crawler.probe(current.card.interfaces[0].url)
+                record, changed, fetched = current, False, None
+            else:
+                record, changed, fetched = await self._refetch(current, state)
+        except NotFound:
+            raise
+        except RegistryError as exc:
+            await self._record_failure(agent_id, exc.message, schedule=True)
+            raise
+        if await self._record_success(agent_id, fetched) is None:
+            raise _not_found(agent_id)  # removed while we were fetching
+        return record, changed
+
+    async def _refetch(
+        self, current: AgentRecord, state: RefreshRow
+    ) -> tuple[AgentRecord, bool, Fetched]:
+        """Fetch the card again; write the agent only when what is indexed changes."""
+        assert current.source_url is not None
+        conditional = {
+            "etag": state.etag or current.etag,
+            "last_modified": state.last_modified or current.last_modified,
+        }
         if current.source == "card_url":
             fetched = await self.crawler.fetch_card(current.source_url, **conditional)
         else:
             fetched = await self.crawler.discover(current.source_url, **conditional)
-        now = utcnow()
         generation = self._key_generation
-        if fetched.not_modified:
-            raw = await self.raw_card(agent_id)
-            # the card is the same, but keys may have expired or rotated: check it again
+        if fetched.not_modified or _sha(fetched.raw) == current.card_sha256:
+            if not current.card.signatures:
+                return current, False, fetched  # the same unsigned card: nothing to parse
+            # the same signed card, but keys may have expired or rotated: check it again
+            raw = await self.raw_card(current.id)
             card, verification = await self.check(loads_limited(raw, max_depth=256))
-            record = current.model_copy(
-                update={"fetched_at": now, "card": card, "verification": verification}
-            )
+            if card == current.card and verification == current.verification:
+                return current, False, fetched
+            record = current.model_copy(update={"card": card, "verification": verification})
         else:
             raw = fetched.raw
-            changed = _sha(raw) != current.card_sha256
             card, verification = await self.check(fetched.data)
-            if changed:
-                self._check_interfaces(card, exclude=agent_id)
+            self._check_interfaces(card, exclude=current.id)
+            now = self.policy.now()
             record = current.model_copy(
                 update={
                     "card": card,
@@ -260,17 +345,132 @@ class Registry:
                     "etag": fetched.etag,
                     "last_modified": fetched.last_modified,
                     "fetched_at": now,
-                    "updated_at": now if changed else current.updated_at,
+                    "updated_at": now,
                 }
             )
-        record, changed = await self._update(record, raw)
-        return await self._recheck_if_keys_changed(record, generation), changed
+        record, changed = await self._update(record, raw, agent_diff(current, record))
+        return await self._recheck_if_keys_changed(record, generation), changed, fetched
+
+    # --- health ------------------------------------------------------------------------------
+
+    async def report_failure(self, agent_id: str, error: str) -> Health | None:
+        """Passive health: the router could not reach the agent or got a 5xx. Counts as a
+        failed check and brings the next check forward (never later than scheduled)."""
+        if agent_id not in self.catalog.snapshot.agents:
+            return None
+        return await self._record_failure(agent_id, error, schedule=False)
+
+    async def report_success(self, agent_id: str) -> Health | None:
+        """Passive health: the agent answered the router. Written only when that changes the
+        agent's status (so a healthy agent's calls cost no database write)."""
+        if agent_id not in self.catalog.snapshot.agents:
+            return None
+        if self.health_of(agent_id).status == "healthy":
+            return None
+        return await self._record_success(agent_id, None, passive=True)
+
+    async def set_refresh_interval(self, agent_id: str, interval: float | None) -> Health:
+        """Set (or with None, clear) the agent's own refresh interval; reschedules it."""
+        self.get(agent_id)
+        now = self.policy.now()
+
+        def change(row: RefreshRow) -> RefreshRow:
+            row.interval = interval
+            if row.status != "unreachable" and row.consecutive_failures == 0:
+                row.next_check_at = self.policy.after_success(now, interval, row.max_age)
+            return row
+
+        return self._install_health(await self._modify_health(agent_id, change), agent_id)
+
+    async def _record_success(
+        self, agent_id: str, fetched: Fetched | None, *, passive: bool = False
+    ) -> Health | None:
+        """Record a success; None if the agent is gone."""
+        now = self.policy.now()
+
+        def change(row: RefreshRow) -> RefreshRow:
+            if fetched is not None:
+                row.etag, row.last_modified = fetched.etag, fetched.last_modified
+                row.max_age = fetched.max_age
+            if not passive or row.next_check_at is None or row.consecutive_failures:
+                row.next_check_at = self.policy.after_success(now, row.interval, row.max_age)
+            row.status, row.consecutive_failures = "healthy", 0
+            row.last_success = now
+            if not passive:
+                row.last_checked = now
+            return row
+
+        row = await self._modify_health(agent_id, change)
+        return None if row is None else self._install_health(row, agent_id)
+
+    async def _record_failure(self, agent_id: str, error: str, *, schedule: bool) -> Health:
+        now = self.policy.now()
+
+        def change(row: RefreshRow) -> RefreshRow:
+            row.consecutive_failures += 1
+            row.status = self.policy.status_after(row.consecutive_failures)
+            row.last_error = error[:500]
+            row.last_failure = now
+            retry = self.policy.after_failure(now, row.consecutive_failures)
+            if schedule:
+                row.last_checked = now
+                row.next_check_at = retry
+            elif row.next_check_at is None or _aware(row.next_check_at) > retry:
+                row.next_check_at = retry  # passive: check soon to confirm, never later
+            return row
+
+        health = self._install_health(await self._modify_health(agent_id, change), agent_id)
+        log.info(
+            "agent %s is %s after %d consecutive failure(s): %s",
+            agent_id,
+            health.status,
+            health.consecutive_failures,
+            error,
+        )
+        return health
+
+    async def _modify_health(
+        self, agent_id: str, change: Callable[[RefreshRow], RefreshRow | None]
+    ) -> RefreshRow | None:
+        # one write at a time per agent in this process; the row lock covers other processes
+        lock = self._health_locks.setdefault(agent_id, asyncio.Lock())
+        try:
+            async with lock:
+                return await self.store.modify_refresh(agent_id, change)
+        finally:
+            if not lock.locked():
+                self._health_locks.pop(agent_id, None)
+
+    def _install_health(self, row: RefreshRow | None, agent_id: str) -> Health:
+        if row is None:  # removed meanwhile
+            return self.health_of(agent_id)
+        health = _health(row)
+        self.health = {**self.health, agent_id: health}
+        return health
+
+    def new_refresh_row(
+        self, agent_id: str, source: Source, interval: float | None, max_age: int | None
+    ) -> RefreshRow:
+        """The refresh state of an agent registered now: a crawled agent was just fetched
+        (healthy); a pushed one is ``unknown`` until its endpoint is probed or called."""
+        now = self.policy.now()
+        crawled = source != "push"
+        return RefreshRow(
+            agent_id=agent_id,
+            status="healthy" if crawled else "unknown",
+            last_success=now if crawled else None,
+            last_checked=now if crawled else None,
+            next_check_at=self.policy.after_success(now, interval, max_age),
+            interval=interval,
+            max_age=max_age,
+        )
 
     async def remove(self, agent_id: str) -> None:
         """Delete an agent from the index."""
         version = await self.store.delete(agent_id)
         if version is None:
             raise _not_found(agent_id)
+        self.health = {k: v for k, v in self.health.items() if k != agent_id}
         if not self.catalog.remove(agent_id, version):
             await self.reload()
 
@@ -311,6 +511,7 @@ class Registry:
         fetched: Fetched | None,
         agent_id: str | None,
         verification: VerificationRecord,
+        refresh_interval: float | None = None,
     ) -> AgentRecord:
         self._check_interfaces(card)
         now = utcnow()
@@ -332,8 +533,10 @@ class Registry:
                 fetched_at=now,
                 verification=verification,
             )
+            max_age = fetched.max_age if fetched else None
+            refresh = self.new_refresh_row(chosen, source, refresh_interval, max_age)
             try:
-                version = await self.store.insert(record, raw)
+                version = await self.store.insert(record, raw, refresh)
             except IntegrityError:
                 # another request (or replica) took the id or the source meanwhile
                 await self.reload()
@@ -344,6 +547,7 @@ class Registry:
                 self._check_interfaces(card)
                 continue
             await self._install(record, version)
+            self._install_health(refresh, chosen)
             return record
         raise Conflict(
             "could not choose a free agent id; try again",
@@ -351,8 +555,10 @@ class Registry:
             details={"id": agent_id},
         )
 
-    async def _update(self, record: AgentRecord, raw: bytes) -> tuple[AgentRecord, bool]:
-        result = await self.store.update(record, raw)
+    async def _update(
+        self, record: AgentRecord, raw: bytes, diff: dict[str, Any] | None = None
+    ) -> tuple[AgentRecord, bool]:
+        result = await self.store.update(record, raw, diff=diff)
         if result is None:  # removed while we were fetching: do not bring it back
             await self.reload()
             raise _not_found(record.id)
@@ -385,6 +591,23 @@ class Registry:
                 raise _duplicate(
                     other.id, f"interface {where} is already registered as agent {other.id!r}"
                 )
+
+
+def _health(row: RefreshRow) -> Health:
+    return Health(
+        status=row.status,  # type: ignore[arg-type]
+        consecutive_failures=row.consecutive_failures,
+        last_error=row.last_error,
+        last_success=_aware(row.last_success),
+        last_failure=_aware(row.last_failure),
+        last_checked=_aware(row.last_checked),
+        next_check_at=_aware(row.next_check_at),
+        interval=row.interval,
+    )
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    return as_utc(value) if value is not None else None
 
 
 def _not_found(agent_id: str) -> NotFound:

@@ -12,6 +12,8 @@ from typing import Annotated
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from registry.health import RefreshPolicy
+
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
@@ -58,13 +60,48 @@ class Settings(BaseSettings):
     # replicas: how often each process checks the database for other processes' changes
     catalog_sync_interval: float = Field(2.0, gt=0)
 
+    # scheduled refresh and health (see registry.health, registry.refresh)
+    refresh: bool = True
+    refresh_interval: float = Field(300.0, gt=0)
+    refresh_min_interval: float = Field(30.0, gt=0)
+    refresh_max_interval: float = Field(86400.0, gt=0)
+    refresh_jitter: float = Field(0.1, ge=0, le=0.5)
+    refresh_concurrency: int = Field(8, gt=0, le=256)
+    refresh_tick: float = Field(1.0, gt=0)
+    refresh_lease_ttl: float = Field(30.0, gt=0)
+    health_retry_base: float = Field(5.0, gt=0)
+    health_retry_max: float = Field(600.0, gt=0)
+    health_unreachable_after: int = Field(3, ge=1)
+
     @model_validator(mode="after")
     def _page_sizes(self) -> Settings:
         if self.page_size > self.max_page_size:
             raise ValueError(
                 f"page_size ({self.page_size}) must not exceed max_page_size ({self.max_page_size})"
             )
+        if self.refresh_min_interval > self.refresh_max_interval:
+            raise ValueError(
+                f"refresh_min_interval ({self.refresh_min_interval}) must not exceed "
+                f"refresh_max_interval ({self.refresh_max_interval})"
+            )
+        if self.health_retry_base > self.health_retry_max:
+            raise ValueError(
+                f"health_retry_base ({self.health_retry_base}) must not exceed "
+                f"health_retry_max ({self.health_retry_max})"
+            )
         return self
+
+    def refresh_policy(self) -> RefreshPolicy:
+        """The refresh schedule and health rules these settings describe."""
+        return RefreshPolicy(
+            interval=self.refresh_interval,
+            min_interval=self.refresh_min_interval,
+            max_interval=self.refresh_max_interval,
+            jitter=self.refresh_jitter,
+            retry_base=self.health_retry_base,
+            retry_max=self.health_retry_max,
+            unreachable_after=self.health_unreachable_after,
+        )
 
     @field_validator("allow_networks", "trusted_jku", "seeds", mode="before")
     @classmethod
