@@ -14,9 +14,10 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from registry import api
-from registry.api import REGISTRY, SETTINGS
+from registry.api import PASSIVE_HEALTH, REFRESHER, REGISTRY, SETTINGS
 from registry.crawler import Crawler
 from registry.keys_api import KEYS_CHANGED, TRUST, add_key_routes
+from registry.refresh import PassiveHealth, Refresher, RefreshScheduler
 from registry.seeds import apply_seeds, load_seed_file
 from registry.service import Registry
 from registry.settings import Settings
@@ -45,13 +46,23 @@ def create_app(settings: Settings) -> web.Application:
         max_card_bytes=settings.max_card_bytes,
         keys=trust,
         require_signed=settings.require_signed_cards,
+        policy=settings.refresh_policy(),
     )
     app[KEYS_CHANGED] = app[REGISTRY].reverify_all
+    app[REFRESHER] = Refresher(
+        app[REGISTRY],
+        lease_ttl=settings.refresh_lease_ttl,
+        concurrency=settings.refresh_concurrency,
+        claim_for=2 * (settings.connect_timeout + settings.read_timeout) + 30,
+    )
     app[ROUTER] = Router(app[REGISTRY], settings)
+    app[PASSIVE_HEALTH] = PassiveHealth(app[REGISTRY])
+    app[ROUTER].upstream.health = app[PASSIVE_HEALTH]
     app[SIGNER] = CardSigner()
     app.cleanup_ctx.append(_registry_context)
     app.cleanup_ctx.append(_catalog_sync)
     app.cleanup_ctx.append(_upstream_pool)
+    app.cleanup_ctx.append(_scheduled_refresh)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/.well-known/jwks.json", jwks)
@@ -78,6 +89,21 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
     finally:
         await registry.crawler.close()
         await registry.store.close()
+
+
+async def _scheduled_refresh(app: web.Application) -> AsyncIterator[None]:
+    """Run the scheduled refreshes (when this replica holds the lease), unless
+    ``SWITCHBOARD_REFRESH=false``."""
+    scheduler = None
+    if app[SETTINGS].refresh:
+        scheduler = RefreshScheduler(app[REFRESHER], tick=app[SETTINGS].refresh_tick)
+        scheduler.start()
+    try:
+        yield
+    finally:
+        if scheduler is not None:
+            await scheduler.stop()
+        await app[PASSIVE_HEALTH].drain()
 
 
 async def _upstream_pool(app: web.Application) -> AsyncIterator[None]:

@@ -75,7 +75,7 @@ async def get_agent_card(request: web.Request) -> web.Response:
     registry = request.app[REGISTRY]
     agent_id = request.match_info["agent_id"]
     record = registry.get(agent_id)
-    if not registry.routable(record):
+    if not registry.routable(record, health=False):  # a card is served whatever its health
         raise RegistryError(
             f"agent {agent_id!r} is not routable (SWITCHBOARD_REQUIRE_SIGNED_CARDS: its card "
             f"is {record.verification.status})",

@@ -315,10 +315,12 @@ class Matcher:
         agent = self._current().snapshot.agents.get(agent_id)
         if agent is None:
             raise RpcError(AGENT_UNAVAILABLE, f"no agent with id {agent_id!r}", {"agent": agent_id})
-        if not self.registry.routable(agent):
+        # a task's owner is the only agent that can answer for it: tried whatever its health
+        if not self.registry.routable(agent, health=via != "task"):
             reason = self._policy_reason(agent)
+            healthy = self.registry.routable(agent, health=False)
             raise RpcError(
-                NO_MATCHING_AGENT,
+                NO_MATCHING_AGENT if not healthy else AGENT_UNAVAILABLE,
                 f"agent {agent_id!r} is not routable: {reason}",
                 {"agent": agent_id, "reason": reason},
             )
@@ -343,10 +345,7 @@ class Matcher:
         return Choice(agent, target, None, via, [candidate], None, reason)
 
     def _policy_reason(self, agent: AgentRecord) -> str:
-        return (
-            f"its card signature is {agent.verification.status!r} and "
-            "SWITCHBOARD_REQUIRE_SIGNED_CARDS only routes to verified cards"
-        )
+        return self.registry.unroutable_reason(agent)
 
     def _agent_problem(
         self, agent: AgentRecord, version: Version, op: Op

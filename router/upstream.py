@@ -27,7 +27,7 @@ import math
 import os
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 from multidict import CIMultiDict
@@ -132,6 +132,16 @@ def forward_headers(incoming: Mapping[str, str], target_version: Version) -> dic
     return out
 
 
+class HealthObserver(Protocol):
+    """Told about each agent's answers (see ``registry.refresh.PassiveHealth``)."""
+
+    def failed(self, agent_id: str, reason: str) -> None:
+        """The agent could not be reached, or answered 5xx."""
+
+    def answered(self, agent_id: str) -> None:
+        """The agent answered below 500."""
+
+
 class Upstream:
     """The router's HTTP client for agents: JSON-RPC calls (:meth:`call`) and SSE streams
     (:meth:`stream`) over one pooled :class:`aiohttp.ClientSession`.
@@ -166,6 +176,7 @@ class Upstream:
         self.max_depth = max_depth
         self.policy = policy
         self.user_agent = user_agent
+        self.health: HealthObserver | None = None  # passive health reports, if set
         self._session: aiohttp.ClientSession | None = None
 
     async def start(self) -> None:
@@ -228,7 +239,7 @@ class Upstream:
                 raw = await self._read_body(target, resp)
                 return self._response_object(target, resp, raw)
         except _TRANSPORT_ERRORS as exc:
-            raise self._error(target, AGENT_UNAVAILABLE, self._reason(exc)) from None
+            raise self._unreachable(target, exc) from None
 
     async def stream(
         self,
@@ -258,13 +269,13 @@ class Upstream:
                     allow_redirects=False,
                 )
             except _TRANSPORT_ERRORS as exc:
-                raise self._error(target, AGENT_UNAVAILABLE, self._reason(exc)) from None
+                raise self._unreachable(target, exc) from None
 
             if not (200 <= resp.status < 300 and resp.content_type == "text/event-stream"):
                 try:
                     raw = await self._read_body(target, resp)
                 except _TRANSPORT_ERRORS as exc:
-                    raise self._error(target, AGENT_UNAVAILABLE, self._reason(exc)) from None
+                    raise self._unreachable(target, exc) from None
                 finished = True
                 yield self._response_object(target, resp, raw)
                 return
@@ -272,13 +283,18 @@ class Upstream:
             parser = SseParser(
                 max_line_bytes=self.max_body_bytes, max_event_bytes=self.max_body_bytes
             )
+            if self.health is not None:
+                self.health.answered(target.agent_id)
             delivered = False
             while True:
                 try:
                     chunk = await resp.content.readany()
                 except _TRANSPORT_ERRORS as exc:
-                    code = STREAM_FAILED if delivered else AGENT_UNAVAILABLE
-                    raise self._error(target, code, self._reason(exc)) from None
+                    if not delivered:
+                        raise self._unreachable(target, exc) from None
+                    if self.health is not None:
+                        self.health.failed(target.agent_id, self._reason(exc))
+                    raise self._error(target, STREAM_FAILED, self._reason(exc)) from None
                 failure: SseError | None = None
                 try:
                     events = parser.feed(chunk) if chunk else parser.feed_eof()
@@ -347,10 +363,22 @@ class Upstream:
             target, INVALID_AGENT_RESPONSE, f"the answer exceeds {self.max_body_bytes} bytes"
         )
 
+    def _unreachable(self, target: Target, exc: BaseException) -> RpcError:
+        """-32052 for an agent that cannot be reached; reported to passive health."""
+        reason = self._reason(exc)
+        if self.health is not None:
+            self.health.failed(target.agent_id, reason)
+        return self._error(target, AGENT_UNAVAILABLE, reason)
+
     def _response_object(
         self, target: Target, resp: aiohttp.ClientResponse, raw: bytes
     ) -> dict[str, Any]:
         status = f"HTTP {resp.status} {resp.reason or ''}".rstrip()
+        if self.health is not None:
+            if resp.status >= 500:
+                self.health.failed(target.agent_id, status)
+            else:
+                self.health.answered(target.agent_id)
         if 300 <= resp.status < 400:
             where = resp.headers.get("Location", "")
             shown = f" to {redact_url(where)}" if where else ""

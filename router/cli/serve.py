@@ -111,6 +111,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         app.cleanup_ctx.insert(0, _demo_agents)
 
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if level != "DEBUG":  # it logs every job run at INFO: twice a second here
+        logging.getLogger("apscheduler").setLevel(logging.WARNING)
     log = logging.getLogger("switchboard")
     if not settings.admin_token:
         log.warning("SWITCHBOARD_ADMIN_TOKEN is not set: the admin API is read-only")
