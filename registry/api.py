@@ -21,6 +21,7 @@ from registry.errors import RegistryError
 from registry.jsonsafe import JsonLimitError, loads_limited
 from registry.openapi import openapi_document
 from registry.records import AgentRecord, iso
+from registry.refresh import PassiveHealth, Refresher
 from registry.service import Registry
 from registry.settings import Settings
 from registry.textsearch import tokenize
@@ -29,6 +30,8 @@ log = logging.getLogger(__name__)
 
 REGISTRY = web.AppKey("registry", Registry)
 SETTINGS = web.AppKey("settings", Settings)
+REFRESHER = web.AppKey("refresher", Refresher)
+PASSIVE_HEALTH = web.AppKey("passive_health", PassiveHealth)
 
 PREFIX = "/api/v1"
 _FILTERS = {
@@ -42,8 +45,10 @@ _FILTERS = {
     "protocol_version",
     "verified",
     "verification",
+    "health",
 }
 _STATUSES = ("verified", "unsigned", "invalid", "untrusted-key")
+_HEALTH = ("healthy", "degraded", "unreachable", "unknown")
 _PAGING = {"limit", "cursor"}
 #: POST routes that only read (they take a body but change nothing): the read token suffices.
 READ_POSTS = frozenset({f"{PREFIX}/route/explain"})
@@ -57,11 +62,13 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get(f"{PREFIX}/agents", list_agents)
     app.router.add_post(f"{PREFIX}/agents", create_agent)
     app.router.add_get(f"{PREFIX}/agents/{{agent_id}}", get_agent)
+    app.router.add_patch(f"{PREFIX}/agents/{{agent_id}}", patch_agent)
     app.router.add_delete(f"{PREFIX}/agents/{{agent_id}}", delete_agent)
     app.router.add_get(f"{PREFIX}/agents/{{agent_id}}/card", get_card)
     app.router.add_put(f"{PREFIX}/agents/{{agent_id}}/card", put_card)
     app.router.add_post(f"{PREFIX}/agents/{{agent_id}}/refresh", refresh_agent)
     app.router.add_get(f"{PREFIX}/agents/{{agent_id}}/revisions", list_revisions)
+    app.router.add_post(f"{PREFIX}/refresh", refresh_all)
     app.router.add_get(f"{PREFIX}/skills", list_skills)
     app.router.add_get(f"{PREFIX}/stats", get_stats)
 
@@ -70,6 +77,7 @@ def agent_view(registry: Registry, record: AgentRecord) -> dict[str, Any]:
     """An agent as the API shows it: the record's view plus whether routing may use it."""
     view = record.to_api()
     view["routable"] = registry.routable(record)
+    view["health"] = registry.health_of(record.id).to_api()
     return view
 
 
@@ -217,6 +225,17 @@ def parse_query(request: web.Request) -> tuple[Query, int, str | None]:
     return query, limit, params.get("cursor") or None
 
 
+def _healthy_only(
+    request: web.Request, hits: list[Any], agent_id: Callable[[Any], str]
+) -> list[Any]:
+    """``hits`` whose agent has the ``health`` status asked for (all without the filter)."""
+    wanted = _choice_param("health", request.rel_url.query.get("health"), _HEALTH)
+    if wanted is None:
+        return hits
+    registry = request.app[REGISTRY]
+    return [hit for hit in hits if registry.health_of(agent_id(hit)).status == wanted]
+
+
 def _text_param(value: str | None) -> str | None:
     if value is None or not value.strip():
         return None
@@ -279,7 +298,8 @@ async def get_openapi(request: web.Request) -> web.Response:
 async def list_agents(request: web.Request) -> web.Response:
     """Search agents; ``{"agents": [...], "next_cursor": ...}``."""
     query, limit, cursor = parse_query(request)
-    hits = request.app[REGISTRY].catalog.agents(query)
+    registry = request.app[REGISTRY]
+    hits = _healthy_only(request, registry.catalog.agents(query), lambda hit: hit.agent.id)
     page = paginate(hits, AGENTS, query, limit, cursor)
     agents = []
     for hit in page.items:
@@ -295,27 +315,28 @@ async def list_agents(request: web.Request) -> web.Response:
 async def create_agent(request: web.Request) -> web.Response:
     """Register an agent from ``{"url": ...}`` or ``{"card": {...}}`` (optional ``"id"``)."""
     body = _object(await read_json(request))
-    allowed = {"url", "card", "id"}
+    allowed = {"url", "card", "id", "refresh_interval"}
     unknown = sorted(set(body) - allowed)
     if unknown or ("url" in body) == ("card" in body):
         raise RegistryError(
             'send exactly one of "url" (an agent base URL or card URL) or "card" '
-            '(the card JSON), and optionally "id"',
+            '(the card JSON), and optionally "id" and "refresh_interval"',
             code="invalid_body",
             details={"unknown": unknown, "allowed": sorted(allowed)},
         )
     agent_id = body.get("id")
     if agent_id is not None and not isinstance(agent_id, str):
         raise RegistryError('"id" must be a string', code="invalid_body")
+    interval = _interval(body.get("refresh_interval"))
     registry = request.app[REGISTRY]
     if "url" in body:
         if not isinstance(body["url"], str) or not 0 < len(body["url"]) <= 2048:
             raise RegistryError(
                 '"url" must be a string of 1 to 2048 characters', code="invalid_body"
             )
-        record = await registry.register_url(body["url"], agent_id)
+        record = await registry.register_url(body["url"], agent_id, refresh_interval=interval)
     else:
-        record = await registry.register_card(body["card"], agent_id)
+        record = await registry.register_card(body["card"], agent_id, refresh_interval=interval)
     view = await _full_view(registry, record.id)
     return web.json_response(view, status=201, headers={"Location": f"{PREFIX}/agents/{record.id}"})
 
@@ -349,6 +370,76 @@ async def put_card(request: web.Request) -> web.Response:
     return web.json_response(await _full_view(registry, record.id))
 
 
+MIN_REFRESH_INTERVAL = 1.0
+MAX_REFRESH_INTERVAL = 30 * 86400.0
+
+
+def _interval(value: Any) -> float | None:
+    """A per-agent ``refresh_interval``: seconds, or null for the default schedule."""
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not MIN_REFRESH_INTERVAL <= value <= MAX_REFRESH_INTERVAL
+    ):
+        raise RegistryError(
+            f'"refresh_interval" must be a number of seconds from {MIN_REFRESH_INTERVAL:g} to '
+            f"{MAX_REFRESH_INTERVAL:g}, or null for the default (SWITCHBOARD_REFRESH_INTERVAL)",
+            code="invalid_body",
+            details={"refresh_interval": value},
+        )
+    return float(value)
+
+
+async def patch_agent(request: web.Request) -> web.Response:
+    """Change an agent's settings: ``{"refresh_interval": seconds | null}``."""
+    body = _object(await read_json(request))
+    unknown = sorted(set(body) - {"refresh_interval"})
+    if unknown or "refresh_interval" not in body:
+        raise RegistryError(
+            'send {"refresh_interval": seconds} (or null for the default schedule)',
+            code="invalid_body",
+            details={"unknown": unknown, "allowed": ["refresh_interval"]},
+        )
+    registry = request.app[REGISTRY]
+    agent_id = request.match_info["agent_id"]
+    await registry.set_refresh_interval(agent_id, _interval(body["refresh_interval"]))
+    return web.json_response(agent_view(registry, registry.get(agent_id)))
+
+
+async def refresh_all(request: web.Request) -> web.Response:
+    """Check agents now: every agent, or ``{"ids": [...]}``, or with ``{"due_only": true}``
+    only those whose scheduled check has come. Returns what was checked, changed and failed."""
+    body = _object(await read_json(request)) if request.can_read_body else {}
+    unknown = sorted(set(body) - {"ids", "due_only"})
+    ids = body.get("ids")
+    due_only = body.get("due_only", False)
+    if (
+        unknown
+        or not isinstance(due_only, bool)
+        or (
+            ids is not None and not (isinstance(ids, list) and all(isinstance(i, str) for i in ids))
+        )
+    ):
+        raise RegistryError(
+            'send nothing (refresh every agent), {"ids": ["agent-id", ...]} or {"due_only": true}',
+            code="invalid_body",
+            details={"unknown": unknown, "allowed": ["ids", "due_only"]},
+        )
+    registry, refresher = request.app[REGISTRY], request.app[REFRESHER]
+    for agent_id in ids or []:
+        registry.get(agent_id)  # 404 for an unknown id, before anything runs
+    if due_only:
+        now = registry.policy.now()
+        due = await registry.store.due(now, len(registry.catalog.snapshot))
+        wanted = [row.agent_id for row in due if ids is None or row.agent_id in ids]
+        report = await refresher.run_now(wanted)
+    else:
+        report = await refresher.run_now(ids)
+    return web.json_response(report.to_api())
+
+
 async def delete_agent(request: web.Request) -> web.Response:
     """Remove an agent."""
     await request.app[REGISTRY].remove(request.match_info["agent_id"])
@@ -374,8 +465,11 @@ async def list_revisions(request: web.Request) -> web.Response:
             "fetched_at": iso(row.fetched_at),
             "card_url": row.card_url,
             "size": len(row.raw),
+            "verification_status": row.verification_status,
+            "initial": n == len(rows) - 1,
+            "diff": row.diff or {},
         }
-        for row in rows
+        for n, row in enumerate(rows)
     ]
     return web.json_response({"revisions": revisions})
 
@@ -383,7 +477,8 @@ async def list_revisions(request: web.Request) -> web.Response:
 async def list_skills(request: web.Request) -> web.Response:
     """Search skills, one row per skill with its agent."""
     query, limit, cursor = parse_query(request)
-    hits = request.app[REGISTRY].catalog.skills(query)
+    registry = request.app[REGISTRY]
+    hits = _healthy_only(request, registry.catalog.skills(query), lambda hit: hit.agent.id)
     page = paginate(hits, SKILLS, query, limit, cursor)
     skills = []
     for hit in page.items:
@@ -401,10 +496,13 @@ async def get_stats(request: web.Request) -> web.Response:
     versions: Counter[str] = Counter()
     formats: Counter[str] = Counter()
     verifications: Counter[str] = Counter()
+    health: Counter[str] = Counter()
+    registry = request.app[REGISTRY]
     for agent in snapshot.agents.values():
         versions.update(agent.card.protocol_versions)
         formats[agent.card.card_format] += 1
         verifications[agent.verification.status] += 1
+        health[registry.health_of(agent.id).status] += 1
     total = len(snapshot)
     return web.json_response(
         {
@@ -413,7 +511,7 @@ async def get_stats(request: web.Request) -> web.Response:
             "catalog_version": snapshot.version,
             "by_protocol_version": dict(sorted(versions.items())),
             "by_card_format": dict(sorted(formats.items())),
-            "by_health": {"unknown": total} if total else {},
+            "by_health": dict(sorted(health.items())),
             "by_verification": dict(sorted(verifications.items())),
         }
     )

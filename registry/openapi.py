@@ -42,6 +42,10 @@ _FILTERS = [
     _param("streaming", "Agents that do (true) or do not (false) stream.", {"type": "boolean"}),
     _param("push", "Agents with push notifications.", {"type": "boolean"}),
     _param("protocol_version", "A2A protocol version, e.g. 0.3 or 1.0 (prefix match)."),
+    _param(
+        "health",
+        "Agents whose health.status is this: healthy, degraded, unreachable or unknown.",
+    ),
     _param("limit", "Page size (default 50, at most 500).", {"type": "integer", "minimum": 1}),
     _param("cursor", "The next_cursor of the previous page, unchanged."),
 ]
@@ -139,9 +143,55 @@ _SCHEMAS: dict[str, Any] = {
             "created_at": {"type": "string", "format": "date-time"},
             "updated_at": {"type": "string", "format": "date-time"},
             "fetched_at": {"type": "string", "format": "date-time"},
+            "routable": {"type": "boolean"},
+            "health": {"$ref": "#/components/schemas/Health"},
             "score": {"type": "number", "description": "Only when searching with q."},
             "matched_skills": {"type": "array", "items": {"type": "string"}},
             "card": {"type": "object", "description": "The raw card (single-agent views)."},
+        },
+    },
+    "Health": {
+        "type": "object",
+        "required": ["status", "consecutive_failures"],
+        "properties": {
+            "status": {
+                "type": "string",
+                "enum": ["healthy", "degraded", "unreachable", "unknown"],
+            },
+            "last_error": {"type": ["string", "null"]},
+            "last_success": {"type": ["string", "null"], "format": "date-time"},
+            "last_failure": {"type": ["string", "null"], "format": "date-time"},
+            "last_checked": {"type": ["string", "null"], "format": "date-time"},
+            "consecutive_failures": {"type": "integer"},
+            "next_check_at": {"type": ["string", "null"], "format": "date-time"},
+            "refresh_interval": {"type": ["number", "null"]},
+        },
+    },
+    "AgentSettings": {
+        "type": "object",
+        "required": ["refresh_interval"],
+        "properties": {
+            "refresh_interval": {
+                "type": ["number", "null"],
+                "description": "Seconds between refreshes of this agent; null: the default.",
+            }
+        },
+    },
+    "RefreshRequest": {
+        "type": "object",
+        "description": "Empty: every agent. ids: these agents. due_only: only those due.",
+        "properties": {
+            "ids": {"type": "array", "items": {"type": "string"}},
+            "due_only": {"type": "boolean"},
+        },
+    },
+    "RefreshReport": {
+        "type": "object",
+        "properties": {
+            "checked": {"type": "integer"},
+            "changed": {"type": "array", "items": {"type": "string"}},
+            "failed": {"type": "array", "items": {"type": "object"}},
+            "skipped": {"type": "array", "items": {"type": "string"}},
         },
     },
     "AgentList": {
@@ -165,6 +215,10 @@ _SCHEMAS: dict[str, Any] = {
             "url": {"type": "string", "description": "Agent base URL or exact card URL."},
             "card": {"type": "object", "description": "The agent card JSON."},
             "id": {"type": "string", "pattern": "^[a-z0-9][a-z0-9._-]{0,63}$"},
+            "refresh_interval": {
+                "type": ["number", "null"],
+                "description": "Seconds between refreshes of this agent; default: the setting.",
+            },
         },
     },
     "Card": {"type": "object", "description": "An A2A agent card (0.1 to 1.0 shapes)."},
@@ -175,7 +229,26 @@ _SCHEMAS: dict[str, Any] = {
             "changed": {"type": "boolean"},
         },
     },
-    "Revisions": {"type": "object", "properties": {"revisions": {"type": "array"}}},
+    "Revisions": {
+        "type": "object",
+        "properties": {
+            "revisions": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "sha256": {"type": "string"},
+                        "fetched_at": {"type": "string", "format": "date-time"},
+                        "card_url": {"type": ["string", "null"]},
+                        "size": {"type": "integer"},
+                        "verification_status": {"type": ["string", "null"]},
+                        "initial": {"type": "boolean"},
+                        "diff": {"type": "object", "description": "See docs/admin-api.md."},
+                    },
+                },
+            }
+        },
+    },
     "Stats": {"type": "object"},
     "ExplainRequest": {
         "type": "object",
@@ -256,6 +329,12 @@ def openapi_document() -> dict[str, Any]:
             "/api/v1/agents/{agent_id}": {
                 **agent,
                 "get": _op("One agent with its raw card", {"200": _json("Agent")}),
+                "patch": _op(
+                    "Change an agent's refresh interval",
+                    {"200": _json("Agent")},
+                    body="AgentSettings",
+                    write=True,
+                ),
                 "delete": _op("Remove an agent", {"204": {"description": "Removed"}}, write=True),
             },
             "/api/v1/agents/{agent_id}/card": {
@@ -275,6 +354,14 @@ def openapi_document() -> dict[str, Any]:
             "/api/v1/agents/{agent_id}/revisions": {
                 **agent,
                 "get": _op("Card revisions, newest first", {"200": _json("Revisions")}),
+            },
+            "/api/v1/refresh": {
+                "post": _op(
+                    "Check agents now (all, some, or those due)",
+                    {"200": _json("RefreshReport")},
+                    body="RefreshRequest",
+                    write=True,
+                ),
             },
             "/api/v1/skills": {
                 "get": _op("Search skills", {"200": _json("SkillList")}, params=_FILTERS),

@@ -5,6 +5,7 @@ A seed file is TOML (see ``seeds/README.md``)::
     [[agents]]
     url = "https://agents.example.com/currency"   # base URL or exact card URL
     id = "currency"                                 # optional
+    refresh_interval = 60                           # optional, seconds (default schedule)
 
     [[agents]]
     card_file = "cards/legacy.json"                 # a card pushed from a file
@@ -36,7 +37,7 @@ from registry.service import Registry
 
 log = logging.getLogger(__name__)
 
-_AGENT_KEYS = {"url", "card_file", "id"}
+_AGENT_KEYS = {"url", "card_file", "id", "refresh_interval"}
 _KEY_KEYS = {"jwk", "jwks_url"}
 _MAX_CARD_DEPTH = 64
 
@@ -48,6 +49,7 @@ class SeedAgent:
     url: str | None = None
     card_file: Path | None = None
     id: str | None = None
+    refresh_interval: float | None = None
 
 
 @dataclass(frozen=True)
@@ -110,14 +112,20 @@ def _table(where: str, entry: object, allowed: set[str], one_of: tuple[str, str]
 def _entry(path: Path, n: int, raw: object) -> SeedAgent:
     where = f"seed file {path}, agents[{n}]"
     entry = _table(where, raw, _AGENT_KEYS, ("url", "card_file"))
-    for key in _AGENT_KEYS & set(entry):
+    for key in (_AGENT_KEYS - {"refresh_interval"}) & set(entry):
         if not isinstance(entry[key], str) or not entry[key]:
             raise _bad(f"{where}: {key} must be a non-empty string")
+    interval = entry.get("refresh_interval")
+    if interval is not None and (
+        isinstance(interval, bool) or not isinstance(interval, int | float) or interval < 1
+    ):
+        raise _bad(f"{where}: refresh_interval must be a number of seconds, at least 1")
     card_file = entry.get("card_file")
     return SeedAgent(
         url=entry.get("url"),
         card_file=(path.parent / card_file) if card_file else None,
         id=entry.get("id"),
+        refresh_interval=float(interval) if interval is not None else None,
     )
 
 
@@ -151,11 +159,15 @@ async def apply_seeds(registry: Registry, agents: list[SeedAgent]) -> list[str]:
             if seed.url:
                 if await registry.store.id_for_source(seed.url):
                     continue
-                record = await registry.register_url(seed.url, seed.id)
+                record = await registry.register_url(
+                    seed.url, seed.id, refresh_interval=seed.refresh_interval
+                )
             else:
                 assert seed.card_file is not None
                 data = loads_limited(seed.card_file.read_bytes(), max_depth=_MAX_CARD_DEPTH)
-                record = await registry.register_card(data, seed.id)
+                record = await registry.register_card(
+                    data, seed.id, refresh_interval=seed.refresh_interval
+                )
         except Conflict as exc:
             log.info("seed agent %s already registered: %s", _shown(seed), exc)
             continue

@@ -48,10 +48,17 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         ("show", cmd_show, "show one agent"),
         ("remove", cmd_remove, "remove an agent"),
         ("refresh", cmd_refresh, "fetch an agent's card again"),
+        ("history", cmd_history, "show an agent's card revisions and what changed"),
     ):
         sub = client_options(agents.add_parser(name, help=text))
         sub.add_argument("id", help="agent id")
         sub.set_defaults(func=func)
+
+    every = client_options(
+        agents.add_parser("refresh-all", help="check every agent now (or only those due)")
+    )
+    every.add_argument("--due", action="store_true", help="only agents whose check is due")
+    every.set_defaults(func=cmd_refresh_all)
 
     search = client_options(commands.add_parser("search", help="search agents or skills"))
     search.add_argument("q", nargs="?", help="free text")
@@ -171,6 +178,77 @@ def cmd_refresh(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_refresh_all(args: argparse.Namespace) -> int:
+    """``agents refresh-all``: exit 1 if any check failed."""
+    body = {"due_only": True} if args.due else {}
+    result = request(args, "POST", "/api/v1/refresh", body)
+
+    def show() -> None:
+        print(f"checked {result['checked']}, changed {len(result['changed'])}", end="")
+        print(f", failed {len(result['failed'])}")
+        for agent_id in result["changed"]:
+            print(f"  changed: {agent_id}")
+        for failure in result["failed"]:
+            print(f"  failed: {failure['id']}: {failure['error']}")
+
+    emit(args, result, show)
+    return 1 if result["failed"] else 0
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    """``agents history``: the card revisions, newest first, each with what changed."""
+    result = request(args, "GET", f"/api/v1/agents/{quote(args.id)}/revisions")
+    emit(args, result, lambda: _print_history(result["revisions"]))
+    return 0
+
+
+def _print_history(revisions: list[dict[str, Any]]) -> None:
+    for revision in revisions:
+        status = revision.get("verification_status") or "-"
+        print(f"{revision['fetched_at']}  {revision['sha256'][:12]}  {status}")
+        if revision.get("initial"):
+            print("  registered")
+            continue
+        lines = diff_lines(revision.get("diff") or {})
+        for line in lines or ["same meaning (only the bytes changed)"]:
+            print(f"  {line}")
+
+
+def diff_lines(diff: dict[str, Any]) -> list[str]:
+    """A revision's ``diff`` as short lines for people."""
+    lines = [
+        f"{name}: {_shown(c['from'])} -> {_shown(c['to'])}"
+        for name, c in diff.get("fields", {}).items()
+    ]
+    skills = diff.get("skills", {})
+    lines += [f"skill added: {s}" for s in skills.get("added", [])]
+    lines += [f"skill removed: {s}" for s in skills.get("removed", [])]
+    lines += [
+        f"skill changed: {c['id']} ({', '.join(c['fields'])})" for c in skills.get("changed", [])
+    ]
+    interfaces = diff.get("interfaces", {})
+    for verb in ("added", "removed"):
+        for i in interfaces.get(verb, []):
+            lines.append(
+                f"interface {verb}: {i['url']} ({i['binding']}, A2A {i['protocol_version']})"
+            )
+    for name, c in diff.get("capabilities", {}).items():
+        lines.append(f"capability {name}: {_shown(c['from'])} -> {_shown(c['to'])}")
+    for key in ("default_input_modes", "default_output_modes"):
+        for verb in ("added", "removed"):
+            for mode in diff.get(key, {}).get(verb, []):
+                lines.append(f"{key.replace('_', ' ')} {verb}: {mode}")
+    if "verification" in diff:
+        change = diff["verification"]
+        lines.append(f"verification: {change['from']} -> {change['to']}")
+    return lines
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def _search(args: argparse.Namespace, *, skills: bool) -> int:
     params: list[tuple[str, str]] = []
     if getattr(args, "q", None):
@@ -279,8 +357,18 @@ def _print_agent(agent: dict[str, Any]) -> None:
     if isinstance(verification, dict) and verification.get("status"):
         for line in verification_lines(verification):
             print(f"  {line}")
+    health = agent.get("health")
+    if isinstance(health, dict) and health.get("status"):
+        line = f"  health: {health['status']}"
+        if health.get("consecutive_failures"):
+            line += f" ({health['consecutive_failures']} consecutive failures)"
+        if health.get("status") != "healthy" and health.get("last_error"):
+            line += f"; last error: {health['last_error']}"
+        print(line)
     if agent.get("routable") is False:
-        print("  not routable: the server only routes to verified agents")
+        unreachable = isinstance(health, dict) and health.get("status") == "unreachable"
+        why = "the agent is unreachable" if unreachable else "only verified agents are routed to"
+        print(f"  not routable: {why}")
     for skill in agent["skills"]:
         tags = ", ".join(skill["tags"])
         print(f"  skill {skill['id']}: {skill['name']} [{tags}]")
