@@ -25,6 +25,7 @@ def make_settings(database_url: str, **overrides: Any) -> Settings:
         "seeds": [],
         "connect_timeout": 2.0,
         "read_timeout": 5.0,
+        "refresh": False,  # tests run the checks themselves (see tests/test_refresh.py)
     }
     values.update(overrides)
     return Settings(**values)

@@ -357,3 +357,41 @@ async def test_keys_add_list_remove_and_verified_agents(
     secret.write_text(json.dumps({"kty": "oct", "k": "c2VjcmV0LXNlY3JldC1zZWNyZXQ"}))
     status, _, err = await run(capsys, server, "keys", "add", "--jwk", str(secret))
     assert status == 2 and "symmetric (oct) key" in err and err.count("\n") == 1
+
+
+async def test_history_and_refresh_all(
+    capsys: pytest.CaptureFixture[str], server: TestServer, card_server: CardServer
+) -> None:
+    card = card_v1(card_server.url())
+    card_server.set("/.well-known/agent-card.json", card)
+    status, _, _ = await run(capsys, server, "agents", "add", card_server.url())
+    assert status == 0
+    changed = {**card, "description": "Now with tides.", "capabilities": {"streaming": False}}
+    changed["skills"] = [*card["skills"], {"id": "tides", "name": "Tides", "description": "."}]
+    card_server.set("/.well-known/agent-card.json", changed)
+
+    status, out, _ = await run(capsys, server, "agents", "refresh-all")
+    assert status == 0 and out.splitlines() == [
+        "checked 1, changed 1, failed 0",
+        "  changed: weather-agent",
+    ]
+    status, out, _ = await run(capsys, server, "agents", "history", "weather-agent")
+    lines = out.splitlines()
+    assert status == 0 and len(lines) == 6, out
+    assert lines[0].endswith("  unsigned") and lines[4].endswith("  unsigned")
+    assert lines[1:4] == [
+        '  description: "Forecasts and current conditions for any city." -> "Now with tides."',
+        "  skill added: tides",
+        "  capability streaming: true -> false",
+    ]
+    assert lines[5] == "  registered"
+    status, out, _ = await run(capsys, server, "agents", "show", "weather-agent")
+    assert "  health: healthy" in out
+
+    card_server.set("/.well-known/agent-card.json", {}, status=500)
+    status, out, _ = await run(capsys, server, "agents", "refresh-all", "--due")
+    assert status == 0 and out.startswith("checked 0,")  # nothing due yet
+    status, out, _ = await run(capsys, server, "agents", "refresh-all")
+    assert status == 1 and "failed: weather-agent: " in out
+    status, out, _ = await run(capsys, server, "agents", "show", "weather-agent")
+    assert "  health: degraded (1 consecutive failures); last error: " in out
