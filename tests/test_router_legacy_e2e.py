@@ -10,8 +10,10 @@ they are skipped until it lands; enable them by removing ``NEEDS_TRANSLATION``.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
+import socket
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -19,14 +21,23 @@ from typing import Any
 
 import aiohttp
 import pytest
+import uvicorn
+from a2a.helpers.proto_helpers import get_message_text, new_task, new_text_message, new_text_part
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.types import AgentInterface, TaskState
 from aiohttp.test_utils import TestServer
+from starlette.applications import Starlette
 
 from registry.api import REGISTRY
 from router.app import create_app
 from router.endpoints import ROUTER
 from tests.helpers import make_settings
 from tests.peers03 import agent03
-from tests.sdk_peers import serve_sdk_agent
+from tests.sdk_peers import echo_card, serve_sdk_agent
 
 NEEDS_TRANSLATION = pytest.mark.skip(
     reason="a 1.0-only agent needs 0.3->1.0 translation upstream (branch translate)"
@@ -114,18 +125,88 @@ async def _upstream_ids(server: TestServer) -> set[str]:
     return {ref.upstream_task_id for ref in refs}
 
 
+class TaskEchoExecutor(AgentExecutor):
+    """An a2a-sdk 1.3 agent that works like the 0.3 echo agent (tests/peers03/agent03.py):
+    a task, working, the echo as an artifact, completed; ``need input`` first stops in
+    input-required and the next message on the task completes it."""
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        assert context.message is not None and context.task_id and context.context_id
+        task = context.current_task
+        resumed = task is not None and task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        if task is None:
+            task = new_task(
+                context.task_id,
+                context.context_id,
+                TaskState.TASK_STATE_SUBMITTED,
+                history=[context.message],
+            )
+            await event_queue.enqueue_event(task)
+        text = get_message_text(context.message)
+        updater = TaskUpdater(event_queue, task.id, task.context_id)
+        if "need input" in text and not resumed:
+            await updater.requires_input(new_text_message("What else?", None, task.context_id))
+            return
+        await updater.start_work()
+        await updater.add_artifact([new_text_part(f"echo: {text}")], "echo", name="echo")
+        await updater.complete()
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        assert context.task_id and context.context_id
+        await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
+
+
+@contextlib.asynccontextmanager
+async def serve_task_agent(*, compat: bool) -> AsyncIterator[str]:
+    """A real a2a-sdk 1.3 agent answering with tasks (:class:`TaskEchoExecutor`) on a
+    random 127.0.0.1 port, speaking 1.0 (and 0.3 too with ``compat``); its base URL."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    base_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    versions = ("1.0", "0.3") if compat else ("1.0",)
+    interfaces = [
+        AgentInterface(url=f"{base_url}/a2a", protocol_binding="JSONRPC", protocol_version=v)
+        for v in versions
+    ]
+    card = echo_card(base_url, supported_interfaces=interfaces)
+    handler = DefaultRequestHandler(
+        agent_executor=TaskEchoExecutor(), task_store=InMemoryTaskStore(), agent_card=card
+    )
+    routes = [
+        *create_agent_card_routes(agent_card=card),
+        *create_jsonrpc_routes(request_handler=handler, rpc_url="/a2a", enable_v0_3_compat=compat),
+    ]
+    config = uvicorn.Config(Starlette(routes=routes), log_level="warning", lifespan="off")
+    server = uvicorn.Server(config)
+    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        yield base_url
+    finally:
+        server.should_exit = True
+        await task
+        sock.close()
+
+
 @contextlib.asynccontextmanager
 async def echo_agent(kind: str, router: TestServer, python: Path | None) -> AsyncIterator[Any]:
-    """An echo agent registered with the router: ``sdk03`` (a2a-sdk 0.3.26, answers with a
-    task), ``compat`` (a2a-sdk 1.3 with a 0.3 interface, answers with a message) or
-    ``v1-only`` (a2a-sdk 1.3, 1.0 only)."""
+    """An echo agent registered with the router as ``echo``: ``sdk03`` (a2a-sdk 0.3.26,
+    answers with a task), ``compat`` (a2a-sdk 1.3 with a 0.3 interface, answers with a
+    message), ``tasks-compat`` / ``tasks-v1-only`` (a2a-sdk 1.3 answering with tasks, with
+    and without a 0.3 interface) or ``v1-only`` (a2a-sdk 1.3, 1.0 only, answers with a
+    message)."""
     if kind == "sdk03":
         assert python is not None
         async with agent03(python) as agent:
             await router.app[REGISTRY].register_url(agent.base_url, "echo")
             yield agent
         return
-    async with serve_sdk_agent(compat=kind == "compat") as agent_url:
+    if kind.startswith("tasks-"):
+        serving = serve_task_agent(compat=kind == "tasks-compat")
+    else:
+        serving = serve_sdk_agent(compat=kind == "compat")
+    async with serving as agent_url:
         await router.app[REGISTRY].register_url(agent_url, "echo")
         yield None
 
@@ -133,7 +214,15 @@ async def echo_agent(kind: str, router: TestServer, python: Path | None) -> Asyn
 AGENT_KINDS = [
     "sdk03",
     "compat",
+    "tasks-compat",
     pytest.param("v1-only", marks=NEEDS_TRANSLATION),
+    pytest.param("tasks-v1-only", marks=NEEDS_TRANSLATION),
+]
+# agents that answer with tasks (multi-turn, get, cancel, streams of updates)
+TASK_AGENT_KINDS = [
+    "sdk03",
+    "tasks-compat",
+    pytest.param("tasks-v1-only", marks=NEEDS_TRANSLATION),
 ]
 
 
@@ -157,7 +246,8 @@ async def test_v01_tasks_send_gets_an_answer(
     """The issue's 'done when': a v0.1 tasks/send client gets its answer, in v0.1."""
     task_id, session = str(uuid.uuid4()), str(uuid.uuid4())
     async with echo_agent(kind, router, python_for(kind)):
-        answer = await call(http, url(router), "tasks/send", send_params("echo hi", task_id, session), 2)
+        params = send_params("echo hi", task_id, session)
+        answer = await call(http, url(router), "tasks/send", params, 2)
         again = await call(http, url(router), "tasks/get", {"id": task_id}, 3)
     assert answer["id"] == 2 and "error" not in answer, answer
     task = answer["result"]
@@ -167,7 +257,7 @@ async def test_v01_tasks_send_gets_an_answer(
     assert_v01(answer)
     leaked = [i for i in await _upstream_ids(router) if i in json.dumps(answer)]
     assert not leaked
-    if kind == "compat":  # the agent answered with a message: no task to get afterwards
+    if kind in ("compat", "v1-only"):  # a message answer: no task to get afterwards
         assert again["error"]["code"] == -32001, again
     else:
         assert again["result"]["id"] == task_id, again
@@ -175,22 +265,22 @@ async def test_v01_tasks_send_gets_an_answer(
         assert_v01(again)
 
 
+@pytest.mark.parametrize("kind", TASK_AGENT_KINDS)
 async def test_v01_multi_turn_get_and_session(
-    router: TestServer, http: aiohttp.ClientSession, sdk03_python: Path
+    kind: str, router: TestServer, http: aiohttp.ClientSession, python_for: Any
 ) -> None:
     """The same client-chosen id continues the task; tasks/get reads it by that id."""
     task_id, session = str(uuid.uuid4()), str(uuid.uuid4())
-    async with echo_agent("sdk03", router, sdk03_python) as agent:
+    async with echo_agent(kind, router, python_for(kind)) as agent:
         first = await call(
             http, url(router), "tasks/send", send_params("echo need input now", task_id, session)
         )
         second = await call(
             http, url(router), "tasks/send", send_params("echo here it is", task_id, session)
         )
-        got = await call(
-            http, url(router), "tasks/get", {"id": task_id, "sessionId": session, "historyLength": 5}
-        )
-        executions = list(agent.executions)
+        query = {"id": task_id, "sessionId": session, "historyLength": 5}
+        got = await call(http, url(router), "tasks/get", query)
+        executions = list(agent.executions) if agent is not None else None
     assert first["result"]["status"]["state"] == "input-required", first
     assert first["result"]["status"]["message"]["parts"] == [{"type": "text", "text": "What else?"}]
     assert second["result"]["id"] == task_id and second["result"]["sessionId"] == session
@@ -201,15 +291,16 @@ async def test_v01_multi_turn_get_and_session(
     assert [m["role"] for m in got["result"]["history"]][:1] == ["user"]
     for answer in (first, second, got):
         assert_v01(answer)
-    # one upstream task, continued: the agent saw the same task id twice
-    assert len(executions) == 2 and executions[0]["task_id"] == executions[1]["task_id"]
+    if executions is not None:  # one upstream task, continued: the agent saw its id twice
+        assert len(executions) == 2 and executions[0]["task_id"] == executions[1]["task_id"]
     router_task = await router.app[ROUTER].ids.alias(task_id)
     ref = await router.app[ROUTER].ids.task(router_task or "")
     assert ref is not None and ref.context_id == session
 
 
+@pytest.mark.parametrize("kind", TASK_AGENT_KINDS)
 async def test_v01_send_subscribe_streams_v01_events(
-    router: TestServer, http: aiohttp.ClientSession, sdk03_python: Path
+    kind: str, router: TestServer, http: aiohttp.ClientSession, python_for: Any
 ) -> None:
     task_id = str(uuid.uuid4())
     body = {
@@ -218,10 +309,12 @@ async def test_v01_send_subscribe_streams_v01_events(
         "method": "tasks/sendSubscribe",
         "params": send_params("echo these words", task_id),
     }
-    async with echo_agent("sdk03", router, sdk03_python):
-        async with http.post(url(router), json=body) as resp:
-            assert resp.content_type == "text/event-stream"
-            got = [event async for event in events(resp)]
+    async with (
+        echo_agent(kind, router, python_for(kind)),
+        http.post(url(router), json=body) as resp,
+    ):
+        assert resp.content_type == "text/event-stream"
+        got = [event async for event in events(resp)]
     assert all(e["id"] == 3 and "result" in e for e in got), got
     results = [e["result"] for e in got]
     assert all(r["id"] == task_id for r in results)
@@ -233,8 +326,9 @@ async def test_v01_send_subscribe_streams_v01_events(
     assert results[-1]["final"] is True
     assert texts(artifacts) == "echo: echo these words"
     assert {a["index"] for a in artifacts} == {0}
-    assert [a["append"] for a in artifacts] == [False, True, True, True]
-    assert artifacts[-1]["lastChunk"] is True
+    assert artifacts[0]["append"] is False and all(a["append"] for a in artifacts[1:])
+    if kind == "sdk03":  # one chunk per word
+        assert len(artifacts) == 4 and artifacts[-1]["lastChunk"] is True
     assert all(p["type"] == "text" for a in artifacts for p in a["parts"])
 
 
@@ -358,7 +452,8 @@ async def test_prefixed_send_message_and_get_task(
         bad = await call(http, url(router), "A2A.GetTask", {}, headers=headers)
         unknown = await call(http, url(router), "A2A.Frobnicate", {}, headers=headers)
     message = sent["result"]["message"]  # the 1.0 shape: {"message": ...}
-    assert message["role"] == "ROLE_AGENT" and message["parts"][0]["text"] == "echo: echo hello prefixed"
+    assert message["role"] == "ROLE_AGENT"
+    assert message["parts"][0]["text"] == "echo: echo hello prefixed"
     assert missing["error"]["code"] == -32001
     assert missing["error"]["data"][0]["reason"] == "TASK_NOT_FOUND"  # 1.0 error details
     assert bad["error"]["code"] == -32602 and isinstance(bad["error"]["data"], list)
@@ -366,25 +461,30 @@ async def test_prefixed_send_message_and_get_task(
     assert "A2A.SendMessage" in unknown["error"]["data"][1]["value"]["supportedMethods"]
 
 
-async def test_prefixed_get_task_of_a_task(
-    router: TestServer, http: aiohttp.ClientSession, sdk03_python: Path
+async def test_prefixed_send_and_get_of_a_task(
+    router: TestServer, http: aiohttp.ClientSession
 ) -> None:
-    """A2A.GetTask reads a task made by another dialect's client, answered in 1.0."""
-    async with echo_agent("sdk03", router, sdk03_python):
+    """A2A.SendMessage (seed 002's ``structuredData`` part too) and A2A.GetTask by the
+    draft's ``taskId``, without A2A-Version, answered in 1.0."""
+    async with echo_agent("tasks-v1-only", router, None):
         sent = await call(
             http,
             url(router),
-            "message/send",
+            "A2A.SendMessage",
             {
                 "message": {
-                    "kind": "message",
                     "messageId": "m-2",
                     "role": "user",
-                    "parts": [{"kind": "text", "text": "echo ok"}],
-                }
+                    "parts": [{"text": "echo ok"}, {"structuredData": {"n": 1}}],
+                },
+                "configuration": {"blocking": True},
             },
         )
-        task_id = sent["result"]["id"]
+        task_id = sent["result"]["task"]["id"]
         got = await call(http, url(router), "A2A.GetTask", {"taskId": task_id})
-    assert "error" in got  # the 0.3-only agent has no 1.0 interface: translation needed
-    assert got["error"]["code"] == -32009 and isinstance(got["error"]["data"], list)
+    task = sent["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED", sent
+    assert task["artifacts"][0]["parts"][0]["text"].startswith("echo: echo ok")
+    assert got["result"]["id"] == task_id
+    assert got["result"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert got["result"]["history"][0]["parts"][1]["data"] == {"n": 1}
