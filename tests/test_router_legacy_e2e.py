@@ -359,6 +359,34 @@ async def test_v01_cancel_by_the_clients_id(
     assert rest[-1]["result"]["status"]["state"] == "canceled" and rest[-1]["result"]["final"]
 
 
+async def test_v01_resubscribe_after_a_dropped_connection(
+    router: TestServer, http: aiohttp.ClientSession, sdk03_python: Path
+) -> None:
+    """tasks/resubscribe by the client's id (a 0.3 name: no header, no sessionId) streams
+    the rest of the task in v0.1."""
+    task_id = str(uuid.uuid4())
+    body = {
+        "jsonrpc": "2.0",
+        "id": 6,
+        "method": "tasks/sendSubscribe",
+        "params": send_params("echo come back", task_id),
+    }
+    again = {"jsonrpc": "2.0", "id": 7, "method": "tasks/resubscribe", "params": {"id": task_id}}
+    async with agent03(sdk03_python, gated=True) as agent:
+        await router.app[REGISTRY].register_url(agent.base_url, "echo")
+        async with http.post(url(router), json=body) as resp:
+            first = await anext(events(resp))
+        async with http.post(url(router), json=again) as resp:
+            await agent.wait_for("taps", 1)  # the resubscription reached the agent
+            agent.release()
+            rest = [event async for event in events(resp)]
+    assert first["result"]["id"] == task_id
+    assert all(e["id"] == 7 and e["result"]["id"] == task_id for e in rest), rest
+    assert rest[-1]["result"]["final"] is True
+    assert rest[-1]["result"]["status"]["state"] == "completed"
+    assert_v01(rest)
+
+
 async def test_v01_get_card_and_push_and_errors(
     router: TestServer, http: aiohttp.ClientSession, sdk03_python: Path
 ) -> None:
