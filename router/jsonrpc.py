@@ -236,8 +236,8 @@ class RpcError(Exception):
     upstream agent's error relayed as it came). ``reason`` overrides the ErrorInfo reason of
     the code; ``violations`` are (field, description) pairs of invalid params. ``id`` is the
     client's request id when known (set by :func:`read_request`); ``version`` the version
-    to answer in when the request named it otherwise than by its header (an ``A2A.``
-    prefix), else None.
+    to answer in when the request's dialect says otherwise than its header (a v0.1 method,
+    an ``A2A.`` prefix), else None.
     """
 
     def __init__(
@@ -418,8 +418,8 @@ async def read_request(
         _check_params(version, op, params)
     except RpcError as exc:
         exc.id = request_id
-        if dialect == "1.0-prefixed":
-            exc.version = "1.0"
+        if dialect in ("0.1", "1.0-prefixed"):  # answered in the dialect's shape
+            exc.version = version
         raise
     return Request(request_id, method, params, op, version, dialect, client_task_id)
 

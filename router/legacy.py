@@ -21,6 +21,7 @@ pass through where they were.
 from __future__ import annotations
 
 import copy
+import json
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -190,6 +191,7 @@ def _message_to_v03(
         violations.append(("message.role", _missing_or(role, '"user" or "agent"')))
     out: dict[str, Any] = {"kind": "message"}
     out.update(message)
+    out["kind"] = "message"
     out["messageId"] = message.get("messageId") or str(uuid.uuid4())  # required in 0.3
     if session is not None:
         out["contextId"] = session
@@ -212,7 +214,9 @@ def _part_to_v03(part: Any, field: str, violations: list[tuple[str, str]]) -> An
         return part
     kind = part.get("type", part.get("kind"))  # a 0.3 kind-tagged part is accepted as well
     if kind not in _PART_TYPES:
-        violations.append((f"{field}.type", _missing_or(kind, '"text", "file" or "data"')))
+        shown = json.dumps(kind)[:40] if kind is not None else None
+        rule = f'must be "text", "file" or "data", not {shown}' if shown else "is required"
+        violations.append((f"{field}.type", rule))
         return part
     if kind == "text" and not isinstance(part.get("text"), str):
         violations.append((f"{field}.text", "must be a string"))
@@ -428,7 +432,7 @@ def card_to_v01(card: Mapping[str, Any]) -> dict[str, Any]:
     names the card's security schemes. Signatures, interfaces and extensions have no v0.1
     counterpart and are left out.
     """
-    out: dict[str, Any] = {"name": card.get("name", ""), "description": card.get("description")}
+    out: dict[str, Any] = {"name": card.get("name", ""), "description": card.get("description", "")}
     out["url"] = card.get("url") or _first_interface_url(card)
     for key in ("provider", "version", "documentationUrl", "iconUrl"):
         if card.get(key) is not None:

@@ -406,6 +406,7 @@ async def test_v01_get_card_and_push_and_errors(
             url(router),
             "tasks/send",
             {"id": "t-2", "message": {"role": "user", "parts": [{"type": "image"}]}},
+            headers={"A2A-Version": "1.0"},  # a stray header: v0.1 still answers in v0.1
         )
     result = card["result"]
     assert result["url"] == url(router)
@@ -424,6 +425,12 @@ async def test_v01_get_card_and_push_and_errors(
     assert unknown["error"]["data"] == {"taskId": "nope"}
     assert bad["error"]["code"] == -32602
     assert bad["error"]["data"]["fields"] == ["message.parts[0].type"]
+    assert bad["error"]["data"]["fieldViolations"] == [
+        {
+            "field": "message.parts[0].type",
+            "description": 'must be "text", "file" or "data", not "image"',
+        }
+    ]
 
 
 async def test_v01_client_ids_do_not_disturb_03_clients(
