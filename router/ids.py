@@ -37,6 +37,7 @@ __all__ = [
     "Rewriter",
     "RouterContextRow",
     "RouterTaskRow",
+    "TaskAliasRow",
     "TaskRef",
     "canonical_state",
 ]
@@ -108,6 +109,17 @@ class RouterContextRow(SQLModel, table=True):
     created_at: datetime = Field(sa_type=DateTime(timezone=True))
 
 
+class TaskAliasRow(SQLModel, table=True):
+    """A task ID chosen by an A2A v0.1 client (``tasks/send`` ``id``) and the router task it
+    stands for (see :mod:`router.legacy`)."""
+
+    __tablename__ = "router_task_aliases"
+
+    alias: str = Field(primary_key=True, max_length=MAX_ID_LENGTH)
+    task_id: str = Field(index=True, max_length=64)
+    created_at: datetime = Field(sa_type=DateTime(timezone=True))
+
+
 @dataclass(frozen=True)
 class TaskRef:
     """What the router knows about one of its task IDs."""
@@ -140,6 +152,7 @@ class IdMap:
         self._router_ctx: LRUCache[tuple[str, str], str] = LRUCache(cache_size)
         self._known_ctx: LRUCache[str, bool] = LRUCache(cache_size)
         self._agents: TTLCache[str, frozenset[str]] = TTLCache(cache_size, _AGENTS_TTL)
+        self._aliases: LRUCache[str, str] = LRUCache(cache_size)
 
     # --- tasks ---
 
@@ -329,6 +342,42 @@ class IdMap:
         query = select(func.count()).select_from(RouterTaskRow).where(*_conditions(filters))
         async with self.store.session() as session:
             return int((await session.exec(query)).one())
+
+    # --- task IDs chosen by v0.1 clients ---
+
+    async def alias(self, client_task_id: str) -> str | None:
+        """The router task that an A2A v0.1 client's own task ID stands for, or None."""
+        if not _valid_id(client_task_id):
+            return None
+        task_id = self._aliases.get(client_task_id)
+        if task_id is not None:
+            return task_id
+        async with self.store.session() as session:
+            row = await session.get(TaskAliasRow, client_task_id)
+        if row is None:
+            return None
+        self._aliases[client_task_id] = row.task_id
+        return row.task_id
+
+    async def bind_alias(self, client_task_id: str, task_id: str) -> str:
+        """Make a v0.1 client's task ID stand for router task ``task_id``, unless it already
+        stands for one: the first binding wins, in any process. The bound router task."""
+        _check_id(client_task_id, "client task id")
+        known = await self.alias(client_task_id)
+        if known is not None:
+            return known
+        try:
+            async with self.store.session() as session, session.begin():
+                session.add(
+                    TaskAliasRow(alias=client_task_id, task_id=task_id, created_at=utcnow())
+                )
+        except IntegrityError:  # another request or replica bound it first
+            known = await self.alias(client_task_id)
+            if known is None:
+                raise
+            return known
+        self._aliases[client_task_id] = task_id
+        return task_id
 
     # --- contexts ---
 

@@ -1,5 +1,10 @@
 """The JSON-RPC 2.0 envelope of the router's A2A endpoint, for A2A 0.3 and 1.0.
 
+Two legacy dialects are recognized here too (:mod:`router.legacy`, docs/dialects.md): A2A
+v0.1 names (``tasks/send``...) are read as the equivalent 0.3 call and ``A2A.``-prefixed 1.0
+names as the 1.0 call, whatever the header says; :attr:`Request.dialect` tells which the
+client speaks, so that it is answered in its own shape.
+
 The protocol version of a call is the ``A2A-Version`` header (empty means 0.3, see
 :func:`client_version`); both versions share one URL and differ in their method names
 (:data:`METHODS`) and in the shape of an error's ``data``: a plain object in 0.3, a list of
@@ -43,6 +48,7 @@ __all__ = [
     "VERSIONS",
     "VERSION_HEADER",
     "VERSION_NOT_SUPPORTED",
+    "Dialect",
     "Op",
     "Request",
     "RpcError",
@@ -60,6 +66,8 @@ __all__ = [
 
 Version = Literal["0.3", "1.0"]
 VERSIONS: tuple[Version, ...] = ("0.3", "1.0")
+# What a client speaks: a version, or a legacy dialect served as one (router.legacy).
+Dialect = Literal["0.3", "1.0", "0.1", "1.0-prefixed"]
 VERSION_HEADER = "A2A-Version"
 
 # JSON-RPC 2.0 and A2A error codes (A2A 1.0 section 5.4; 0.3 section 8).
@@ -121,6 +129,7 @@ class Op(StrEnum):
     SUBSCRIBE = "subscribe"
     LIST = "list"
     PUSH_CONFIG = "push-config"  # any push-notification-config method
+    CARD = "card"  # A2A v0.1 agent/getCard (router.legacy)
 
 
 # (0.3 name, 1.0 name, op); None where a version has no such method.
@@ -146,13 +155,6 @@ METHODS: dict[Version, dict[str, Op]] = {
 _EXTENDED_CARD_METHODS = {
     "agent/getAuthenticatedExtendedCard": "0.3",
     "GetExtendedAgentCard": "1.0",
-}
-# Names from older drafts (v0.1/v0.2 seeds): the current 0.3 name to use instead.
-_LEGACY_METHODS = {
-    "tasks/send": "message/send",
-    "tasks/sendSubscribe": "message/stream",
-    "tasks/pushNotification/set": "tasks/pushNotificationConfig/set",
-    "tasks/pushNotification/get": "tasks/pushNotificationConfig/get",
 }
 
 
@@ -233,7 +235,9 @@ class RpcError(Exception):
     :func:`error_object`) unless ``shaped`` is true: then it is passed through verbatim (an
     upstream agent's error relayed as it came). ``reason`` overrides the ErrorInfo reason of
     the code; ``violations`` are (field, description) pairs of invalid params. ``id`` is the
-    client's request id when known (set by :func:`read_request`).
+    client's request id when known (set by :func:`read_request`); ``version`` the version
+    to answer in when the request's dialect says otherwise than its header (a v0.1 method,
+    an ``A2A.`` prefix), else None.
     """
 
     def __init__(
@@ -255,6 +259,7 @@ class RpcError(Exception):
         self.violations = tuple(violations)
         self.shaped = shaped
         self.id = id
+        self.version: Version | None = None
 
     @classmethod
     def relayed(cls, error: Mapping[str, Any]) -> RpcError:
@@ -357,13 +362,24 @@ def _metadata_value(value: Any) -> str:
 
 @dataclass(frozen=True)
 class Request:
-    """A parsed JSON-RPC request of one A2A version."""
+    """A parsed JSON-RPC request of one A2A version.
+
+    ``dialect`` is what the client speaks (its ``version`` unless a legacy dialect: then
+    ``method``/``params``/``op``/``version`` are the equivalent call the router serves);
+    ``client_task_id`` is the task ID a v0.1 client chose (see :mod:`router.codec`).
+    """
 
     id: str | int | None
     method: str
     params: dict[str, Any]
     op: Op
     version: Version
+    dialect: Dialect | None = None  # None: the same as version
+    client_task_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.dialect is None:
+            object.__setattr__(self, "dialect", self.version)
 
 
 async def read_request(
@@ -371,22 +387,51 @@ async def read_request(
 ) -> Request:
     """Read, parse and check one JSON-RPC request of A2A ``version``.
 
+    A v0.1 method (:data:`router.legacy.V01_METHODS`: one only v0.1 has, or a shared name
+    with a v0.1 ``sessionId``) is read as its 0.3 equivalent, dialect "0.1"; an ``A2A.``
+    name as the 1.0 method, dialect "1.0-prefixed", whatever ``version`` is.
+
     Raises :class:`RpcError`: -32700 (body too large, not JSON, nested too deep), -32600 (a
     batch, not an object, bad ``jsonrpc``/``id``/``method``/``params``), -32601 (no such
     method in ``version``), -32602 (invalid params, each field named by its path), -32003 (a
     push notification config in a send), -32007 (extended card).
     """
+    from router import legacy  # legacy imports this module
+
     body = await _read_body(request, max_bytes)
     document = _parse(body, max_depth)
     request_id = _request_id(document)
+    dialect: Dialect = version
+    client_task_id = None
     try:
         method, params = _envelope(document)
+        if method.startswith(legacy.PREFIX):
+            version, dialect = "1.0", "1.0-prefixed"
+            method, params = legacy.prefixed_to_v1(method, params)
+        elif _is_v01(method, params, version):
+            version, dialect = "0.3", "0.1"
+            call = legacy.v01_to_v03(method, params)
+            if call.op is Op.CARD:
+                return Request(request_id, method, {}, Op.CARD, version, dialect)
+            method, params, client_task_id = call.method, call.params, call.client_task_id
         op = _lookup(method, version, request.headers.get(VERSION_HEADER))
         _check_params(version, op, params)
     except RpcError as exc:
         exc.id = request_id
+        if dialect in ("0.1", "1.0-prefixed"):  # answered in the dialect's shape
+            exc.version = version
         raise
-    return Request(id=request_id, method=method, params=params, op=op, version=version)
+    return Request(request_id, method, params, op, version, dialect, client_task_id)
+
+
+def _is_v01(method: str, params: dict[str, Any], version: Version) -> bool:
+    """Whether a call is A2A v0.1: a name only v0.1 has, or a 0.3 name of v0.1 too (get,
+    cancel, resubscribe) with a ``sessionId``, which 0.3 does not have."""
+    from router import legacy
+
+    if method in legacy.V01_ONLY_METHODS:
+        return True
+    return version == "0.3" and method in legacy.V01_METHODS and "sessionId" in params
 
 
 async def _read_body(request: web.Request, max_bytes: int) -> bytes:
@@ -556,13 +601,6 @@ def _lookup(method: str, version: Version, header: str | None) -> Op:
             f"{method}: Switchboard has no extended agent card; its public card at "
             "/.well-known/agent-card.json is complete",
             facts,
-        )
-    if method in _LEGACY_METHODS:
-        raise RpcError(
-            METHOD_NOT_FOUND,
-            f"{method} is a method of an A2A draft older than 0.3: use "
-            f"{_LEGACY_METHODS[method]} (A2A 0.3)",
-            {**facts, "useMethod": _LEGACY_METHODS[method]},
         )
     raise RpcError(
         METHOD_NOT_FOUND,

@@ -5,6 +5,10 @@ A call is read and checked (:mod:`router.jsonrpc`), its agent chosen (the task's
 :class:`router.matcher.Matcher`), its IDs rewritten (:mod:`router.ids`), and it is forwarded
 (:mod:`router.upstream`): one answer for send/get/cancel, an event-by-event SSE proxy for
 stream/subscribe. Clients only ever see the router's task and context IDs.
+
+A client speaking a legacy dialect (docs/dialects.md) is served as the 0.3 or 1.0 call
+:func:`router.jsonrpc.read_request` makes of its call; a v0.1 client's answers go through its
+:mod:`router.codec` where bodies are emitted (:func:`_json`, ``SseWriter.send``).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from registry.netguard import AddressPolicy
 from registry.records import iso
 from registry.service import Registry
 from registry.settings import Settings
-from router import wire
+from router import codec, wire
 from router.ids import IdMap, Rewriter, TaskRef
 from router.jsonrpc import (
     AGENT_UNAVAILABLE,
@@ -32,6 +36,7 @@ from router.jsonrpc import (
     INTERNAL,
     PUSH_NOT_SUPPORTED,
     TASK_NOT_FOUND,
+    VERSION_HEADER,
     Op,
     Request,
     RpcError,
@@ -80,15 +85,27 @@ class Router:
                 version, error.id = "1.0", await self._request_id(request)
                 raise
             rpc = await self._read(request, version)
+            version = rpc.version  # an A2A.-prefixed name is 1.0 whatever the header says
             if pinned is not None and pinned not in self.registry.catalog.snapshot.agents:
                 raise RpcError(AGENT_UNAVAILABLE, f"no agent with id {pinned!r}", {"agent": pinned})
-            return await self._dispatch(request, rpc, pinned)
+            header = request.headers.get(VERSION_HEADER)
+            rpc, client = await codec.open_codec(self.ids, rpc, header=header)
+            if rpc.op is Op.CARD:  # v0.1 agent/getCard
+                card = await codec.v01_card(self.registry, self.settings, request, pinned)
+                return _json(result_body(rpc.id, card))
+            response = await self._dispatch(request, rpc, pinned)
+            if client is not None:
+                await client.flush()  # before the client can see the answer
+            return response
         except RpcError as exc:
             error, request_id = exc, (rpc.id if rpc is not None else exc.id)
+            version = exc.version or version
         except Exception:  # a bug or a database failure: still a JSON-RPC answer, no trace
             log.exception("internal error answering %s", rpc.method if rpc else "a request")
             error = RpcError(INTERNAL, "Switchboard failed internally; see its log", {})
             request_id = rpc.id if rpc is not None else None
+        finally:
+            codec.close_codec()
         body = error_body(version, request_id, error)
         if rpc is not None and rpc.op in (Op.STREAM, Op.SUBSCRIBE):
             return await _one_event_stream(request, body, rpc)
@@ -391,7 +408,11 @@ async def _one_event_stream(
 
 
 def _json(body: dict[str, Any]) -> web.Response:
-    """A JSON answer that is always valid JSON (no NaN/Infinity), as the spec requires."""
+    """A JSON answer that is always valid JSON (no NaN/Infinity), as the spec requires, in
+    the client's dialect (:func:`router.codec.current`)."""
+    client = codec.current()
+    if client is not None:
+        body = client.answer(body)
     return web.json_response(body, dumps=functools.partial(json.dumps, allow_nan=False))
 
 

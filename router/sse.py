@@ -25,6 +25,8 @@ from typing import Any
 
 from aiohttp import web
 
+from router import codec
+
 __all__ = [
     "DEFAULT_MAX_EVENT_BYTES",
     "DEFAULT_MAX_LINE_BYTES",
@@ -278,10 +280,14 @@ class SseWriter:
 
         The JSON is ASCII only (no raw line separator can end up on the wire) and strict:
         NaN and infinities raise :class:`ValueError` before anything is written.
+        A v0.1 client's events are first converted (:func:`router.codec.current`): one event
+        may become several.
         """
-        body = json.dumps(data, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+        client = codec.current()
+        items = await client.events(data) if client is not None else [data]
         head = f"event: {_single_line(event)}\r\n" if event else ""
-        await self._write(f"{head}data: {body}\r\n\r\n".encode())
+        bodies = [_dumps(item) for item in items]  # all checked before anything is written
+        await self._write("".join(f"{head}data: {body}\r\n\r\n" for body in bodies).encode())
 
     async def comment(self, text: str = "ping") -> None:
         """Write a comment line ``: text`` (ignored by clients; keeps proxies from timing out)."""
@@ -336,6 +342,10 @@ class SseWriter:
                 return  # _write has set `lost`
             except RuntimeError:
                 return  # the response was ended without close(): nothing left to keep alive
+
+
+def _dumps(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
 
 
 # Every line break of str.splitlines(), which clients such as httpx's aiter_lines() honour.

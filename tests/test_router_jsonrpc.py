@@ -298,6 +298,7 @@ async def _endpoint(request: web.Request) -> web.Response:
     except RpcError as exc:
         return web.json_response(error_body(version, exc.id, exc))
     echo = {"method": rpc.method, "op": rpc.op.value, "version": rpc.version, "params": rpc.params}
+    echo["dialect"] = rpc.dialect
     return web.json_response(result_body(rpc.id, echo))
 
 
@@ -558,9 +559,20 @@ async def test_a_v1_method_without_a_header(post: Post) -> None:
 
 
 async def test_legacy_and_extended_card_methods(post: Post) -> None:
+    # v0.1 names are read as v0.1 (router.legacy): these 0.3 params lack the client's task id
     body = await post(_send_v03(method="tasks/send"))
-    assert body["error"]["code"] == -32601
-    assert "use message/send" in body["error"]["message"]
+    assert body["error"]["code"] == -32602
+    assert body["error"]["data"]["fields"] == ["id"]
+    v01 = {"id": "t-1", "message": {"role": "user", "parts": [{"type": "text", "text": "hi"}]}}
+    body = await post(_send_v03(method="tasks/sendSubscribe", params=v01))
+    assert body["result"]["method"] == "message/stream"
+    assert (body["result"]["version"], body["result"]["dialect"]) == ("0.3", "0.1")
+    assert body["result"]["params"]["message"]["parts"] == [{"kind": "text", "text": "hi"}]
+    body = await post(_send_v03(method="A2A.SendMessage", params=_send_v1()["params"]))
+    assert (body["result"]["method"], body["result"]["version"]) == ("SendMessage", "1.0")
+    assert body["result"]["dialect"] == "1.0-prefixed"
+    body = await post({"jsonrpc": "2.0", "id": 3, "method": "A2A.GetTask", "params": {}})
+    assert body["error"]["code"] == -32602  # (this test endpoint shapes errors by the header)
     body = await post({"jsonrpc": "2.0", "id": 1, "method": "GetExtendedAgentCard"}, "1.0")
     assert body["error"]["code"] == -32007
     assert body["error"]["data"][0]["reason"] == "EXTENDED_AGENT_CARD_NOT_CONFIGURED"

@@ -1,0 +1,171 @@
+"""The client edge of a legacy-dialect call: the client's task ID, and its answers' shape.
+
+The router serves an A2A v0.1 call as the 0.3 call :mod:`router.legacy` makes of it; only
+what the client sees differs. :func:`open_codec` (called once per call, before dispatch)
+maps the task ID the v0.1 client chose to the router's task and returns a
+:class:`LegacyCodec`, which :func:`current` then hands to the two places that emit bodies
+(``router.proxy._json`` and :meth:`router.sse.SseWriter.send`): each 0.3 answer or event
+becomes the v0.1 one named with the client's ID, and the first router task an answer
+reveals is bound to that ID (persisted, :meth:`router.ids.IdMap.bind_alias`) before the
+client sees it. Other dialects have no codec: their answers are emitted as they are.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from registry.errors import NotFound
+from registry.jsonsafe import JsonLimitError, loads_limited
+from registry.records import iso, utcnow
+from router import legacy
+from router.jsonrpc import AGENT_UNAVAILABLE, TASK_NOT_FOUND, Op, Request, RpcError
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
+    from registry.service import Registry
+    from registry.settings import Settings
+    from router.ids import IdMap
+
+__all__ = ["LegacyCodec", "close_codec", "current", "open_codec", "v01_card"]
+
+_CURRENT: contextvars.ContextVar[LegacyCodec | None] = contextvars.ContextVar(
+    "switchboard_client_codec", default=None
+)
+
+
+def current() -> LegacyCodec | None:
+    """The codec of the call being answered in this task, if its client speaks v0.1."""
+    return _CURRENT.get()
+
+
+def close_codec() -> None:
+    """Forget the codec of the call just answered (the next call on this task has none)."""
+    _CURRENT.set(None)
+
+
+async def open_codec(
+    ids: IdMap, rpc: Request, *, header: str | None
+) -> tuple[Request, LegacyCodec | None]:
+    """The call to dispatch, and the codec its answers go through (set as :func:`current`).
+
+    A v0.1 send continues the router task its ``id`` names, if any (else it starts one); a
+    v0.1 get/cancel/resubscribe is about that task (-32001 if the ID names none). A 0.3
+    get/cancel/resubscribe without an ``A2A-Version`` header whose ``id`` is no router task
+    but a v0.1 client's task ID is a v0.1 call too (v0.1 and 0.3 share those names).
+    """
+    if rpc.dialect == "0.3" and rpc.op in (Op.GET, Op.CANCEL, Op.SUBSCRIBE) and not header:
+        task_id = rpc.params.get("id")
+        if await ids.task(task_id) is None and await ids.alias(task_id) is not None:
+            rpc = dataclasses.replace(rpc, dialect="0.1", client_task_id=task_id)
+    if rpc.dialect != "0.1" or rpc.op is Op.CARD or rpc.client_task_id is None:
+        return rpc, None
+    client_id = rpc.client_task_id
+    task_id = await ids.alias(client_id)
+    params = dict(rpc.params)
+    if rpc.op in (Op.SEND, Op.STREAM):
+        message = dict(params["message"])
+        if task_id is not None:
+            message["taskId"] = task_id
+        params["message"] = message
+        session = message.get("contextId")
+    else:
+        if task_id is None:
+            raise RpcError(TASK_NOT_FOUND, f"Task not found: {client_id}", {"taskId": client_id})
+        params["id"] = task_id
+        session = None
+    codec = LegacyCodec(ids, client_id, task_id, session)
+    _CURRENT.set(codec)
+    return dataclasses.replace(rpc, params=params), codec
+
+
+class LegacyCodec:
+    """Answers of one v0.1 call: 0.3 bodies in, v0.1 bodies out, named ``client_task_id``.
+
+    ``task_id`` is the router task the client's ID stands for (None until an answer names
+    one); ``session_id`` the client's ``sessionId``, if it sent one.
+    """
+
+    def __init__(
+        self, ids: IdMap, client_task_id: str, task_id: str | None, session_id: str | None
+    ) -> None:
+        self.ids = ids
+        self.client_task_id = client_task_id
+        self.task_id = task_id
+        self.session_id = session_id
+        self._bound = task_id is not None
+        self._indexes: dict[str, int] = {}  # artifact ID -> v0.1 index, for a whole stream
+
+    def answer(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A JSON-RPC answer in v0.1 (errors are the same in both). Call :meth:`flush`
+        before the client can see it."""
+        if "result" not in body:
+            return body
+        self._learn(body["result"])
+        result = legacy.v03_result_to_v01(
+            body["result"], self.client_task_id, self.session_id, iso(utcnow())
+        )
+        return {**body, "result": result}
+
+    async def events(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        """One 0.3 stream event (a JSON-RPC answer) as the v0.1 events to write, the task
+        ID already bound."""
+        if not isinstance(body, dict) or "result" not in body:
+            return [body]
+        self._learn(body["result"])
+        await self.flush()
+        results = legacy.v03_event_to_v01(
+            body["result"], self.client_task_id, self.session_id, self._indexes, iso(utcnow())
+        )
+        return [{**body, "result": result} for result in results]
+
+    async def flush(self) -> None:
+        """Persist the binding of the client's task ID learnt from an answer (once)."""
+        if self.task_id is not None and not self._bound:
+            self._bound = True
+            self.task_id = await self.ids.bind_alias(self.client_task_id, self.task_id)
+
+    def _learn(self, result: Any) -> None:
+        """The router task of the first answer that names one (a Task's ``id``, an
+        update's ``taskId``)."""
+        if self.task_id is not None or not isinstance(result, dict):
+            return
+        kind = result.get("kind")
+        if kind is None:  # 0.3 requires it; tolerate its absence as router.wire does
+            kind = "task" if "status" in result and "id" in result else "update"
+        task_id = result.get("id") if kind == "task" else result.get("taskId")
+        if kind not in ("task", "status-update", "artifact-update", "update"):
+            task_id = None
+        if isinstance(task_id, str) and task_id:
+            self.task_id = task_id
+
+
+async def v01_card(
+    registry: Registry, settings: Settings, request: web.Request, pinned: str | None
+) -> dict[str, Any]:
+    """The answer to v0.1 ``agent/getCard``: the router's card, or on a per-agent endpoint
+    that agent's card as reached through the router, in the v0.1 shape (unsigned: v0.1
+    cards have no signatures)."""
+    from router.card import agent_card_via_router, router_card, without_paths  # card -> sse -> us
+
+    base = (settings.public_url or f"{request.scheme}://{request.host}").rstrip("/")
+    if pinned is None:
+        card = router_card(
+            registry, base, name=settings.router_name, description=settings.router_description
+        )
+        return legacy.card_to_v01(card)
+    record = registry.get(pinned)
+    problem = None if registry.routable(record) else "is not routable (its card is unverified)"
+    if problem is None:
+        try:
+            raw = loads_limited(await registry.raw_card(pinned), max_depth=256)
+            if record.verification.status == "verified":
+                raw = without_paths(raw, record.verification.uncovered_fields)
+            return legacy.card_to_v01(agent_card_via_router(record, raw, base))
+        except NotFound:
+            problem = "has no JSON-RPC interface for A2A 0.3 or 1.0"
+        except JsonLimitError:
+            problem = "has a stored card that cannot be read"
+    raise RpcError(AGENT_UNAVAILABLE, f"agent {pinned!r} {problem}", {"agent": pinned})
