@@ -242,7 +242,7 @@ def _uncarry(obj: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(metadata, dict) or not isinstance(metadata.get(CARRY_KEY), dict):
         return {}
     metadata = dict(metadata)
-    carried = metadata.pop(CARRY_KEY)
+    carried = dict(metadata.pop(CARRY_KEY))
     if metadata:
         obj["metadata"] = metadata
     else:
@@ -611,8 +611,8 @@ def error_to(error: Any, src: Version, dst: Version) -> Any:
 
 
 def _error_data_to_v1(code: Any, message: Any, data: Any) -> Any:
-    if isinstance(data, list):
-        return data  # already a detail list
+    if data is None or isinstance(data, list):
+        return data  # nothing, or already a detail list
     facts = dict(data) if isinstance(data, dict) else data
     carried: dict[str, Any] = {}
     violations: list[tuple[str, str]] = []
@@ -652,20 +652,21 @@ def _error_data_to_v03(code: Any, details: list[Any]) -> Any:
     carried: dict[str, Any] = {}
     others: list[Any] = []
     struct: dict[str, Any] | None = None
+    value: Any = _NONE
     for detail in details:
         kind = detail.get("@type") if isinstance(detail, dict) else None
         if kind == ERROR_INFO_TYPE:
             metadata = detail.get("metadata")
             if isinstance(metadata, dict):
                 out.update(metadata)
-            defaults = {"reason": REASONS.get(code), "domain": ERROR_DOMAIN}
+            defaults = {"reason": REASONS.get(code, "UNKNOWN_ERROR"), "domain": ERROR_DOMAIN}
             for key, default in defaults.items():
                 if isinstance(detail.get(key), str) and detail[key] != default:
                     carried[key] = detail[key]
         elif kind == STRUCT_TYPE and isinstance(detail.get("value"), dict) and struct is None:
             struct = detail["value"]
-        elif kind == VALUE_TYPE and "value" in detail and "detail" not in out:
-            out["detail"] = detail["value"]
+        elif kind == VALUE_TYPE and "value" in detail and value is _NONE:
+            value = detail["value"]
         elif kind == BAD_REQUEST_TYPE and isinstance(detail.get("fieldViolations"), list):
             out["fieldViolations"] = detail["fieldViolations"]
         else:
@@ -674,6 +675,13 @@ def _error_data_to_v03(code: Any, details: list[Any]) -> Any:
         out.update(struct)  # the typed values win over ErrorInfo's strings
     if others:
         carried["details"] = others
+    if value is not _NONE:
+        if not out and not carried:
+            return value  # 0.3 data that was not an object
+        out["detail"] = value
     if carried:
         out[CARRY_KEY] = carried
     return out
+
+
+_NONE = object()
