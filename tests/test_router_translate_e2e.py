@@ -395,3 +395,43 @@ async def test_v1_client_file_and_data_parts_to_a_03_agent(
     assert back[0] == {"raw": PNG64, "mediaType": "image/png", "filename": "p.png"}
     assert back[1] == {"data": {"n": 1.0, "s": "x"}, "mediaType": "application/json"}
     assert back[2] == {"url": "https://example.com/p.png", "mediaType": "image/png"}
+
+
+async def test_v1_list_tasks_asks_a_03_owner_in_03(
+    router: TestServer, sdk03_python: Path, http: httpx.AsyncClient
+) -> None:
+    """ListTasks (1.0 only) is answered by the router, which asks the 0.3 owner with
+    tasks/get and shows the task in the 1.0 shape."""
+    async with v03_agent(router, sdk03_python) as agent:
+        task = await send(await connect(http, base(router)), ask("echo list me"))
+        listing = await http.post(
+            base(router) + "/",
+            headers={"A2A-Version": "1.0"},
+            json={
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "ListTasks",
+                "params": {"includeArtifacts": True},
+            },
+        )
+        requests = await agent.wait_for("requests", 3)
+    [listed] = listing.json()["result"]["tasks"]
+    assert listed["id"] == task.id and listed["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert "kind" not in json.dumps(listed)  # 1.0 shapes only
+    echo = [a for a in listed["artifacts"] if a["artifactId"] == "echo"]
+    assert "".join(p["text"] for p in echo[0]["parts"]) == "echo: echo list me"
+    asked = [r["body"]["method"] for r in requests if r["method"] == "POST"]
+    assert asked == ["message/send", "tasks/get"]
+
+
+async def test_03_client_through_the_per_agent_endpoint_of_a_v1_agent(
+    router: TestServer, sdk03_python: Path
+) -> None:
+    """The per-agent card of a 1.0-only agent offers 0.3 too: the router translates."""
+    async with v1_agent(router):
+        url = base(router) + "/agents/echo1"
+        [card] = await client03_lines(sdk03_python, url, "card")
+        [task] = await client03_lines(sdk03_python, url, "send", text="no skill words needed")
+    assert card["url"] == url and card["protocolVersion"] == "0.3.0"
+    assert task["status"]["state"] == "completed", task
+    assert text_of(task) == "echo: no skill words needed"
