@@ -1,15 +1,17 @@
 """Choosing the agent for an A2A call, in order: a pinned agent, a routing hint, skill matching.
 
 - **Pinned** (``/agents/{id}``, or the owner of a known task): that agent, no matching. It must
-  still be routable (signed-card policy) and have a JSON-RPC interface of the client's version.
+  still be routable (signed-card policy) and have a JSON-RPC interface of A2A 0.3 or 1.0.
 - **Hint**: ``metadata["urn:a2a-switchboard:routing:v1"] = {"skill": id}`` and/or ``{"agent": id}``
   on the message (or, second, on the request params). An unknown, unroutable or incompatible
   skill or agent is ``-32051``, never a fallback to matching.
 - **Matching**: every skill of every agent is a candidate. It is dropped when its agent is not
-  routable, has no JSON-RPC interface of the client's A2A version (version translation comes
-  later), or cannot stream when the call streams; or when the skill's input modes do not accept
-  a part's media type (text parts are also fine next to other parts: they are the instruction
-  for them), or its output modes miss every ``acceptedOutputModes`` entry (none given: any).
+  routable, has no JSON-RPC interface of A2A 0.3 or 1.0, or cannot stream when the call
+  streams; or when the skill's input modes do not accept a part's media type (text parts are
+  also fine next to other parts: they are the instruction for them), or its output modes miss
+  every ``acceptedOutputModes`` entry (none given: any). The interface used is the agent's one
+  of the client's version, else the other version's (the router translates, see
+  :mod:`router.translate`); ``Choice.target.version`` is the agent's version.
   The rest are ranked by a BM25 score of the message text against the skill's name (x3), id,
   tags (x2), description, examples and its agent's name and description (x0.5); an agent's
   score is its best skill's. Ties go to an agent already serving the conversation, then by id.
