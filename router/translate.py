@@ -210,15 +210,12 @@ TABLE: tuple[Row, ...] = (
     ),
 )
 
-_STREAM_KEYS = {
-    "task": "task",
-    "message": "message",
-    "status-update": "statusUpdate",
-    "artifact-update": "artifactUpdate",
-}
-_ROLE_TO_V1 = {"user": "ROLE_USER", "agent": "ROLE_AGENT"}
-_ROLE_TO_V03 = {"ROLE_USER": "user", "ROLE_AGENT": "agent", 1: "user", 2: "agent"}
-_V1_CONTENT = ("text", "raw", "url", "data")
+_STREAM_KEYS = {kind: key for key, kind in wire.V1_EVENT_KEYS.items()}
+_ROLE_PAIRS = tuple(zip(wire.ROLES["0.3"], wire.ROLES["1.0"], strict=True))
+_ROLE_TO_V1: dict[Any, str] = {old: new for old, new in _ROLE_PAIRS}
+# ProtoJSON also allows enum numbers: ROLE_USER is 1, ROLE_AGENT 2
+_ROLE_TO_V03: dict[Any, str] = {new: old for old, new in _ROLE_PAIRS} | {1: "user", 2: "agent"}
+_V1_CONTENT = wire.V1_PART_CONTENT
 _SEND_OPS = (Op.SEND, Op.STREAM)
 
 

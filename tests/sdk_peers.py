@@ -58,12 +58,14 @@ class TaskEchoExecutor(AgentExecutor):
     came in a second artifact ``parts``. A text with ``need input`` first stops in
     INPUT_REQUIRED; the next message on the task completes it. With ``gated``, each task waits
     for :meth:`release` before completing. ``messages`` keeps every message received (as
-    JSON) and ``cancels`` every task id a cancel was asked for.
+    JSON), ``extensions`` the extension URIs each asked for (the ``A2A-Extensions`` header) and
+    ``cancels`` every task id a cancel was asked for.
     """
 
     def __init__(self, gated: bool = False) -> None:
         self.gate = asyncio.Semaphore(0) if gated else None
         self.messages: list[dict[str, Any]] = []
+        self.extensions: list[set[str]] = []  # the extensions each execution was asked for
         self.cancels: list[str] = []
         self._running: dict[str, EventQueue] = {}
 
@@ -77,6 +79,7 @@ class TaskEchoExecutor(AgentExecutor):
         message = context.message
         assert message is not None
         self.messages.append(MessageToDict(message))
+        self.extensions.append(set(context.requested_extensions))
         task = context.current_task
         resumed = task is not None and task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
         if task is None:

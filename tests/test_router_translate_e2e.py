@@ -107,12 +107,15 @@ async def v1_agent(router: TestServer, *, gated: bool = False) -> AsyncIterator[
 
 
 async def test_03_client_sends_to_a_v1_agent(router: TestServer, sdk03_python: Path) -> None:
-    async with v1_agent(router):
-        [task] = await client03_lines(sdk03_python, base(router), "send", text="echo hello world")
+    async with v1_agent(router) as agent:
+        [task] = await client03_lines(
+            sdk03_python, base(router), "send", text="echo hello world", extensions=["urn:x:1"]
+        )
         assert "error" not in task, task
         [got] = await client03_lines(sdk03_python, base(router), "get", task_id=task["id"])
         [missing] = await client03_lines(sdk03_python, base(router), "get", task_id="nope")
         [refused] = await client03_lines(sdk03_python, base(router), "cancel", task_id=task["id"])
+        assert agent.extensions[0] == {"urn:x:1"}  # X-A2A-Extensions became A2A-Extensions
     assert task["kind"] == "task" and task["status"]["state"] == "completed"
     assert text_of(task) == "echo: echo hello world"
     assert [m["role"] for m in task["history"]] == ["user", "agent"]
@@ -435,3 +438,16 @@ async def test_03_client_through_the_per_agent_endpoint_of_a_v1_agent(
     assert card["url"] == url and card["protocolVersion"] == "0.3.0"
     assert task["status"]["state"] == "completed", task
     assert text_of(task) == "echo: no skill words needed"
+
+
+async def test_03_client_gets_a_v1_agents_message_reply(
+    router: TestServer, sdk03_python: Path
+) -> None:
+    """A 1.0 ``{"message": ...}`` result is a 0.3 ``kind: "message"`` one."""
+    async with serve_sdk_agent() as url:  # answers each message with a message, 1.0 only
+        await router.app[REGISTRY].register_url(url, "sdk-echo")
+        [reply] = await client03_lines(sdk03_python, base(router), "send", text="say hello back")
+        streamed = await client03_lines(sdk03_python, base(router), "stream", text="say hello")
+    assert reply["kind"] == "message" and reply["role"] == "agent", reply
+    assert reply["parts"] == [{"kind": "text", "text": "echo: say hello back"}]
+    assert [event["kind"] for event in streamed] == ["message"]

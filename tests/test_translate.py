@@ -20,10 +20,12 @@ from hypothesis import strategies as st
 from router.jsonrpc import (
     BAD_REQUEST_TYPE,
     ERROR_INFO_TYPE,
+    METHODS,
     STRUCT_TYPE,
     UNSUPPORTED,
     Op,
     RpcError,
+    equivalent_method,
 )
 from router.translate import (
     CARRY_KEY,
@@ -618,6 +620,19 @@ def doc_rows() -> list[tuple[str, ...]]:
 
 def test_the_docs_table_is_the_code_table() -> None:
     assert doc_rows() == list(TABLE)
+
+
+def test_the_method_rows_are_the_method_tables() -> None:
+    for area, old, new, _ in TABLE:
+        if area == "method" and old.startswith("`") and "*" not in old:
+            assert equivalent_method(old.strip("`"), "1.0") == new.strip("`")
+    named = {
+        cell.strip("`") for area, old, new, _ in TABLE if area == "method" for cell in (old, new)
+    }
+    assert set(METHODS["0.3"]) - named == {
+        name for name in METHODS["0.3"] if name.startswith("tasks/pushNotificationConfig/")
+    }
+    assert "ListTasks" in named
 
 
 def test_every_lossy_case_is_in_the_docs_list() -> None:
