@@ -47,6 +47,8 @@ __all__ = [
     "params_to",
     "part_to",
     "result_to",
+    "role_to",
+    "state_to",
     "task_to",
     "timestamp_to",
 ]
@@ -273,7 +275,9 @@ _STATE_NUMBERS = (
 def role_to(role: Any, dst: Version) -> Any:
     """A message role in ``dst``'s spelling; unknown: unchanged."""
     table = _ROLE_TO_V1 if dst == "1.0" else _ROLE_TO_V03
-    return table.get(role, role) if isinstance(role, str | int) else role
+    if isinstance(role, bool) or not isinstance(role, str | int):
+        return role
+    return table.get(role, role)
 
 
 _ZULU = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?Z")
@@ -434,8 +438,10 @@ def task_to(task: Any, src: Version, dst: Version) -> Any:
 
 def _status_update(event: dict[str, Any], src: Version, dst: Version) -> dict[str, Any]:
     out = {k: v for k, v in event.items() if k not in ("kind", "final")}
-    out["status"] = _status(out.get("status"), src, dst)
-    state = out["status"].get("state") if isinstance(out["status"], dict) else None
+    if "status" in out:
+        out["status"] = _status(out["status"], src, dst)
+    status = out.get("status")
+    state = status.get("state") if isinstance(status, dict) else None
     ends = wire.is_terminal_state(dst, state) or wire.is_interrupted_state(dst, state)
     if dst == "0.3":
         carried = _uncarry(out)
@@ -532,12 +538,8 @@ def params_to(op: Op, params: Mapping[str, Any], src: Version, dst: Version) -> 
             out["message"] = message_to(out["message"], src, dst)
         if isinstance(out.get("configuration"), dict):
             out["configuration"] = _configuration(out["configuration"], dst)
-    elif "historyLength" in out:
-        history = _history_length(out["historyLength"], dst)
-        if history is None:
-            del out["historyLength"]
-        else:
-            out["historyLength"] = history
+    elif "historyLength" in out and _no_history_limit(out["historyLength"]):
+        del out["historyLength"]
     if dst == "1.0" and op in (Op.GET, Op.SUBSCRIBE):
         out.pop("metadata", None)  # GetTask and SubscribeToTask have no metadata
     if tenant_to_carry and op is not Op.SUBSCRIBE:
@@ -545,14 +547,15 @@ def params_to(op: Op, params: Mapping[str, Any], src: Version, dst: Version) -> 
     return out
 
 
-def _history_length(value: Any, dst: Version) -> Any:
-    """0 means "no limit" in 0.3 and "no history" in 1.0; both become "not set"."""
-    return None if value == 0 or value == "0" else value
+def _no_history_limit(value: Any) -> bool:
+    """``historyLength`` 0 (a number or ProtoJSON's string): "no limit" in 0.3 and "no
+    history" in 1.0; either way the other version gets "not set" (see the lossy cases)."""
+    return value == 0 or value == "0"
 
 
 def _configuration(config: dict[str, Any], dst: Version) -> dict[str, Any]:
     out = dict(config)
-    if "historyLength" in out and _history_length(out["historyLength"], dst) is None:
+    if "historyLength" in out and _no_history_limit(out["historyLength"]):
         del out["historyLength"]
     if dst == "1.0":
         blocking = out.pop("blocking", None)

@@ -37,6 +37,7 @@ from router.translate import (
     params_to,
     part_to,
     result_to,
+    state_to,
     task_to,
     timestamp_to,
 )
@@ -215,6 +216,9 @@ def test_roles_and_states() -> None:
         == "input-required"
     )
     assert task_to({"id": "t", "contextId": "c"}, "1.0", "0.3")["status"] == {"state": "unknown"}
+    assert message_to({"role": True, "parts": []}, "1.0", "0.3")["role"] is True  # not 1
+    bare = event_to({"kind": "status-update", "taskId": "t", "final": False}, "0.3", "1.0")
+    assert bare == {"statusUpdate": {"taskId": "t"}}
     assert task_to({"kind": "task", "id": "t", "status": {"state": "rejected"}}, "0.3", "1.0") == {
         "id": "t",
         "status": {"state": "TASK_STATE_REJECTED"},
@@ -604,6 +608,51 @@ def test_get_params_round_trip(params: dict[str, Any]) -> None:
 @given(errors03())
 def test_errors_round_trip(error: dict[str, Any]) -> None:
     _round_trip(error, lambda e: error_to(e, "0.3", "1.0"), lambda e: error_to(e, "1.0", "0.3"))
+
+
+# --- properties: 1.0 -> 0.3 -> 1.0 too, carrying what 0.3 cannot say ---------------------------
+
+
+@st.composite
+def parts1(draw: Any) -> dict[str, Any]:
+    key = draw(st.sampled_from(["text", "raw", "url", "data"]))
+    part: dict[str, Any] = {key: draw(_json if key == "data" else _text)}
+    _optional(draw, part, "mediaType", _media)
+    _optional(draw, part, "filename", _text)
+    _optional(draw, part, "metadata", _metadata)
+    return part
+
+
+@st.composite
+def events1(draw: Any) -> dict[str, Any]:
+    message = {
+        "messageId": draw(_ids),
+        "role": draw(st.sampled_from(["ROLE_USER", "ROLE_AGENT"])),
+        "parts": draw(st.lists(parts1(), min_size=1, max_size=3)),
+    }
+    _optional(draw, message, "metadata", _metadata)
+    state = draw(_states03.map(lambda s: state_to(s, "1.0")))
+    status: dict[str, Any] = {"state": state}
+    _optional(draw, status, "message", st.just(message))
+    _optional(draw, status, "timestamp", _stamps)
+    kind = draw(st.sampled_from(["task", "message", "statusUpdate", "artifactUpdate"]))
+    ids = {"taskId": draw(_ids), "contextId": draw(_ids)}
+    if kind == "message":
+        return {"message": message}
+    if kind == "statusUpdate":
+        return {"statusUpdate": {**ids, "status": status}}
+    if kind == "artifactUpdate":
+        artifact = {"artifactId": draw(_ids), "parts": draw(st.lists(parts1(), max_size=3))}
+        return {"artifactUpdate": {**ids, "artifact": artifact}}
+    task = {"id": ids["taskId"], "contextId": ids["contextId"], "status": status}
+    _optional(draw, task, "history", st.just([message]))
+    return {"task": task}
+
+
+@_PROPERTY
+@given(events1())
+def test_v1_events_round_trip(event: dict[str, Any]) -> None:
+    _round_trip(event, lambda e: event_to(e, "1.0", "0.3"), lambda e: event_to(e, "0.3", "1.0"))
 
 
 # --- the docs table ----------------------------------------------------------------------------
