@@ -5,7 +5,9 @@ other version, with no compatibility interface on the agent's side.
 - the a2a-sdk 1.3 client (in process) to an a2a-sdk 0.3.26 agent (own venv).
 
 Each pairing: send, stream, get, cancel, resubscribe, multi-turn, file and data parts, and an
-agent's error; the clients see router IDs only.
+agent's error; the clients see router IDs only. The same-version pairings (0.3 with 0.3, 1.0
+with 1.0) close the {0.3, 1.0} x {0.3, 1.0} matrix for send, stream, get and cancel, and show
+that their JSON passes through untranslated.
 """
 
 from __future__ import annotations
@@ -451,3 +453,54 @@ async def test_03_client_gets_a_v1_agents_message_reply(
     assert reply["kind"] == "message" and reply["role"] == "agent", reply
     assert reply["parts"] == [{"kind": "text", "text": "echo: say hello back"}]
     assert [event["kind"] for event in streamed] == ["message"]
+
+
+# --- the same-version pairings: pass-through, for the whole {0.3, 1.0} x {0.3, 1.0} matrix ------
+
+
+async def test_03_client_and_03_agent_pass_through(router: TestServer, sdk03_python: Path) -> None:
+    async with v03_agent(router, sdk03_python, gated=True) as agent:
+        events = run_client03(sdk03_python, base(router), "stream", text="echo stop me")
+        first = await anext(events)
+        [canceled] = await client03_lines(sdk03_python, base(router), "cancel", task_id=first["id"])
+        rest = [event async for event in events]
+        sending = asyncio.ensure_future(
+            client03_lines(sdk03_python, base(router), "send", text="echo as it is")
+        )
+        await agent.wait_for("executions", 2)
+        agent.release(2)  # one more in case the canceled execution still waits at the gate
+        [task] = await sending
+        [got] = await client03_lines(sdk03_python, base(router), "get", task_id=task["id"])
+        requests = await agent.wait_for("requests", 4)
+    assert canceled["status"]["state"] == "canceled" and rest[-1]["final"] is True
+    assert task["status"]["state"] == "completed" and text_of(got) == "echo: echo as it is"
+    posted = [r["body"] for r in requests if r["method"] == "POST"]
+    assert [body["method"] for body in posted[:3]] == [
+        "message/stream",
+        "tasks/cancel",
+        "message/send",
+    ]
+    sent = posted[2]["params"]["message"]
+    assert sent["kind"] == "message" and sent["parts"] == [
+        {"kind": "text", "text": "echo as it is"}
+    ]
+
+
+async def test_v1_client_and_v1_agent_pass_through(
+    router: TestServer, http: httpx.AsyncClient
+) -> None:
+    async with v1_agent(router, gated=True) as agent:
+        streaming = await connect(http, base(router), streaming=True)
+        stream = streaming.send_message(ask("echo stop me"))
+        first = await anext(stream)
+        client = await connect(http, base(router))
+        canceled = await client.cancel_task(CancelTaskRequest(id=first.task.id))
+        rest = [event async for event in stream]
+        agent.release(2)  # one more in case the canceled execution still waits at the gate
+        task = await send(client, ask("echo as it is"))
+        got = await client.get_task(GetTaskRequest(id=task.id))
+    assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+    assert rest[-1].status_update.status.state == TaskState.TASK_STATE_CANCELED
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert answer(got) == "echo: echo as it is"
+    assert agent.messages[-1]["parts"] == [{"text": "echo as it is"}]
