@@ -33,6 +33,7 @@ from router.jsonrpc import (
     Op,
     RpcError,
     Version,
+    equivalent_method,
     error_object,
 )
 
@@ -46,6 +47,8 @@ __all__ = [
     "message_to",
     "params_to",
     "part_to",
+    "push_params_to",
+    "push_result_to",
     "result_to",
     "role_to",
     "state_to",
@@ -78,12 +81,36 @@ TABLE: tuple[Row, ...] = (
         "served by Switchboard itself from its task map; it asks each owner with "
         "`tasks/get`/`GetTask`",
     ),
+    ("method", "`tasks/pushNotificationConfig/set`", "`CreateTaskPushNotificationConfig`", ""),
+    ("method", "`tasks/pushNotificationConfig/get`", "`GetTaskPushNotificationConfig`", ""),
+    ("method", "`tasks/pushNotificationConfig/list`", "`ListTaskPushNotificationConfigs`", ""),
+    ("method", "`tasks/pushNotificationConfig/delete`", "`DeleteTaskPushNotificationConfig`", ""),
     (
-        "method",
-        "`tasks/pushNotificationConfig/*`",
-        "`*TaskPushNotificationConfig*`",
-        "not relayed in either version: `-32003`",
+        "push",
+        "set params, set/get result: `{taskId, pushNotificationConfig}`",
+        "`{taskId, id, url, token, authentication, tenant}` (flat)",
+        "Switchboard relays no push config method (`-32003`); `push_params_to`, "
+        "`push_result_to` translate them. `tenant` of a set: lossy",
     ),
+    (
+        "push",
+        "get, delete params: `{id, pushNotificationConfigId, metadata}`",
+        "`{taskId, id, tenant}`",
+        "0.3 `metadata`: lossy; `tenant` carried in it",
+    ),
+    (
+        "push",
+        "list params: `{id, metadata}`",
+        "`{taskId, pageSize, pageToken, tenant}`",
+        "`pageSize`, `pageToken`: lossy (0.3 lists all)",
+    ),
+    (
+        "push",
+        "list result: `[TaskPushNotificationConfig, ...]`",
+        "`{configs: [...], nextPageToken}`",
+        "",
+    ),
+    ("push", "delete result: `null`", "delete result: `{}`", ""),
     (
         "params",
         "`configuration.blocking: false`",
@@ -515,12 +542,13 @@ def params_to(op: Op, params: Mapping[str, Any], src: Version, dst: Version) -> 
     """
     if src == dst:
         return dict(params)
-    if op in (Op.LIST, Op.PUSH_CONFIG):
-        method = "ListTasks" if op is Op.LIST else "push notification config methods"
+    if op is Op.PUSH_CONFIG:
+        raise ValueError("push notification config params need the method: see push_params_to")
+    if op is Op.LIST:
         raise RpcError(
             UNSUPPORTED,
-            f"{method} cannot be translated to A2A {dst}: the agent speaks only A2A {dst}, "
-            f"which has no such method",
+            f"ListTasks cannot be translated to A2A {dst}: the agent speaks only A2A {dst}, "
+            "which has no such method",
             {"operation": op.value, "agentVersion": dst, "clientVersion": src},
         )
     out = dict(params)
@@ -585,6 +613,80 @@ def _push_config(config: Any, dst: Version) -> Any:
     elif dst == "0.3" and "scheme" in auth:
         auth["schemes"] = [auth.pop("scheme")]
     return {**config, "authentication": auth}
+
+
+# --- push notification config methods -----------------------------------------------------------
+
+_PUSH_SET, _PUSH_GET, _PUSH_LIST, _PUSH_DELETE = (
+    f"tasks/pushNotificationConfig/{name}" for name in ("set", "get", "list", "delete")
+)
+
+
+def _push_method(method: str) -> str:
+    """The 0.3 name of a push notification config method of either version."""
+    name = equivalent_method(method, "0.3")
+    if name not in (_PUSH_SET, _PUSH_GET, _PUSH_LIST, _PUSH_DELETE):
+        raise ValueError(f"{method!r} is not a push notification config method")
+    return name
+
+
+def _flat_config(task_config: Mapping[str, Any], dst: Version) -> dict[str, Any]:
+    """0.3 ``{taskId, pushNotificationConfig: {...}}`` <-> 1.0's flat TaskPushNotificationConfig."""
+    if dst == "1.0":
+        out = {k: v for k, v in task_config.items() if k != "pushNotificationConfig"}
+        inner = task_config.get("pushNotificationConfig")
+        if isinstance(inner, dict):
+            out.update(_push_config(inner, dst))
+        return out
+    out = {k: v for k, v in task_config.items() if k in ("taskId",)}
+    inner = {k: v for k, v in task_config.items() if k not in ("taskId", "tenant")}
+    out["pushNotificationConfig"] = _push_config(inner, dst)
+    return out
+
+
+def push_params_to(
+    method: str, params: Mapping[str, Any], src: Version, dst: Version
+) -> dict[str, Any]:
+    """The params of a push notification config ``method`` (either version's name) in
+    ``dst``'s shape. Switchboard does not relay these methods (``-32003``); this is the
+    translation they get when it does. ValueError for another method."""
+    name = _push_method(method)
+    if src == dst:
+        return dict(params)
+    if name == _PUSH_SET:
+        return _flat_config(params, dst)
+    if dst == "1.0":  # 0.3 names the task ``id`` and the config ``pushNotificationConfigId``
+        out: dict[str, Any] = {"taskId": params.get("id")}
+        if name != _PUSH_LIST and "pushNotificationConfigId" in params:
+            out["id"] = params["pushNotificationConfigId"]
+        carried = _uncarry(dict(params))
+        if "tenant" in carried:
+            out["tenant"] = carried["tenant"]
+        return out
+    out = {"id": params.get("taskId")}
+    if name != _PUSH_LIST and "id" in params:
+        out["pushNotificationConfigId"] = params["id"]
+    if "tenant" in params:
+        _carry(out, {"tenant": params["tenant"]})
+    return out
+
+
+def push_result_to(method: str, result: Any, src: Version, dst: Version) -> Any:
+    """The result of a push notification config ``method`` in ``dst``'s shape: a config
+    (set, get), a list (0.3 an array, 1.0 ``{"configs", "nextPageToken"}``), nothing
+    (delete: 0.3 ``null``, 1.0 ``{}``)."""
+    name = _push_method(method)
+    if src == dst:
+        return result
+    if name == _PUSH_DELETE:
+        return {} if dst == "1.0" else None
+    if name == _PUSH_LIST:
+        configs = result.get("configs") if isinstance(result, dict) else result
+        if not isinstance(configs, list):
+            return result
+        items = [_flat_config(c, dst) if isinstance(c, dict) else c for c in configs]
+        return {"configs": items} if dst == "1.0" else items
+    return _flat_config(result, dst) if isinstance(result, dict) else result
 
 
 # --- errors ------------------------------------------------------------------------------------
