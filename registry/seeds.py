@@ -18,8 +18,8 @@ A seed file is TOML (see ``seeds/README.md``)::
 
 Agents already registered from the same source are left as they are, so a seed file can be
 loaded at every start. An agent that cannot be fetched is logged and skipped; it does not
-stop the server. Keys are read and validated now; card signature verification, which uses
-them, is not built yet.
+stop the server (the scheduled refresh does not retry it: it is tried again at the next start).
+Keys are read and validated when the file is loaded.
 """
 
 from __future__ import annotations

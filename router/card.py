@@ -123,8 +123,9 @@ def agent_card_via_router(
 
     Every interface URL becomes ``base_url/agents/{id}``, the router's per-agent endpoint;
     each interface keeps its protocol version. Interfaces the router cannot relay (other
-    bindings, unknown versions) are left out; a 1.0 card gets the 0.3 fields (``url``,
-    ``preferredTransport``, ``protocolVersion``) exactly when the agent speaks 0.3.
+    bindings, unknown versions) are left out. A 1.0 card of an agent without a 0.3 interface
+    gets one at the router (which translates, see docs/translation.md); every 1.0 card gets
+    the 0.3 fields (``url``, ``preferredTransport``, ``protocolVersion``) for 0.3 clients.
     Signatures are removed; everything else is the agent's own. :class:`NotFound` when the
     agent has no JSON-RPC interface the router can relay.
     """
@@ -169,14 +170,16 @@ def _rewrite_v1(card: dict[str, Any], record: AgentRecord, endpoint: str) -> Non
             continue
         seen.add(key)
         kept.append({**interface, "url": endpoint})
-    card["supportedInterfaces"] = kept
     legacy = jsonrpc_interface(record, "0.3")
+    if legacy is None and kept:  # the router translates: its endpoint serves 0.3 clients too
+        kept.append({"url": endpoint, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"})
+    card["supportedInterfaces"] = kept
     for name in ("url", "preferredTransport", "protocolVersion", "additionalInterfaces"):
         card.pop(name, None)
-    if legacy is not None:  # for a2a-sdk 0.3 clients, which read only these
+    if kept:  # for a2a-sdk 0.3 clients, which read only these
         card["url"] = endpoint
         card["preferredTransport"] = "JSONRPC"
-        card["protocolVersion"] = legacy.protocol_version
+        card["protocolVersion"] = legacy.protocol_version if legacy else "0.3.0"
 
 
 def _rewrite_legacy(card: dict[str, Any], endpoint: str) -> None:

@@ -1,15 +1,17 @@
 """Choosing the agent for an A2A call, in order: a pinned agent, a routing hint, skill matching.
 
 - **Pinned** (``/agents/{id}``, or the owner of a known task): that agent, no matching. It must
-  still be routable (signed-card policy) and have a JSON-RPC interface of the client's version.
+  still be routable (signed-card policy) and have a JSON-RPC interface of A2A 0.3 or 1.0.
 - **Hint**: ``metadata["urn:a2a-switchboard:routing:v1"] = {"skill": id}`` and/or ``{"agent": id}``
   on the message (or, second, on the request params). An unknown, unroutable or incompatible
   skill or agent is ``-32051``, never a fallback to matching.
 - **Matching**: every skill of every agent is a candidate. It is dropped when its agent is not
-  routable, has no JSON-RPC interface of the client's A2A version (version translation comes
-  later), or cannot stream when the call streams; or when the skill's input modes do not accept
-  a part's media type (text parts are also fine next to other parts: they are the instruction
-  for them), or its output modes miss every ``acceptedOutputModes`` entry (none given: any).
+  routable, has no JSON-RPC interface of A2A 0.3 or 1.0, or cannot stream when the call
+  streams; or when the skill's input modes do not accept a part's media type (text parts are
+  also fine next to other parts: they are the instruction for them), or its output modes miss
+  every ``acceptedOutputModes`` entry (none given: any). The interface used is the agent's one
+  of the client's version, else the other version's (the router translates, see
+  :mod:`router.translate`); ``Choice.target.version`` is the agent's version.
   The rest are ranked by a BM25 score of the message text against the skill's name (x3), id,
   tags (x2), description, examples and its agent's name and description (x0.5); an agent's
   score is its best skill's. Ties go to an agent already serving the conversation, then by id.
@@ -46,6 +48,7 @@ from router.jsonrpc import (
     BAD_ROUTING_HINT,
     NO_MATCHING_AGENT,
     VERSION_NOT_SUPPORTED,
+    VERSIONS,
     Op,
     RpcError,
     Version,
@@ -182,6 +185,24 @@ def jsonrpc_interface(agent: AgentRecord, version: Version) -> Interface | None:
         if interface.binding == "JSONRPC" and version_of(interface.protocol_version) == version:
             return interface
     return None
+
+
+def route_interface(agent: AgentRecord, version: Version) -> tuple[Interface, Version] | None:
+    """The interface a call of A2A ``version`` goes to, and the agent's version there: one of
+    the client's version when the agent has one (pass-through), else one of the other version
+    (the router translates); None if the agent has no JSON-RPC interface of either."""
+    for wanted in (version, *(v for v in VERSIONS if v != version)):
+        interface = jsonrpc_interface(agent, wanted)
+        if interface is not None:
+            return interface, wanted
+    return None
+
+
+def _via(client: Version, agent: Version) -> str:
+    """How a call reaches an agent interface: as it is, or translated."""
+    if client == agent:
+        return ""
+    return f" (translated: the client speaks A2A {client}, the agent A2A {agent})"
 
 
 def _offers(agent: AgentRecord) -> str:
@@ -324,24 +345,19 @@ class Matcher:
                 f"agent {agent_id!r} is not routable: {reason}",
                 {"agent": agent_id, "reason": reason},
             )
-        interface = jsonrpc_interface(agent, version)
-        if interface is None:
-            supported = sorted(
-                {
-                    v
-                    for i in agent.card.interfaces
-                    if i.binding == "JSONRPC" and (v := version_of(i.protocol_version))
-                }
-            )
+        found = route_interface(agent, version)
+        if found is None:
             raise RpcError(
                 VERSION_NOT_SUPPORTED,
-                f"agent {agent_id!r} has no JSON-RPC interface for A2A {version} "
+                f"agent {agent_id!r} has no JSON-RPC interface for A2A 0.3 or 1.0 "
                 f"(it offers {_offers(agent)})",
-                {"agent": agent_id, "requested": version, "supportedVersions": supported},
+                {"agent": agent_id, "requested": version, "supportedVersions": []},
             )
-        target = Target(agent.id, interface.url, version)
+        interface, agent_version = found
+        target = Target(agent.id, interface.url, agent_version)
         reason = "the owner of this task" if via == "task" else "pinned by the endpoint"
-        candidate = Candidate(agent.id, None, 0.0, True, reason, interface.url, version)
+        reason += _via(version, agent_version)
+        candidate = Candidate(agent.id, None, 0.0, True, reason, interface.url, agent_version)
         return Choice(agent, target, None, via, [candidate], None, reason)
 
     def _policy_reason(self, agent: AgentRecord) -> str:
@@ -349,17 +365,17 @@ class Matcher:
 
     def _agent_problem(
         self, agent: AgentRecord, version: Version, op: Op
-    ) -> tuple[Interface | None, str | None]:
+    ) -> tuple[tuple[Interface, Version] | None, str | None]:
         if not self.registry.routable(agent):
             return None, f"agent not routable: {self._policy_reason(agent)}"
-        interface = jsonrpc_interface(agent, version)
-        if interface is None:
+        found = route_interface(agent, version)
+        if found is None:
             return None, (
-                f"agent has no JSON-RPC interface for A2A {version} (it offers {_offers(agent)})"
+                f"agent has no JSON-RPC interface for A2A 0.3 or 1.0 (it offers {_offers(agent)})"
             )
         if op in STREAMING_OPS and not agent.card.capabilities.streaming:
-            return interface, "agent does not support streaming (capabilities.streaming)"
-        return interface, None
+            return found, "agent does not support streaming (capabilities.streaming)"
+        return found, None
 
     def _evaluate(
         self,
@@ -376,7 +392,7 @@ class Matcher:
     ) -> list[tuple[int, Candidate]]:
         """A candidate per row. ``threshold`` None: the score does not decide; ``skill_less``:
         an agent without skills may be taken (its default modes must fit)."""
-        agents: dict[str, tuple[Interface | None, str | None]] = {}
+        agents: dict[str, tuple[tuple[Interface, Version] | None, str | None]] = {}
         out = []
         for n in rows:
             row = index.rows[n]
@@ -406,7 +422,7 @@ class Matcher:
                     if score > 0
                     else f"no word of the message matches this skill (threshold {threshold:g})"
                 )
-            url, via = (interface.url, version) if interface else (None, None)
+            url, via = (interface[0].url, interface[1]) if interface else (None, None)
             found = Candidate(agent.id, skill_id, score, problem is None, problem or "", url, via)
             out.append((n, found))
         return out
@@ -508,7 +524,7 @@ class Matcher:
             return _Decision(None, error, _ranked(candidates))
         n, best = min(kept, key=lambda item: _rank_key(item, index, context_agents))
         return self._finish(
-            index, n, best, candidates, "hint", f"named by the routing hint ({named})"
+            index, n, best, candidates, "hint", f"named by the routing hint ({named})", version
         )
 
     def _by_match(
@@ -549,7 +565,7 @@ class Matcher:
                 why = "the best score, tied; the agent already serves this conversation"
             else:
                 why = "the best score, tied; first by agent id"
-            return self._finish(index, best_n, best, candidates, "match", why)
+            return self._finish(index, best_n, best, candidates, "match", why, version)
         agents = sorted({c.agent_id for _, c in kept})
         serving = [a for a in agents if a in context_agents]
         if all(mediatypes.matches(m, "text/plain") for m in media):
@@ -582,7 +598,7 @@ class Matcher:
                 },
             )
             return _Decision(None, error, _ranked(candidates))
-        return self._finish(index, best_n, best, candidates, "match", why)
+        return self._finish(index, best_n, best, candidates, "match", why, version)
 
     def _no_match(
         self, index: _SkillIndex, candidates: list[Candidate], has_words: bool
@@ -613,10 +629,12 @@ class Matcher:
         candidates: list[Candidate],
         via: Via,
         why: str,
+        version: Version,
     ) -> _Decision:
         agent = index.rows[row].agent
         assert best.url is not None and best.version is not None
         marked = []
+        why += _via(version, best.version)
         for c in candidates:
             if c is best:
                 c = replace(c, reason=f"chosen: {why}")

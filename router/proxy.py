@@ -28,7 +28,7 @@ from registry.netguard import AddressPolicy
 from registry.records import iso
 from registry.service import Registry
 from registry.settings import Settings
-from router import codec, wire
+from router import codec, translate, wire
 from router.ids import IdMap, Rewriter, TaskRef
 from router.jsonrpc import (
     AGENT_UNAVAILABLE,
@@ -252,15 +252,25 @@ class Router:
     async def _call_upstream(
         self, request: web.Request, rpc: Request, choice: Choice, op: Op, params: dict[str, Any]
     ) -> dict[str, Any]:
-        """One JSON-RPC call to the chosen agent, in its version's method name and headers."""
+        """One JSON-RPC call to the chosen agent, in its version's method name and headers.
+
+        ``params`` are in the client's version and so is the answer: when the agent speaks
+        the other version, both are translated (:mod:`router.translate`).
+        """
         target = choice.target
-        return await self.upstream.call(
+        translating = target.version != rpc.version
+        if translating:
+            params = translate.params_to(op, params, rpc.version, target.version)
+        answer = await self.upstream.call(
             target,
             method_name(target.version, op),
             params,
             request_id=rpc.id,
             headers=forward_headers(request.headers, target.version),
         )
+        if not translating:
+            return answer
+        return _answer_to(answer, op, target.version, rpc.version)
 
     async def _stream(
         self,
@@ -277,6 +287,8 @@ class Router:
                 {"maxStreams": self.settings.max_streams},
             )
         target = choice.target
+        if target.version != rpc.version:
+            params = translate.params_to(rpc.op, params, rpc.version, target.version)
         events = self.upstream.stream(
             target,
             method_name(target.version, rpc.op),
@@ -288,7 +300,7 @@ class Router:
         writer = SseWriter(keepalive=self.settings.sse_keepalive)
         try:
             await writer.prepare(request)
-            await self._pump(rpc, events, rewriter, writer)
+            await self._pump(rpc, events, rewriter, writer, target.version)
         finally:
             self._streams -= 1
             with contextlib.suppress(Exception):
@@ -297,10 +309,22 @@ class Router:
                 await writer.close()
         return writer.response
 
-    async def _pump(self, rpc: Request, events: Any, rewriter: Rewriter, writer: SseWriter) -> None:
-        """Forward each upstream event as it arrives until the stream ends."""
+    async def _pump(
+        self,
+        rpc: Request,
+        events: Any,
+        rewriter: Rewriter,
+        writer: SseWriter,
+        agent_version: Version | None = None,
+    ) -> None:
+        """Forward each upstream event as it arrives until the stream ends (translated from
+        ``agent_version`` to the client's first when they differ)."""
+        source = agent_version or rpc.version
         try:
-            async for answer in _until_lost(events, writer):
+            async for upstream_answer in _until_lost(events, writer):
+                answer = upstream_answer
+                if source != rpc.version:
+                    answer = _answer_to(upstream_answer, rpc.op, source, rpc.version)
                 if "error" in answer:
                     error = await rewriter.error_from_upstream(answer["error"])
                     await writer.send(
@@ -312,6 +336,8 @@ class Router:
                 await writer.send(result_body(rpc.id, event))
                 if wire.ends_stream(rpc.version, event):
                     return
+                if source != rpc.version and wire.ends_stream(source, upstream_answer):
+                    return  # e.g. a 0.3 agent's final input-required update
         except RpcError as error:
             await writer.send(error_body(rpc.version, rpc.id, error), event=_error_event(rpc))
         except (ConnectionResetError, asyncio.CancelledError):
@@ -391,6 +417,16 @@ class Router:
             return fallback
         task = await rewriter.result_from_upstream(Op.GET, answer["result"])
         return task if isinstance(task, dict) else fallback
+
+
+def _answer_to(answer: dict[str, Any], op: Op, src: Version, dst: Version) -> dict[str, Any]:
+    """An agent's JSON-RPC response (or stream event) translated from ``src`` to ``dst``."""
+    out = dict(answer)
+    if isinstance(out.get("error"), dict):
+        out["error"] = translate.error_to(out["error"], src, dst)
+    elif "result" in out:
+        out["result"] = translate.result_to(op, out["result"], src, dst)
+    return out
 
 
 async def _one_event_stream(

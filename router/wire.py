@@ -26,7 +26,10 @@ from router.jsonrpc import INVALID_PARAMS, PUSH_NOT_SUPPORTED, Op, RpcError, Ver
 
 __all__ = [
     "MAX_ID_LENGTH",
+    "ROLES",
     "STATES",
+    "V1_EVENT_KEYS",
+    "V1_PART_CONTENT",
     "EventKind",
     "ListQuery",
     "accepted_output_modes",
@@ -89,6 +92,11 @@ _V1_EVENT_KEYS: dict[str, EventKind] = {
     "artifactUpdate": "artifact-update",
 }
 _V03_EVENT_KINDS: tuple[EventKind, ...] = ("task", "message", "status-update", "artifact-update")
+
+# Shared with router.translate, which maps one version's names onto the other's.
+ROLES = _ROLES  # per version: (user, agent)
+V1_PART_CONTENT = _V1_CONTENT  # the members of which a 1.0 part holds exactly one
+V1_EVENT_KEYS = _V1_EVENT_KEYS  # 1.0 stream response member -> event kind
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 100

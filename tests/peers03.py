@@ -254,11 +254,18 @@ class Agent03:
 
 @contextlib.asynccontextmanager
 async def agent03(
-    python: Path | str, gated: bool = False, *, port: int = 0, name: str | None = None
+    python: Path | str,
+    gated: bool = False,
+    *,
+    port: int = 0,
+    name: str | None = None,
+    echo_parts: bool = False,
 ) -> AsyncIterator[Agent03]:
-    """Run the 0.3 echo agent on 127.0.0.1; stop it at exit."""
+    """Run the 0.3 echo agent on 127.0.0.1; stop it at exit (``echo_parts``: file and data
+    parts come back in an artifact ``parts``)."""
     args = ["--port", str(port)] + (["--gated"] if gated else [])
     args += ["--name", name] if name else []
+    args += ["--echo-parts"] if echo_parts else []
     process = await asyncio.create_subprocess_exec(
         str(python),
         "-I",

@@ -10,14 +10,27 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import uvicorn
-from a2a.helpers.proto_helpers import get_message_text, new_text_message
+from a2a.helpers.proto_helpers import (
+    get_message_text,
+    new_task_from_user_message,
+    new_text_message,
+)
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
-from a2a.server.tasks import InMemoryTaskStore
-from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Role
+from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.types import (
+    AgentCapabilities,
+    AgentCard,
+    AgentInterface,
+    AgentSkill,
+    Part,
+    Role,
+    TaskState,
+)
 from a2a.utils.signing import create_agent_card_signer
+from google.protobuf.json_format import MessageToDict
 from jwcrypto.jwk import JWK
 from jwt import PyJWK
 from starlette.applications import Starlette
@@ -34,6 +47,86 @@ class EchoExecutor(AgentExecutor):
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         raise NotImplementedError
+
+
+class TaskEchoExecutor(AgentExecutor):
+    """A task-based echo agent, like ``tests/peers03/agent03.py`` but on the 1.x SDK.
+
+    A message becomes a task: the task (submitted), working, one artifact chunk per word of
+    ``echo: <text>`` (artifact ``echo``), completed. Non-text parts are described in the text
+    (``[raw image/png 3 bytes p.png]``, ``[data {...}]``, ``[url ...]``) and sent back as they
+    came in a second artifact ``parts``. A text with ``need input`` first stops in
+    INPUT_REQUIRED; the next message on the task completes it. With ``gated``, each task waits
+    for :meth:`release` before completing. ``messages`` keeps every message received (as
+    JSON), ``extensions`` the extension URIs each asked for (the ``A2A-Extensions`` header) and
+    ``cancels`` every task id a cancel was asked for.
+    """
+
+    def __init__(self, gated: bool = False) -> None:
+        self.gate = asyncio.Semaphore(0) if gated else None
+        self.messages: list[dict[str, Any]] = []
+        self.extensions: list[set[str]] = []  # the extensions each execution was asked for
+        self.cancels: list[str] = []
+        self._running: dict[str, EventQueue] = {}
+
+    def release(self, count: int = 1) -> None:
+        """Let ``count`` waiting tasks complete."""
+        assert self.gate is not None
+        for _ in range(count):
+            self.gate.release()
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        message = context.message
+        assert message is not None
+        self.messages.append(MessageToDict(message))
+        self.extensions.append(set(context.requested_extensions))
+        task = context.current_task
+        resumed = task is not None and task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        if task is None:
+            task = new_task_from_user_message(message)
+            await event_queue.enqueue_event(task)
+        updater = TaskUpdater(event_queue, task.id, task.context_id)
+        text = " ".join(_describe(part) for part in message.parts)
+        if "need input" in text and not resumed:
+            await updater.requires_input(updater.new_agent_message([Part(text="What else?")]))
+            return
+        self._running[task.id] = event_queue
+        try:
+            await updater.start_work(updater.new_agent_message([Part(text="working")]))
+            words = f"echo: {text}".split()
+            for index, word in enumerate(words):
+                await updater.add_artifact(
+                    [Part(text=word if index == 0 else f" {word}")],
+                    artifact_id="echo",
+                    name="echo",
+                    append=index > 0,
+                    last_chunk=index == len(words) - 1,
+                )
+            others = [part for part in message.parts if not part.HasField("text")]
+            if others:
+                await updater.add_artifact(others, artifact_id="parts", name="parts")
+            if self.gate is not None:
+                await self.gate.acquire()
+            await updater.complete(updater.new_agent_message([Part(text="done")]))
+        finally:
+            self._running.pop(task.id, None)
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        task_id, context_id = context.task_id or "", context.context_id or ""
+        self.cancels.append(task_id)
+        queue = self._running.get(task_id, event_queue)  # ends the open stream too
+        await TaskUpdater(queue, task_id, context_id).cancel()
+
+
+def _describe(part: Part) -> str:
+    if part.HasField("text"):
+        return part.text
+    if part.HasField("raw"):
+        return f"[raw {part.media_type} {len(part.raw)} bytes {part.filename}]"
+    if part.HasField("url"):
+        return f"[url {part.url} {part.media_type}]"
+    data = MessageToDict(part.data)
+    return f"[data {json.dumps(data, sort_keys=True)}]"
 
 
 def echo_card(base_url: str, **overrides: Any) -> AgentCard:
@@ -71,14 +164,18 @@ def sdk_app(
     jku: str | None = None,
     *,
     compat: bool = False,
+    executor: AgentExecutor | None = None,
 ) -> Starlette:
     """A Starlette app serving ``card`` and JSON-RPC at ``/a2a`` like a real SDK agent.
 
     With ``signing_key`` the card is signed by the SDK's own signer (through the SDK's
     ``card_modifier`` hook) and the public key is served at ``/.well-known/jwks.json``.
+    ``executor`` defaults to :class:`EchoExecutor` (one message per message).
     """
     handler = DefaultRequestHandler(
-        agent_executor=EchoExecutor(), task_store=InMemoryTaskStore(), agent_card=card
+        agent_executor=executor or EchoExecutor(),
+        task_store=InMemoryTaskStore(),
+        agent_card=card,
     )
     modifier = None
     routes: list[Any] = []
@@ -113,12 +210,17 @@ def sdk_app(
 
 @contextlib.asynccontextmanager
 async def serve_sdk_agent(
-    signing_key: JWK | None = None, *, compat: bool = False, **card_overrides: Any
+    signing_key: JWK | None = None,
+    *,
+    compat: bool = False,
+    executor: AgentExecutor | None = None,
+    **card_overrides: Any,
 ) -> AsyncIterator[str]:
     """Run an SDK echo agent on a random 127.0.0.1 port; yield its base URL.
 
     With ``signing_key`` its card is signed by the SDK, with ``jku`` = its own JWKS URL; with
-    ``compat`` it also serves A2A 0.3 on the same URL (and says so in its card).
+    ``compat`` it also serves A2A 0.3 on the same URL (and says so in its card); ``executor``
+    replaces the message echo (e.g. :class:`TaskEchoExecutor`).
     """
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -136,7 +238,8 @@ async def serve_sdk_agent(
                 for version in ("1.0", "0.3")
             ],
         )
-    app = sdk_app(echo_card(base_url, **card_overrides), signing_key, jku, compat=compat)
+    card = echo_card(base_url, **card_overrides)
+    app = sdk_app(card, signing_key, jku, compat=compat, executor=executor)
     config = uvicorn.Config(app, log_level="warning", lifespan="off")
     server = uvicorn.Server(config)
     server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]

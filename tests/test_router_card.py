@@ -237,17 +237,25 @@ def test_v1_card_points_at_the_router_and_loses_its_signatures() -> None:
     before = copy.deepcopy(raw)
     card = agent_card_via_router(record("currency", raw), raw, BASE + "/")
     assert raw == before  # the stored card is not touched
-    assert interfaces(card) == [(f"{BASE}/agents/currency", "JSONRPC", "1.0")]
+    endpoint = f"{BASE}/agents/currency"
+    # the agent speaks 1.0 only; the router translates for 0.3 clients, so it offers 0.3 too
+    assert interfaces(card) == [(endpoint, "JSONRPC", "1.0"), (endpoint, "JSONRPC", "0.3")]
     assert "signatures" not in card
-    assert "url" not in card and "protocolVersion" not in card  # the agent does not speak 0.3
+    assert (card["url"], card["preferredTransport"], card["protocolVersion"]) == (
+        endpoint,
+        "JSONRPC",
+        "0.3.0",
+    )
     assert card["x-vendor"] == {"kept": True}
     assert card["provider"] == raw["provider"]  # not an interface URL: the agent's own
-    assert {k: v for k, v in card.items() if k != "supportedInterfaces"} == {
+    added = ("supportedInterfaces", "url", "preferredTransport", "protocolVersion")
+    assert {k: v for k, v in card.items() if k not in added} == {
         k: v for k, v in raw.items() if k not in ("supportedInterfaces", "signatures")
     }
     parsed = check_v1(card)
-    assert parsed.supported_interfaces[0].url == f"{BASE}/agents/currency"
+    assert parsed.supported_interfaces[0].url == endpoint
     assert not parsed.signatures
+    assert check_v03(card).url == endpoint
 
 
 def test_v1_card_with_both_versions_keeps_each_and_adds_the_03_fields() -> None:
@@ -278,11 +286,12 @@ def test_v1_card_with_both_versions_keeps_each_and_adds_the_03_fields() -> None:
     )
     check_v1(card)
     assert check_v03(card).url == endpoint
-    # without a 0.3 interface the stale 0.3 fields go (they would name an unusable endpoint)
+    # without a 0.3 interface the agent's stale 0.3 fields go: the router's (translating)
+    # endpoint takes their place
     raw["supportedInterfaces"] = raw["supportedInterfaces"][:1]
     card = agent_card_via_router(record("echo", raw), raw, BASE)
-    assert "url" not in card and "preferredTransport" not in card
-    assert interfaces(card) == [(endpoint, "JSONRPC", "1.0")]
+    assert (card["url"], card["protocolVersion"]) == (endpoint, "0.3.0")
+    assert interfaces(card) == [(endpoint, "JSONRPC", "1.0"), (endpoint, "JSONRPC", "0.3")]
 
 
 def test_v03_card_points_at_the_router() -> None:

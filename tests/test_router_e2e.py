@@ -262,15 +262,29 @@ async def test_routing_hint_names_the_agent(
 async def test_explain(switchboard: TestServer, http: httpx.AsyncClient) -> None:
     body = {"message": _message("translate hello world to french"), "version": "1.0"}
     result = (await http.post(base(switchboard) + "/api/v1/route/explain", json=body)).json()
-    dropped = {c["agent_id"]: c["reason"] for c in result["candidates"] if not c["kept"]}
-    # translate speaks only 0.3: a 1.0 client cannot reach it until version translation exists
-    assert "1.0" in dropped["translate"], dropped
-    assert result["choice"] is None and result["error"]["code"] == -32050
+    # translate speaks only 0.3: a 1.0 client reaches it translated
+    choice = result["choice"]
+    assert (choice["agent_id"], choice["version"]) == ("translate", "0.3"), result
+    assert "translated: the client speaks A2A 1.0, the agent A2A 0.3" in choice["reason"]
     body["version"] = "0.3"
     body["message"] = {**body["message"], "role": "user"}
     body["message"]["parts"] = [{"kind": "text", "text": "translate hello world to french"}]
     result = (await http.post(base(switchboard) + "/api/v1/route/explain", json=body)).json()
     assert result["choice"]["agent_id"] == "translate", result
+    assert "translated" not in result["choice"]["reason"]
+
+
+async def test_v1_client_reaches_the_03_only_demo_agent(
+    switchboard: TestServer, http: httpx.AsyncClient
+) -> None:
+    """The demo translate agent speaks A2A 0.3 only: the router translates for the 1.x SDK."""
+    client = await connect(http, base(switchboard))
+    task = await send(client, ask("translate hello world to french"))
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert "bonjour" in answer(task).lower()
+    ref = await switchboard.app[ROUTER].ids.task(task.id)
+    assert ref is not None and ref.agent_id == "translate"
+    assert_no_upstream_ids(MessageToDict(task), await upstream_ids(switchboard))
 
 
 # --- per-agent pass-through -------------------------------------------------------------------

@@ -3,9 +3,8 @@ seed 004 shows it (``tasks/send``, ``sessionId``, ``type``-tagged parts) and the
 -prefixed 1.0 names of seed 002, against real SDK agents.
 
 The v0.1 tests run against agents that speak 0.3 (the a2a-sdk 0.3.26 echo agent, and the
-a2a-sdk 1.3 echo agent's 0.3 compatibility interface). The ``v1-only`` cases (an a2a-sdk 1.3
-agent without 0.3) need the router to translate 0.3 to 1.0 upstream (branch ``translate``):
-they are skipped until it lands; enable them by removing ``NEEDS_TRANSLATION``.
+a2a-sdk 1.3 echo agent's 0.3 compatibility interface) and against a2a-sdk 1.3 agents without
+0.3 (``v1-only``), which the router reaches by translating the 0.3 call to 1.0 upstream.
 """
 
 from __future__ import annotations
@@ -38,10 +37,6 @@ from router.endpoints import ROUTER
 from tests.helpers import make_settings
 from tests.peers03 import agent03
 from tests.sdk_peers import echo_card, serve_sdk_agent
-
-NEEDS_TRANSLATION = pytest.mark.skip(
-    reason="a 1.0-only agent needs 0.3->1.0 translation upstream (branch translate)"
-)
 
 
 @pytest.fixture
@@ -215,14 +210,14 @@ AGENT_KINDS = [
     "sdk03",
     "compat",
     "tasks-compat",
-    pytest.param("v1-only", marks=NEEDS_TRANSLATION),
-    pytest.param("tasks-v1-only", marks=NEEDS_TRANSLATION),
+    "v1-only",
+    "tasks-v1-only",
 ]
 # agents that answer with tasks (multi-turn, get, cancel, streams of updates)
 TASK_AGENT_KINDS = [
     "sdk03",
     "tasks-compat",
-    pytest.param("tasks-v1-only", marks=NEEDS_TRANSLATION),
+    "tasks-v1-only",
 ]
 
 

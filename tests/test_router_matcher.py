@@ -188,7 +188,7 @@ async def test_no_match_lists_the_closest_skills(demo: Catalog) -> None:
     assert all(c["score"] == 0 and c["reason"] for c in data["closest"])
     assert "no word of the message matches" in closest["convert-currency"]["reason"]
     assert "does not accept text/plain" in closest["caption-image"]["reason"]
-    assert "no JSON-RPC interface for A2A 1.0" in closest["translate-text"]["reason"]
+    assert "no word of the message matches" in closest["translate-text"]["reason"]
 
 
 def test_lone_letters_do_not_count_as_words() -> None:
@@ -314,15 +314,23 @@ async def test_the_interface_of_the_clients_version_is_chosen(catalog: Catalog) 
         assert choice.target == Target("echo", f"http://127.0.0.1:8001{path}", version)
 
 
-async def test_an_agent_of_the_other_version_is_not_a_candidate(demo: Catalog) -> None:
+async def test_an_agent_of_the_other_version_is_a_translated_candidate(demo: Catalog) -> None:
     params = message("1.0", "translate hello world to french")
-    error = rpc_error(lambda: demo.matcher().choose("1.0", Op.SEND, params))
-    best = error.data["closest"][0]
-    assert (best["agent"], best["skill"]) == ("translate", "translate-text")
-    assert best["score"] > 1
-    assert best["reason"] == (
-        "agent has no JSON-RPC interface for A2A 1.0 (it offers JSONRPC 0.3.0)"
-    )
+    choice = demo.matcher().choose("1.0", Op.SEND, params)
+    assert (choice.agent.id, choice.skill_id) == ("translate", "translate-text")
+    assert choice.target.version == "0.3"  # the agent's version: the router translates
+    assert "translated: the client speaks A2A 1.0, the agent A2A 0.3" in choice.reason
+
+
+async def test_the_interface_of_the_clients_version_is_preferred(catalog: Catalog) -> None:
+    card = both_versions_card("http://127.0.0.1:8001")
+    await catalog.add("both", card)
+    for version in ("0.3", "1.0"):
+        params = message(version, "echo hello")
+        choice = catalog.matcher().choose(version, Op.SEND, params, pinned_agent="both")
+        assert choice.target.version == version
+        assert choice.target.url.endswith("/v1" if version == "1.0" else "/v03")
+        assert "translated" not in choice.reason
 
 
 async def test_agents_without_a_jsonrpc_interface_are_dropped(catalog: Catalog) -> None:
@@ -396,7 +404,8 @@ async def test_threshold_is_configurable(demo: Catalog) -> None:
     assert closest["reason"].startswith("score ") and "below the threshold 50" in closest["reason"]
     # zero: any candidate that passes the filters will do
     params = message("1.0", "unrelated words entirely")
-    assert demo.matcher(threshold=0).choose("1.0", Op.SEND, params).agent.id == "currency"
+    choice = demo.matcher(threshold=0).choose("1.0", Op.SEND, params)
+    assert choice.agent.id in ("currency", "translate")  # both take text, one version or other
 
 
 async def test_the_matcher_follows_catalog_changes(catalog: Catalog) -> None:
@@ -495,9 +504,9 @@ async def test_malformed_hints_are_errors(demo: Catalog, value: Any) -> None:
         ("1.0", {"agent": "nobody"}, Op.SEND, "agent 'nobody', which is not registered"),
         ("1.0", {"skill": "fly"}, Op.SEND, "skill 'fly', which no registered agent has"),
         ("1.0", {"agent": "currency", "skill": "caption-image"}, Op.SEND, "no skill"),
-        ("1.0", {"agent": "translate"}, Op.SEND, "no JSON-RPC interface for A2A 1.0"),
+        ("1.0", {"agent": "grpc"}, Op.SEND, "no JSON-RPC interface for A2A 0.3 or 1.0"),
         ("1.0", {"skill": "caption-image"}, Op.SEND, "does not accept text/plain"),
-        ("1.0", {"agent": "invoices"}, Op.SEND, "no JSON-RPC interface"),
+        ("1.0", {"agent": "invoices"}, Op.STREAM, "does not support streaming"),
         ("0.3", {"agent": "invoices"}, Op.STREAM, "does not support streaming"),
     ],
 )
@@ -505,6 +514,9 @@ async def test_unusable_hints_are_errors_never_a_fallback(
     demo: Catalog, version: Version, value: dict[str, str], op: Op, expected: str
 ) -> None:
     await demo.add("invoices", card_v03("http://127.0.0.1:8001"))
+    grpc = card_v1("http://127.0.0.1:8002")
+    grpc["supportedInterfaces"][0]["protocolBinding"] = "GRPC"
+    await demo.add("grpc", grpc)
     text = "convert 100 USD to EUR" if "invoices" not in value.values() else "invoice"
     params = message(version, text, metadata=hint(**value))
     if "invoices" in value.values():
@@ -538,9 +550,15 @@ async def test_pinned_agent_errors(demo: Catalog) -> None:
     matcher = demo.matcher()
     error = rpc_error(lambda: matcher.choose("1.0", Op.GET, {"id": "t"}, pinned_agent="gone"))
     assert error.code == AGENT_UNAVAILABLE and error.data == {"agent": "gone"}
-    error = rpc_error(lambda: matcher.choose("1.0", Op.GET, {"id": "t"}, pinned_agent="translate"))
+    choice = matcher.choose("1.0", Op.GET, {"id": "t"}, pinned_agent="translate")
+    assert choice.target.version == "0.3"  # translated
+    grpc = card_v1("http://127.0.0.1:8002")
+    grpc["supportedInterfaces"][0]["protocolBinding"] = "GRPC"
+    await demo.add("grpc", grpc)
+    matcher = demo.matcher()
+    error = rpc_error(lambda: matcher.choose("1.0", Op.GET, {"id": "t"}, pinned_agent="grpc"))
     assert error.code == VERSION_NOT_SUPPORTED
-    assert error.data == {"agent": "translate", "requested": "1.0", "supportedVersions": ["0.3"]}
+    assert error.data == {"agent": "grpc", "requested": "1.0", "supportedVersions": []}
 
 
 # --- explain -----------------------------------------------------------------------------------
@@ -574,9 +592,9 @@ async def test_explain_ranks_every_candidate_with_its_reason(demo: Catalog) -> N
         "skill_id": "translate-text",
         "score": 0.0,
         "kept": False,
-        "reason": "agent has no JSON-RPC interface for A2A 1.0 (it offers JSONRPC 0.3.0)",
-        "url": None,
-        "version": None,
+        "reason": "no word of the message matches this skill (threshold 0.5)",
+        "url": "http://127.0.0.1:9102/",
+        "version": "0.3",  # the agent's version: a call would be translated
     }
     assert out["total_candidates"] == 3
     json.dumps(out)  # plain JSON

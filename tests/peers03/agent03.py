@@ -1,6 +1,6 @@
 """An a2a-sdk 0.3.26 echo agent, run by the python of the 0.3 test venv (see tests/peers03.py).
 
-Usage: ``agent03.py [--host H] [--port P] [--gated] [--name N]``
+Usage: ``agent03.py [--host H] [--port P] [--gated] [--name N] [--echo-parts]``
 
 It serves its card at ``/.well-known/agent-card.json`` (and the older ``agent.json``) and
 JSON-RPC at ``POST /`` with the official ``A2AStarletteApplication``. A message is answered by
@@ -8,6 +8,9 @@ a task: ``task`` (submitted), ``status-update`` working, one ``artifact-update``
 ``echo: <text>`` (artifact id ``echo``, ``append`` after the first, ``lastChunk`` on the last),
 then ``status-update`` completed (``final``). A message whose text contains ``need input``
 first stops in ``input-required`` (``final``); the next message on that task completes it.
+
+With ``--echo-parts`` the file and data parts of a message also come back, as they came, in
+an artifact ``parts`` before the final event.
 
 With ``--gated`` the executor waits, before its final event, for one line on stdin (each line
 releases one waiting task). End of stdin stops the server.
@@ -82,8 +85,9 @@ class LoggedQueueManager(InMemoryQueueManager):
 class EchoExecutor(AgentExecutor):
     """Streams task, working, one artifact chunk per word, completed."""
 
-    def __init__(self, gate: asyncio.Semaphore | None) -> None:
+    def __init__(self, gate: asyncio.Semaphore | None, echo_parts: bool = False) -> None:
         self.gate = gate
+        self.echo_parts = echo_parts
         self.running: dict[str, EventQueue] = {}
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
@@ -122,6 +126,9 @@ class EchoExecutor(AgentExecutor):
                     append=index > 0,
                     last_chunk=index == len(words) - 1,
                 )
+            others = [part for part in message.parts if not isinstance(part.root, TextPart)]
+            if self.echo_parts and others:
+                await updater.add_artifact(others, artifact_id="parts", name="parts")
             if self.gate is not None:
                 await self.gate.acquire()
             await updater.complete(new_agent_text_message("done", task.context_id, task.id))
@@ -217,6 +224,7 @@ async def main() -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--gated", action="store_true")
     parser.add_argument("--name", default="Echo agent (a2a-sdk 0.3)")
+    parser.add_argument("--echo-parts", action="store_true")
     args = parser.parse_args()
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -227,7 +235,7 @@ async def main() -> None:
 
     gate = asyncio.Semaphore(0)
     handler = DefaultRequestHandler(
-        agent_executor=EchoExecutor(gate if args.gated else None),
+        agent_executor=EchoExecutor(gate if args.gated else None, args.echo_parts),
         task_store=InMemoryTaskStore(),
         queue_manager=LoggedQueueManager(),
     )

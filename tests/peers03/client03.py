@@ -3,7 +3,7 @@
 Usage::
 
     client03.py CARD_BASE_URL OP [--text T] [--task-id ID] [--context-id ID]
-        [--file-bytes B64 --mime M] [--file-uri URI --mime M] [--data JSON]
+        [--file-bytes B64 --mime M] [--file-uri URI --mime M] [--file-name N] [--data JSON]
         [--metadata JSON] [--request-metadata JSON] [--accepted-output-modes a,b]
         [--extensions a,b] [--header 'Name: value']... [--history-length N]
         [--card-path PATH] [--stream] [--timeout S]
@@ -70,10 +70,11 @@ def build_message(args: argparse.Namespace) -> Message:
     if args.text is not None:
         parts.append(Part(root=TextPart(text=args.text)))
     if args.file_bytes is not None:
-        file = FileWithBytes(bytes=args.file_bytes, mime_type=args.mime)
+        file = FileWithBytes(bytes=args.file_bytes, mime_type=args.mime, name=args.file_name)
         parts.append(Part(root=FilePart(file=file)))
     if args.file_uri is not None:
-        parts.append(Part(root=FilePart(file=FileWithUri(uri=args.file_uri, mime_type=args.mime))))
+        uri = FileWithUri(uri=args.file_uri, mime_type=args.mime, name=args.file_name)
+        parts.append(Part(root=FilePart(file=uri)))
     if args.data is not None:
         parts.append(Part(root=DataPart(data=json.loads(args.data))))
     return Message(
@@ -150,6 +151,7 @@ def main() -> int:
     parser.add_argument("--file-bytes")
     parser.add_argument("--file-uri")
     parser.add_argument("--mime")
+    parser.add_argument("--file-name")
     parser.add_argument("--data")
     parser.add_argument("--metadata")
     parser.add_argument("--request-metadata")

@@ -1,0 +1,789 @@
+"""Translating A2A JSON between protocol versions 0.3 and 1.0, as pure functions.
+
+Everything here takes plain JSON (dicts, lists, strings, numbers) and returns new objects; the
+input is never changed and no model is built. Same-version calls never come here: the router
+only translates when a client and its agent speak different versions.
+
+- :func:`params_to` a request's params (client -> agent);
+- :func:`result_to` the result of send/get/cancel, :func:`event_to` one stream event,
+  :func:`error_to` a JSON-RPC error object (agent -> client).
+
+Unknown members pass through untouched. A member with no counterpart in the other version is
+kept in the nearest ``metadata`` under :data:`CARRY_KEY` and put back on the way back, so the
+round trip 0.3 -> 1.0 -> 0.3 gives back what went in (property-tested). :data:`TABLE` lists
+every mapping and every lossy case; ``docs/translation.md`` mirrors it (a test compares them).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import UTC
+from typing import Any
+
+from router import wire
+from router.jsonrpc import (
+    BAD_REQUEST_TYPE,
+    ERROR_DOMAIN,
+    ERROR_INFO_TYPE,
+    REASONS,
+    STRUCT_TYPE,
+    UNSUPPORTED,
+    VALUE_TYPE,
+    Op,
+    RpcError,
+    Version,
+    equivalent_method,
+    error_object,
+)
+
+__all__ = [
+    "CARRY_KEY",
+    "DATA_COMPAT_KEY",
+    "TABLE",
+    "Row",
+    "error_to",
+    "event_to",
+    "message_to",
+    "params_to",
+    "part_to",
+    "push_params_to",
+    "push_result_to",
+    "result_to",
+    "role_to",
+    "state_to",
+    "task_to",
+    "timestamp_to",
+]
+
+CARRY_KEY = "urn:a2a-switchboard:translation:v1"
+"""The ``metadata`` key under which members with no counterpart travel (and come back)."""
+DATA_COMPAT_KEY = "data_part_compat"
+"""The a2a-sdk's own marker (part metadata) of a 1.0 non-object data value wrapped for 0.3 as
+``{"value": ...}``; the SDK's 0.3 compatibility layer reads and writes it, so Switchboard does
+too."""
+
+Row = tuple[str, str, str, str]
+"""One line of the translation table: (area, A2A 0.3, A2A 1.0, note)."""
+
+# The translation table. ``docs/translation.md`` holds the same rows (tests/test_translate.py
+# compares them): change both together. A note starting "lossy" is a lossy case.
+TABLE: tuple[Row, ...] = (
+    ("method", "`message/send`", "`SendMessage`", ""),
+    ("method", "`message/stream`", "`SendStreamingMessage`", ""),
+    ("method", "`tasks/get`", "`GetTask`", ""),
+    ("method", "`tasks/cancel`", "`CancelTask`", ""),
+    ("method", "`tasks/resubscribe`", "`SubscribeToTask`", ""),
+    (
+        "method",
+        "none",
+        "`ListTasks`",
+        "served by Switchboard itself from its task map; it asks each owner with "
+        "`tasks/get`/`GetTask`",
+    ),
+    ("method", "`tasks/pushNotificationConfig/set`", "`CreateTaskPushNotificationConfig`", ""),
+    ("method", "`tasks/pushNotificationConfig/get`", "`GetTaskPushNotificationConfig`", ""),
+    ("method", "`tasks/pushNotificationConfig/list`", "`ListTaskPushNotificationConfigs`", ""),
+    ("method", "`tasks/pushNotificationConfig/delete`", "`DeleteTaskPushNotificationConfig`", ""),
+    (
+        "push",
+        "set params, set/get result: `{taskId, pushNotificationConfig}`",
+        "`{taskId, id, url, token, authentication, tenant}` (flat)",
+        "Switchboard relays no push config method (`-32003`); `push_params_to`, "
+        "`push_result_to` translate them. `tenant` of a set: lossy",
+    ),
+    (
+        "push",
+        "get, delete params: `{id, pushNotificationConfigId, metadata}`",
+        "`{taskId, id, tenant}`",
+        "0.3 `metadata`: lossy; `tenant` carried in it",
+    ),
+    (
+        "push",
+        "list params: `{id, metadata}`",
+        "`{taskId, pageSize, pageToken, tenant}`",
+        "`pageSize`, `pageToken`: lossy (0.3 lists all)",
+    ),
+    (
+        "push",
+        "list result: `[TaskPushNotificationConfig, ...]`",
+        "`{configs: [...], nextPageToken}`",
+        "",
+    ),
+    ("push", "delete result: `null`", "delete result: `{}`", ""),
+    (
+        "params",
+        "`configuration.blocking: false`",
+        "`configuration.returnImmediately: true`",
+        "negated; `blocking: true` is `returnImmediately` omitted",
+    ),
+    (
+        "params",
+        "`configuration.historyLength: n` (n > 0)",
+        "`configuration.historyLength: n`",
+        "also `historyLength` of `tasks/get`/`GetTask`",
+    ),
+    (
+        "params",
+        "`historyLength: 0` (0.3: no limit)",
+        "`historyLength` omitted",
+        "1.0 `historyLength: 0` (no history) is omitted for a 0.3 agent: lossy, "
+        "the agent may return history",
+    ),
+    (
+        "params",
+        "`configuration.pushNotificationConfig` `{id, url, token, authentication: {schemes, "
+        "credentials}}`",
+        "`configuration.taskPushNotificationConfig` `{id, url, token, authentication: "
+        "{scheme, credentials}}`",
+        "first scheme only, lossy beyond it; Switchboard refuses both (`-32003`)",
+    ),
+    (
+        "params",
+        "`params.metadata[CARRY].tenant`",
+        "`tenant`",
+        "carried on `message/send`, `message/stream`, `tasks/get`, `tasks/cancel`; lossy on "
+        "`tasks/resubscribe` (no metadata)",
+    ),
+    (
+        "params",
+        "`metadata` of `tasks/get`, `tasks/resubscribe`",
+        "none",
+        "lossy: `GetTask` and `SubscribeToTask` have no metadata",
+    ),
+    ("part", '`{"kind": "text", "text"}`', '`{"text"}`', ""),
+    (
+        "part",
+        '`{"kind": "file", "file": {"bytes", "mimeType", "name"}}`',
+        '`{"raw", "mediaType", "filename"}`',
+        "base64 text passed as is",
+    ),
+    (
+        "part",
+        '`{"kind": "file", "file": {"uri", "mimeType", "name"}}`',
+        '`{"url", "mediaType", "filename"}`',
+        "",
+    ),
+    ("part", '`{"kind": "data", "data": {...}}`', '`{"data": {...}}`', ""),
+    (
+        "part",
+        '`{"kind": "data", "data": {"value": v}, "metadata": {"data_part_compat": true}}`',
+        '`{"data": v}` (v not an object)',
+        "the a2a-sdk's own convention",
+    ),
+    (
+        "part",
+        "`metadata[CARRY]` `{mediaType, filename}`",
+        "`mediaType`, `filename` of a text or data part",
+        "",
+    ),
+    ("role", "`user`, `agent`", "`ROLE_USER`, `ROLE_AGENT` (or 1, 2)", ""),
+    ("state", "`submitted`", "`TASK_STATE_SUBMITTED`", ""),
+    ("state", "`working`", "`TASK_STATE_WORKING`", ""),
+    ("state", "`input-required`", "`TASK_STATE_INPUT_REQUIRED`", ""),
+    ("state", "`auth-required`", "`TASK_STATE_AUTH_REQUIRED`", ""),
+    ("state", "`completed`", "`TASK_STATE_COMPLETED`", ""),
+    ("state", "`canceled`", "`TASK_STATE_CANCELED`", ""),
+    ("state", "`failed`", "`TASK_STATE_FAILED`", ""),
+    ("state", "`rejected`", "`TASK_STATE_REJECTED`", ""),
+    ("state", "`unknown`", "`TASK_STATE_UNSPECIFIED`", ""),
+    ("object", '`{"kind": "message", ...}`', "Message without `kind`", ""),
+    ("object", '`{"kind": "task", ...}`', "Task without `kind`", ""),
+    ("result", 'send: `{"kind": "task", ...}`', 'send: `{"task": {...}}`', ""),
+    ("result", 'send: `{"kind": "message", ...}`', 'send: `{"message": {...}}`', ""),
+    ("result", "get, cancel: Task with `kind`", "get, cancel: Task", ""),
+    ("event", '`{"kind": "task", ...}`', '`{"task": {...}}`', ""),
+    ("event", '`{"kind": "message", ...}`', '`{"message": {...}}`', ""),
+    (
+        "event",
+        '`{"kind": "status-update", "final", ...}`',
+        '`{"statusUpdate": {...}}`',
+        "`final` is true on a terminal or interrupted state; another `final` goes to "
+        "`metadata[CARRY].final`",
+    ),
+    (
+        "event",
+        '`{"kind": "artifact-update", ...}`',
+        '`{"artifactUpdate": {...}}`',
+        "`append`, `lastChunk` as they are",
+    ),
+    (
+        "error",
+        "`data`: an object",
+        "`data`: `[ErrorInfo, Struct, BadRequest]`",
+        "ErrorInfo metadata holds the object's members as strings, Struct the object itself",
+    ),
+    (
+        "error",
+        "`data.fieldViolations`",
+        "`google.rpc.BadRequest` `fieldViolations`",
+        "",
+    ),
+    (
+        "error",
+        "`data[CARRY]` `{reason, domain, details}`",
+        "ErrorInfo `reason`, `domain`; other details",
+        "",
+    ),
+    (
+        "timestamp",
+        "ISO 8601, any offset or none (UTC)",
+        "RFC 3339 in UTC with `Z`",
+        "lossy: the offset (same instant); beyond microseconds when converted",
+    ),
+    (
+        "header",
+        "`X-A2A-Extensions`",
+        "`A2A-Extensions`",
+        "merged, deduplicated, renamed for the agent",
+    ),
+)
+
+_STREAM_KEYS = {kind: key for key, kind in wire.V1_EVENT_KEYS.items()}
+_ROLE_PAIRS = tuple(zip(wire.ROLES["0.3"], wire.ROLES["1.0"], strict=True))
+_ROLE_TO_V1: dict[Any, str] = {old: new for old, new in _ROLE_PAIRS}
+# ProtoJSON also allows enum numbers: ROLE_USER is 1, ROLE_AGENT 2
+_ROLE_TO_V03: dict[Any, str] = {new: old for old, new in _ROLE_PAIRS} | {1: "user", 2: "agent"}
+_V1_CONTENT = wire.V1_PART_CONTENT
+_SEND_OPS = (Op.SEND, Op.STREAM)
+
+
+# --- carrying ----------------------------------------------------------------------------------
+
+
+def _carry(obj: dict[str, Any], values: Mapping[str, Any]) -> None:
+    """Put ``values`` under ``obj["metadata"][CARRY_KEY]`` (``obj`` is a fresh copy)."""
+    if not values:
+        return
+    metadata = dict(obj.get("metadata") or {})
+    carried = dict(metadata.get(CARRY_KEY) or {})
+    carried.update(values)
+    metadata[CARRY_KEY] = carried
+    obj["metadata"] = metadata
+
+
+def _uncarry(obj: dict[str, Any]) -> dict[str, Any]:
+    """Take what :func:`_carry` put in ``obj`` (a fresh copy) out of it again."""
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, dict) or not isinstance(metadata.get(CARRY_KEY), dict):
+        return {}
+    metadata = dict(metadata)
+    carried = dict(metadata.pop(CARRY_KEY))
+    if metadata:
+        obj["metadata"] = metadata
+    else:
+        del obj["metadata"]
+    return carried
+
+
+# --- small shapes -----------------------------------------------------------------------------
+
+
+def state_to(state: Any, dst: Version) -> Any:
+    """A task state in ``dst``'s spelling (1.0 enum numbers too); unknown: unchanged."""
+    if isinstance(state, int) and not isinstance(state, bool) and 0 <= state < 9:
+        state = _STATE_NUMBERS[state]
+    return wire.state_name(dst, state) if isinstance(state, str) else state
+
+
+_STATE_NUMBERS = (
+    "TASK_STATE_UNSPECIFIED",
+    "TASK_STATE_SUBMITTED",
+    "TASK_STATE_WORKING",
+    "TASK_STATE_COMPLETED",
+    "TASK_STATE_FAILED",
+    "TASK_STATE_CANCELED",
+    "TASK_STATE_INPUT_REQUIRED",
+    "TASK_STATE_REJECTED",
+    "TASK_STATE_AUTH_REQUIRED",
+)
+
+
+def role_to(role: Any, dst: Version) -> Any:
+    """A message role in ``dst``'s spelling; unknown: unchanged."""
+    table = _ROLE_TO_V1 if dst == "1.0" else _ROLE_TO_V03
+    if isinstance(role, bool) or not isinstance(role, str | int):
+        return role
+    return table.get(role, role)
+
+
+_ZULU = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?Z")
+_UTC_OFFSET = re.compile(r"(\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d:\d\d(?:\.\d{1,9})?)(?:[+-]00:?00)")
+
+
+def timestamp_to(value: Any, dst: Version) -> Any:
+    """A timestamp as ``dst``'s SDKs accept it.
+
+    1.0 (ProtoJSON Timestamp): RFC 3339 in UTC with ``Z``; a ``+00:00`` offset becomes ``Z``
+    keeping every digit, another offset or none (taken as UTC, as 0.3 SDKs mean) is converted
+    (microseconds). 0.3 takes any ISO 8601 string: unchanged. Unreadable: unchanged.
+    """
+    if dst == "0.3" or not isinstance(value, str) or _ZULU.fullmatch(value):
+        return value
+    same = _UTC_OFFSET.fullmatch(value)
+    if same:
+        return same.group(1).replace("t", "T").replace(" ", "T") + "Z"
+    moment = wire.status_timestamp({"status": {"timestamp": value}})
+    if moment is None:
+        return value
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+# --- parts, messages, tasks --------------------------------------------------------------------
+
+
+def part_to(part: Any, src: Version, dst: Version) -> Any:
+    """One message or artifact part in ``dst``'s shape (see :data:`TABLE`)."""
+    if src == dst or not isinstance(part, dict):
+        return part
+    return _part_to_v1(part) if dst == "1.0" else _part_to_v03(part)
+
+
+def _part_to_v1(part: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in part.items() if k not in ("kind", "file")}
+    carried = _uncarry(out)
+    kind = part.get("kind") or next((k for k in ("text", "file", "data") if k in part), None)
+    if kind == "file" and isinstance(part.get("file"), dict):
+        file = dict(part["file"])
+        if "bytes" in file:
+            out["raw"] = file.pop("bytes")
+        elif "uri" in file:
+            out["url"] = file.pop("uri")
+        if "mimeType" in file:
+            out["mediaType"] = file.pop("mimeType")
+        if "name" in file:
+            out["filename"] = file.pop("name")
+        if file:  # members of the file object with no 1.0 counterpart
+            _carry(out, {"file": file})
+    elif kind == "file":
+        out["file"] = part.get("file")  # not a file object: left for the agent to refuse
+    elif kind == "data":
+        metadata = out.get("metadata")
+        if isinstance(metadata, dict) and metadata.get(DATA_COMPAT_KEY) is True:
+            data = part.get("data")
+            if isinstance(data, dict) and "value" in data:
+                out["data"] = data["value"]
+            rest = {k: v for k, v in metadata.items() if k != DATA_COMPAT_KEY}
+            if rest:
+                out["metadata"] = rest
+            else:
+                del out["metadata"]
+    for key in ("mediaType", "filename"):
+        if key in carried:
+            out[key] = carried.pop(key)
+    if carried:
+        _carry(out, carried)
+    return out
+
+
+def _part_to_v03(part: dict[str, Any]) -> dict[str, Any]:
+    content = [key for key in _V1_CONTENT if key in part]
+    if len(content) != 1:
+        return dict(part)  # not a 1.0 part: left for the client to judge
+    key = content[0]
+    out = {k: v for k, v in part.items() if k not in (key, "mediaType", "filename")}
+    carried = _uncarry(out)
+    extra = {k: part[k] for k in ("mediaType", "filename") if k in part}
+    if key in ("raw", "url"):
+        file = dict(carried.pop("file", None) or {})
+        file["bytes" if key == "raw" else "uri"] = part[key]
+        if "mediaType" in extra:
+            file["mimeType"] = extra.pop("mediaType")
+        if "filename" in extra:
+            file["name"] = extra.pop("filename")
+        out = {"kind": "file", "file": file, **out}
+    elif key == "text":
+        out = {"kind": "text", "text": part["text"], **out}
+    else:
+        data = part["data"]
+        out = {"kind": "data", **out}
+        if isinstance(data, dict):
+            out["data"] = data
+        else:
+            out["data"] = {"value": data}
+            out["metadata"] = {**(out.get("metadata") or {}), DATA_COMPAT_KEY: True}
+    _carry(out, {**carried, **extra})
+    return out
+
+
+def _parts(parts: Any, src: Version, dst: Version) -> Any:
+    if not isinstance(parts, list):
+        return parts
+    return [part_to(part, src, dst) for part in parts]
+
+
+def message_to(message: Any, src: Version, dst: Version) -> Any:
+    """A Message in ``dst``'s shape: ``kind``, role and parts."""
+    if src == dst or not isinstance(message, dict):
+        return message
+    out = {k: v for k, v in message.items() if k != "kind"}
+    if dst == "0.3":
+        out = {"kind": "message", **out}
+    if "role" in out:
+        out["role"] = role_to(out["role"], dst)
+    if "parts" in out:
+        out["parts"] = _parts(out["parts"], src, dst)
+    return out
+
+
+def _status(status: Any, src: Version, dst: Version) -> Any:
+    if not isinstance(status, dict):
+        return status
+    out = dict(status)
+    if "state" in out:
+        out["state"] = state_to(out["state"], dst)
+    if "message" in out:
+        out["message"] = message_to(out["message"], src, dst)
+    if "timestamp" in out:
+        out["timestamp"] = timestamp_to(out["timestamp"], dst)
+    return out
+
+
+def _artifact(artifact: Any, src: Version, dst: Version) -> Any:
+    if not isinstance(artifact, dict) or "parts" not in artifact:
+        return artifact
+    return {**artifact, "parts": _parts(artifact["parts"], src, dst)}
+
+
+def task_to(task: Any, src: Version, dst: Version) -> Any:
+    """A Task in ``dst``'s shape: ``kind``, status, history and artifacts."""
+    if src == dst or not isinstance(task, dict):
+        return task
+    out = {k: v for k, v in task.items() if k != "kind"}
+    if dst == "0.3":
+        out = {"kind": "task", **out}
+    if "status" in out:
+        out["status"] = _status(out["status"], src, dst)
+    elif dst == "0.3":
+        out["status"] = {"state": "unknown"}  # required in 0.3; a 1.0 task may omit it
+    if isinstance(out.get("history"), list):
+        out["history"] = [message_to(m, src, dst) for m in out["history"]]
+    if isinstance(out.get("artifacts"), list):
+        out["artifacts"] = [_artifact(a, src, dst) for a in out["artifacts"]]
+    return out
+
+
+def _status_update(event: dict[str, Any], src: Version, dst: Version) -> dict[str, Any]:
+    out = {k: v for k, v in event.items() if k not in ("kind", "final")}
+    if "status" in out:
+        out["status"] = _status(out["status"], src, dst)
+    status = out.get("status")
+    state = status.get("state") if isinstance(status, dict) else None
+    ends = wire.is_terminal_state(dst, state) or wire.is_interrupted_state(dst, state)
+    if dst == "0.3":
+        carried = _uncarry(out)
+        final = carried.pop("final", ends)
+        if carried:
+            _carry(out, carried)
+        return {"kind": "status-update", **out, "final": final}
+    final = event.get("final")
+    if isinstance(final, bool) and final != ends:
+        _carry(out, {"final": final})
+    return out
+
+
+def _artifact_update(event: dict[str, Any], src: Version, dst: Version) -> dict[str, Any]:
+    out = {k: v for k, v in event.items() if k != "kind"}
+    if "artifact" in out:
+        out["artifact"] = _artifact(out["artifact"], src, dst)
+    return {"kind": "artifact-update", **out} if dst == "0.3" else out
+
+
+# --- events and results ------------------------------------------------------------------------
+
+
+def event_to(event: Any, src: Version, dst: Version) -> Any:
+    """One stream event (the ``result`` of an SSE message) in ``dst``'s shape.
+
+    0.3 ``{"kind": ...}`` objects and 1.0 one-member wrappers (``task``, ``message``,
+    ``statusUpdate``, ``artifactUpdate``). For a 0.3 client, a status update gets ``final``:
+    true on a terminal or interrupted state (a 1.0 stream ends there without saying so).
+    Unrecognised events are returned unchanged.
+    """
+    if src == dst or not isinstance(event, dict):
+        return event
+    kind = wire.stream_event_kind(src, event)
+    payload = wire.event_payload(src, event)
+    if kind is None or payload is None:
+        return event
+    if kind == "task":
+        inner = task_to(payload, src, dst)
+    elif kind == "message":
+        inner = message_to(payload, src, dst)
+    elif kind == "status-update":
+        inner = _status_update(payload, src, dst)
+    else:
+        inner = _artifact_update(payload, src, dst)
+    return inner if dst == "0.3" else {_STREAM_KEYS[kind]: inner}
+
+
+def result_to(op: Op, result: Any, src: Version, dst: Version) -> Any:
+    """The ``result`` of a send/stream/subscribe/get/cancel answer in ``dst``'s shape.
+
+    Send: 0.3 Task or Message with ``kind`` vs 1.0 ``{"task"}``/``{"message"}``; get and
+    cancel: a Task (1.0 bare); stream/subscribe: as :func:`event_to`.
+    """
+    if src == dst or not isinstance(result, dict):
+        return result
+    if op in (Op.GET, Op.CANCEL):
+        if src == "1.0" and "id" not in result and isinstance(result.get("task"), dict):
+            result = result["task"]  # tolerate a wrapped task
+        return task_to(result, src, dst)
+    return event_to(result, src, dst)
+
+
+# --- params ------------------------------------------------------------------------------------
+
+
+def params_to(op: Op, params: Mapping[str, Any], src: Version, dst: Version) -> dict[str, Any]:
+    """A request's params in ``dst``'s shape (see :data:`TABLE`).
+
+    RpcError -32004 (UnsupportedOperation) for an operation ``dst`` has no method for.
+    """
+    if src == dst:
+        return dict(params)
+    if op is Op.PUSH_CONFIG:
+        raise ValueError("push notification config params need the method: see push_params_to")
+    if op is Op.LIST:
+        raise RpcError(
+            UNSUPPORTED,
+            f"ListTasks cannot be translated to A2A {dst}: the agent speaks only A2A {dst}, "
+            "which has no such method",
+            {"operation": op.value, "agentVersion": dst, "clientVersion": src},
+        )
+    out = dict(params)
+    tenant_to_carry: dict[str, Any] = {}
+    if dst == "0.3" and "tenant" in out:
+        tenant_to_carry = {"tenant": out.pop("tenant")}
+    if dst == "1.0":
+        carried = _uncarry(out)
+        if "tenant" in carried:
+            out["tenant"] = carried.pop("tenant")
+        if carried:
+            _carry(out, carried)
+    if op in _SEND_OPS:
+        if "message" in out:
+            out["message"] = message_to(out["message"], src, dst)
+        if isinstance(out.get("configuration"), dict):
+            out["configuration"] = _configuration(out["configuration"], dst)
+    elif "historyLength" in out and _no_history_limit(out["historyLength"]):
+        del out["historyLength"]
+    if dst == "1.0" and op in (Op.GET, Op.SUBSCRIBE):
+        out.pop("metadata", None)  # GetTask and SubscribeToTask have no metadata
+    if tenant_to_carry and op is not Op.SUBSCRIBE:
+        _carry(out, tenant_to_carry)
+    return out
+
+
+def _no_history_limit(value: Any) -> bool:
+    """``historyLength`` 0 (a number or ProtoJSON's string): "no limit" in 0.3 and "no
+    history" in 1.0; either way the other version gets "not set" (see the lossy cases)."""
+    return value == 0 or value == "0"
+
+
+def _configuration(config: dict[str, Any], dst: Version) -> dict[str, Any]:
+    out = dict(config)
+    if "historyLength" in out and _no_history_limit(out["historyLength"]):
+        del out["historyLength"]
+    if dst == "1.0":
+        blocking = out.pop("blocking", None)
+        if blocking is False:
+            out["returnImmediately"] = True
+        if "pushNotificationConfig" in out:
+            out["taskPushNotificationConfig"] = _push_config(out.pop("pushNotificationConfig"), dst)
+    else:
+        immediately = out.pop("returnImmediately", None)
+        if immediately is True:
+            out["blocking"] = False
+        if "taskPushNotificationConfig" in out:
+            out["pushNotificationConfig"] = _push_config(out.pop("taskPushNotificationConfig"), dst)
+    return out
+
+
+def _push_config(config: Any, dst: Version) -> Any:
+    """A push notification config object: ``authentication.schemes`` (0.3, a list) vs
+    ``authentication.scheme`` (1.0, one)."""
+    if not isinstance(config, dict) or not isinstance(config.get("authentication"), dict):
+        return config
+    auth = dict(config["authentication"])
+    if dst == "1.0" and "schemes" in auth:
+        schemes = auth.pop("schemes")
+        if isinstance(schemes, list) and schemes:
+            auth["scheme"] = schemes[0]
+    elif dst == "0.3" and "scheme" in auth:
+        auth["schemes"] = [auth.pop("scheme")]
+    return {**config, "authentication": auth}
+
+
+# --- push notification config methods -----------------------------------------------------------
+
+_PUSH_SET, _PUSH_GET, _PUSH_LIST, _PUSH_DELETE = (
+    f"tasks/pushNotificationConfig/{name}" for name in ("set", "get", "list", "delete")
+)
+
+
+def _push_method(method: str) -> str:
+    """The 0.3 name of a push notification config method of either version."""
+    name = equivalent_method(method, "0.3")
+    if name not in (_PUSH_SET, _PUSH_GET, _PUSH_LIST, _PUSH_DELETE):
+        raise ValueError(f"{method!r} is not a push notification config method")
+    return name
+
+
+def _flat_config(task_config: Mapping[str, Any], dst: Version) -> dict[str, Any]:
+    """0.3 ``{taskId, pushNotificationConfig: {...}}`` <-> 1.0's flat TaskPushNotificationConfig."""
+    if dst == "1.0":
+        out = {k: v for k, v in task_config.items() if k != "pushNotificationConfig"}
+        inner = task_config.get("pushNotificationConfig")
+        if isinstance(inner, dict):
+            out.update(_push_config(inner, dst))
+        return out
+    out = {k: v for k, v in task_config.items() if k in ("taskId",)}
+    inner = {k: v for k, v in task_config.items() if k not in ("taskId", "tenant")}
+    out["pushNotificationConfig"] = _push_config(inner, dst)
+    return out
+
+
+def push_params_to(
+    method: str, params: Mapping[str, Any], src: Version, dst: Version
+) -> dict[str, Any]:
+    """The params of a push notification config ``method`` (either version's name) in
+    ``dst``'s shape. Switchboard does not relay these methods (``-32003``); this is the
+    translation they get when it does. ValueError for another method."""
+    name = _push_method(method)
+    if src == dst:
+        return dict(params)
+    if name == _PUSH_SET:
+        return _flat_config(params, dst)
+    if dst == "1.0":  # 0.3 names the task ``id`` and the config ``pushNotificationConfigId``
+        out: dict[str, Any] = {"taskId": params.get("id")}
+        if name != _PUSH_LIST and "pushNotificationConfigId" in params:
+            out["id"] = params["pushNotificationConfigId"]
+        carried = _uncarry(dict(params))
+        if "tenant" in carried:
+            out["tenant"] = carried["tenant"]
+        return out
+    out = {"id": params.get("taskId")}
+    if name != _PUSH_LIST and "id" in params:
+        out["pushNotificationConfigId"] = params["id"]
+    if "tenant" in params:
+        _carry(out, {"tenant": params["tenant"]})
+    return out
+
+
+def push_result_to(method: str, result: Any, src: Version, dst: Version) -> Any:
+    """The result of a push notification config ``method`` in ``dst``'s shape: a config
+    (set, get), a list (0.3 an array, 1.0 ``{"configs", "nextPageToken"}``), nothing
+    (delete: 0.3 ``null``, 1.0 ``{}``)."""
+    name = _push_method(method)
+    if src == dst:
+        return result
+    if name == _PUSH_DELETE:
+        return {} if dst == "1.0" else None
+    if name == _PUSH_LIST:
+        configs = result.get("configs") if isinstance(result, dict) else result
+        if not isinstance(configs, list):
+            return result
+        items = [_flat_config(c, dst) if isinstance(c, dict) else c for c in configs]
+        return {"configs": items} if dst == "1.0" else items
+    return _flat_config(result, dst) if isinstance(result, dict) else result
+
+
+# --- errors ------------------------------------------------------------------------------------
+
+
+def error_to(error: Any, src: Version, dst: Version) -> Any:
+    """A JSON-RPC error object with its ``data`` in ``dst``'s shape (codes are the same).
+
+    0.3 ``data`` is a plain object; 1.0 a list of typed details (``google.rpc.ErrorInfo``
+    first). The translation keeps every member: 0.3 -> 1.0 puts the object in ErrorInfo
+    metadata (as strings) and whole in a Struct detail, ``fieldViolations`` in a BadRequest;
+    1.0 -> 0.3 merges them back, and what has no place (reason, domain, other details) goes
+    under :data:`CARRY_KEY`.
+    """
+    if src == dst or not isinstance(error, dict) or "data" not in error:
+        return error
+    data = error["data"]
+    out = dict(error)
+    if dst == "1.0":
+        out["data"] = _error_data_to_v1(error.get("code"), error.get("message"), data)
+    elif isinstance(data, list):
+        out["data"] = _error_data_to_v03(error.get("code"), data)
+    return out
+
+
+def _error_data_to_v1(code: Any, message: Any, data: Any) -> Any:
+    if data is None or isinstance(data, list):
+        return data  # nothing, or already a detail list
+    facts = dict(data) if isinstance(data, dict) else data
+    carried: dict[str, Any] = {}
+    violations: list[tuple[str, str]] = []
+    if isinstance(facts, dict):
+        carried = dict(facts.pop(CARRY_KEY, None) or {})
+        found = facts.pop("fieldViolations", None)
+        if isinstance(found, list):
+            violations = [
+                (str(v.get("field", "")), str(v.get("description", "")))
+                for v in found
+                if isinstance(v, dict)
+            ]
+    code = code if isinstance(code, int) and not isinstance(code, bool) else -32603
+    rpc = RpcError(
+        code,
+        message if isinstance(message, str) else "",
+        facts,
+        violations=violations,
+        reason=carried.get("reason") if isinstance(carried.get("reason"), str) else None,
+    )
+    details: list[dict[str, Any]] = error_object("1.0", rpc)["data"]
+    info = details[0]
+    if isinstance(carried.get("domain"), str):
+        info["domain"] = carried["domain"]
+    has_struct = any(d.get("@type") == STRUCT_TYPE for d in details)
+    typed = isinstance(facts, dict) and any(not isinstance(v, str) for v in facts.values())
+    if typed and not has_struct:
+        details.insert(1, {"@type": STRUCT_TYPE, "value": facts})
+    extra = carried.get("details")
+    if isinstance(extra, list):
+        details.extend(extra)
+    return details
+
+
+def _error_data_to_v03(code: Any, details: list[Any]) -> Any:
+    out: dict[str, Any] = {}
+    carried: dict[str, Any] = {}
+    others: list[Any] = []
+    struct: dict[str, Any] | None = None
+    value: Any = _NONE
+    for detail in details:
+        kind = detail.get("@type") if isinstance(detail, dict) else None
+        if kind == ERROR_INFO_TYPE:
+            metadata = detail.get("metadata")
+            if isinstance(metadata, dict):
+                out.update(metadata)
+            defaults = {"reason": REASONS.get(code, "UNKNOWN_ERROR"), "domain": ERROR_DOMAIN}
+            for key, default in defaults.items():
+                if isinstance(detail.get(key), str) and detail[key] != default:
+                    carried[key] = detail[key]
+        elif kind == STRUCT_TYPE and isinstance(detail.get("value"), dict) and struct is None:
+            struct = detail["value"]
+        elif kind == VALUE_TYPE and "value" in detail and value is _NONE:
+            value = detail["value"]
+        elif kind == BAD_REQUEST_TYPE and isinstance(detail.get("fieldViolations"), list):
+            out["fieldViolations"] = detail["fieldViolations"]
+        else:
+            others.append(detail)
+    if struct is not None:
+        out.update(struct)  # the typed values win over ErrorInfo's strings
+    if others:
+        carried["details"] = others
+    if value is not _NONE:
+        if not out and not carried:
+            return value  # 0.3 data that was not an object
+        out["detail"] = value
+    if carried:
+        out[CARRY_KEY] = carried
+    return out
+
+
+_NONE = object()
