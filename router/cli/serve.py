@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import ipaddress
 import logging
 import os
@@ -116,6 +117,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     log = logging.getLogger("switchboard")
     if not settings.admin_token:
         log.warning("SWITCHBOARD_ADMIN_TOKEN is not set: the admin API is read-only")
+    _use_uvloop(log)
     try:
         web.run_app(
             app,
@@ -134,6 +136,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except (OSError, RegistryError) as exc:
         raise CliError(f"cannot start: {_reason(exc)}") from None
     return 0
+
+
+def _use_uvloop(log: logging.Logger) -> None:
+    """Run the server on uvloop when it is installed (a dependency on CPython, not Windows):
+    a faster event loop for the router's many small reads and writes."""
+    try:
+        import uvloop
+    except ImportError:
+        log.info("event loop: asyncio (uvloop is not installed)")
+        return
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    log.info("event loop: uvloop %s", uvloop.__version__)
 
 
 def _check_seed_files(paths: Sequence[str]) -> None:
