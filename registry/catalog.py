@@ -15,6 +15,7 @@ import json
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Generic, TypeVar
 
 from cachetools import LRUCache
@@ -102,20 +103,47 @@ class Snapshot:
     ) -> None:
         self.version = version
         self.agents: dict[str, AgentRecord] = {r.id: r for r in sorted(records, key=_id)}
-        self._skills: list[tuple[AgentRecord, int, Skill]] = [
+        # the term counts computed so far, for reuse when this snapshot's indexes are built
+        self._inherited: dict[str, _AgentTerms] = previous._known_terms() if previous else {}
+
+    def _known_terms(self) -> dict[str, _AgentTerms]:
+        built = self.__dict__.get("_terms")
+        return built if built is not None else self._inherited
+
+    # The indexes are built on the first query, not on every write: a burst of writes (a
+    # crawl, seeds, a reload) then costs one build instead of one per write.
+
+    @cached_property
+    def _terms(self) -> dict[str, _AgentTerms]:
+        terms = {
+            agent.id: _reuse_or_compute(agent, self._inherited) for agent in self.agents.values()
+        }
+        self._inherited = {}
+        return terms
+
+    @cached_property
+    def _skills(self) -> list[tuple[AgentRecord, int, Skill]]:
+        return [
             (agent, n, skill)
             for agent in self.agents.values()
             for n, skill in enumerate(agent.card.skills)
         ]
-        self._skill_rows = {(a.id, s.id): i for i, (a, _, s) in enumerate(self._skills)}
-        self._terms: dict[str, _AgentTerms] = {
-            agent.id: _reuse_or_compute(agent, previous) for agent in self.agents.values()
-        }
-        self._skill_index = TextIndex(
-            [tf for agent in self.agents.values() for tf in self._terms[agent.id].skills]
-        )
-        self._agent_ids = list(self.agents)
-        self._agent_index = TextIndex([self._terms[a].agent for a in self._agent_ids])
+
+    @cached_property
+    def _skill_rows(self) -> dict[tuple[str, str], int]:
+        return {(a.id, s.id): i for i, (a, _, s) in enumerate(self._skills)}
+
+    @cached_property
+    def _skill_index(self) -> TextIndex:
+        return TextIndex([tf for agent in self.agents for tf in self._terms[agent].skills])
+
+    @cached_property
+    def _agent_ids(self) -> list[str]:
+        return list(self.agents)
+
+    @cached_property
+    def _agent_index(self) -> TextIndex:
+        return TextIndex([self._terms[a].agent for a in self._agent_ids])
 
     def __len__(self) -> int:
         return len(self.agents)
@@ -167,11 +195,10 @@ class _AgentTerms:
     skills: list[Counter[str]]
 
 
-def _reuse_or_compute(agent: AgentRecord, previous: Snapshot | None) -> _AgentTerms:
-    if previous is not None:
-        known = previous._terms.get(agent.id)
-        if known is not None and known.record is agent:
-            return known
+def _reuse_or_compute(agent: AgentRecord, known_terms: dict[str, _AgentTerms]) -> _AgentTerms:
+    known = known_terms.get(agent.id)
+    if known is not None and known.record is agent:
+        return known
     return _AgentTerms(
         agent,
         terms(_agent_fields(agent)),

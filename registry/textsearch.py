@@ -66,29 +66,32 @@ class TextIndex:
     """
 
     def __init__(self, documents: Sequence[Counter[str]]) -> None:
-        self._lengths = [sum(tf.values()) for tf in documents]
-        self._postings: dict[str, list[tuple[int, float]]] = {}
+        lengths = [sum(tf.values()) for tf in documents]
+        postings: dict[str, list[tuple[int, float]]] = {}
         for doc, tf in enumerate(documents):
             for token, freq in tf.items():
-                self._postings.setdefault(token, []).append((doc, freq))
+                postings.setdefault(token, []).append((doc, freq))
         n = len(documents)
-        self._avg = (sum(self._lengths) / n) if n else 0.0
-        self._idf = {
-            t: math.log(1 + (n - len(p) + 0.5) / (len(p) + 0.5)) for t, p in self._postings.items()
-        }
+        average = (sum(lengths) / n) if n else 0.0
+        norms = [_K1 * (1 - _B + _B * (length / average if average else 1.0)) for length in lengths]
+        self._size = n
+        # each posting holds its document's whole BM25 contribution for the term, computed once:
+        # a query only adds numbers
+        self._impacts: dict[str, list[tuple[int, float]]] = {}
+        for token, posting in postings.items():
+            idf = math.log(1 + (n - len(posting) + 0.5) / (len(posting) + 0.5))
+            self._impacts[token] = [
+                (doc, idf * freq * (_K1 + 1) / (freq + norms[doc])) for doc, freq in posting
+            ]
 
     def __len__(self) -> int:
-        return len(self._lengths)
+        return self._size
 
     def scores(self, query: str) -> dict[int, float]:
         """Non-zero BM25 scores of the documents matching ``query``, by position."""
         out: dict[int, float] = {}
+        get = out.get
         for token in dict.fromkeys(tokenize(query)):
-            idf = self._idf.get(token)
-            if idf is None:
-                continue
-            for doc, freq in self._postings[token]:
-                ratio = self._lengths[doc] / self._avg if self._avg else 1.0
-                norm = _K1 * (1 - _B + _B * ratio)
-                out[doc] = out.get(doc, 0.0) + idf * freq * (_K1 + 1) / (freq + norm)
+            for doc, impact in self._impacts.get(token, ()):
+                out[doc] = get(doc, 0.0) + impact
         return out
