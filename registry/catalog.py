@@ -370,6 +370,15 @@ class Catalog:
         self._install(Snapshot(list(agents.values()), version, self.snapshot))
         return True
 
+    def patch(self, record: AgentRecord) -> None:
+        """Swap in a record whose indexed content is unchanged (new card bytes that mean the
+        same), keeping the catalog version: no other process needs to reload for it."""
+        if record.id not in self.snapshot.agents:
+            return
+        agents = {**self.snapshot.agents, record.id: record}
+        snapshot = Snapshot(list(agents.values()), self.snapshot.version, self.snapshot)
+        self._install(snapshot)
+
     def remove(self, agent_id: str, version: int) -> bool:
         """Apply the removal of ``agent_id`` that produced ``version`` (see :meth:`upsert`)."""
         current = self.snapshot.version

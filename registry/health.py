@@ -1,19 +1,20 @@
 """Agent health and the refresh schedule, as pure rules on plain values.
 
-An agent's health follows its checks (scheduled card fetches) and what the router sees when
-it calls the agent (passive health):
+An agent's health follows checks of its endpoint (scheduled, see :mod:`registry.refresh`)
+and what the router sees when it calls the agent (passive health):
 
 - ``healthy``: the last check or call succeeded;
 - ``degraded``: 1 to ``unreachable_after - 1`` consecutive failures; still routed;
-- ``unreachable``: ``unreachable_after`` or more consecutive failures; out of routing until
+- ``unreachable``: ``unreachable_after`` or more consecutive failures; out of matching until
   the first success;
-- ``unknown``: a pushed agent nothing has talked to yet (it has no card URL to check).
+- ``unknown``: a pushed agent nothing has talked to yet.
 
-After a success the next check is one refresh interval away: the agent's own interval if an
-operator set one, else the card response's ``Cache-Control: max-age`` clamped to the
-configured bounds, else ``SWITCHBOARD_REFRESH_INTERVAL``; each with a random jitter so that
-agents registered together do not all refresh in the same second. After a failure the next
-try backs off exponentially from ``retry_base`` up to ``retry_max``.
+Two times per agent: the next card fetch, one card interval after the last (the agent's own
+interval if an operator set one, else the card response's ``Cache-Control: max-age``
+clamped to the configured bounds, else ``SWITCHBOARD_REFRESH_INTERVAL``), and the next check,
+one health interval after a success (or sooner, when the card is due) and an exponential
+backoff from ``retry_base`` up to ``retry_max`` after a failure. Each wait has a random jitter
+so that agents registered together do not all refresh in the same second.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from registry.records import iso, utcnow
+from registry.records import as_utc, iso, utcnow
 
 HealthStatus = Literal["unknown", "healthy", "degraded", "unreachable"]
 Clock = Callable[[], datetime]
@@ -44,7 +45,10 @@ class Health(BaseModel):
     last_failure: datetime | None = None
     last_checked: datetime | None = None
     next_check_at: datetime | None = None
+    next_card_at: datetime | None = None
     interval: float | None = None
+    card_error: str | None = None
+    revision: int = 0  # the database's health_version of this state (newer ones win)
 
     @property
     def routable(self) -> bool:
@@ -61,7 +65,9 @@ class Health(BaseModel):
             "last_checked": _iso(self.last_checked),
             "consecutive_failures": self.consecutive_failures,
             "next_check_at": _iso(self.next_check_at),
+            "next_card_at": _iso(self.next_card_at),
             "refresh_interval": self.interval,
+            "card_error": self.card_error,
         }
 
 
@@ -74,6 +80,7 @@ class RefreshPolicy:
     """When to check an agent next and what a failure does to its health."""
 
     interval: float = 300.0
+    health_interval: float = 60.0
     min_interval: float = 30.0
     max_interval: float = 86400.0
     jitter: float = 0.1
@@ -100,8 +107,14 @@ class RefreshPolicy:
         return timedelta(seconds=max(0.0, seconds + self.rng.uniform(-spread, spread)))
 
     def after_success(self, now: datetime, override: float | None, max_age: int | None) -> datetime:
-        """The next check after a successful one at ``now``."""
+        """The next card fetch after a successful one at ``now``."""
         return now + self._jittered(self.interval_for(override, max_age))
+
+    def next_probe(self, now: datetime, next_card: datetime | None) -> datetime:
+        """The next check after a successful one at ``now``: within the health interval, and
+        no later than the next card fetch."""
+        probe = now + self._jittered(self.health_interval)
+        return probe if next_card is None else min(probe, as_utc(next_card))
 
     def after_failure(self, now: datetime, failures: int) -> datetime:
         """The next try after the ``failures``-th consecutive failure at ``now``."""
@@ -113,30 +126,3 @@ class RefreshPolicy:
         if failures <= 0:
             return "healthy"
         return "unreachable" if failures >= self.unreachable_after else "degraded"
-
-    def succeeded(self, health: Health, now: datetime, next_check: datetime | None) -> Health:
-        """``health`` after a successful check or call."""
-        return health.model_copy(
-            update={
-                "status": "healthy",
-                "consecutive_failures": 0,
-                "last_success": now,
-                "last_checked": now,
-                "next_check_at": next_check,
-            }
-        )
-
-    def failed(self, health: Health, now: datetime, error: str, *, schedule: bool) -> Health:
-        """``health`` after a failed check or call; ``schedule``: back off the next check."""
-        failures = health.consecutive_failures + 1
-        next_check = self.after_failure(now, failures) if schedule else health.next_check_at
-        return health.model_copy(
-            update={
-                "status": self.status_after(failures),
-                "consecutive_failures": failures,
-                "last_error": error[:MAX_ERROR_CHARS],
-                "last_failure": now,
-                "last_checked": now,
-                "next_check_at": next_check,
-            }
-        )

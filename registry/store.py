@@ -20,7 +20,9 @@ from sqlalchemy import (
     LargeBinary,
     UniqueConstraint,
     event,
+    func,
     inspect,
+    or_,
     text,
 )
 from sqlalchemy.engine import make_url
@@ -150,7 +152,10 @@ class RefreshRow(SQLModel, table=True):
     """The crawler's state of one agent: when to check it next and how the checks went.
 
     Kept apart from ``agents`` so that a routine check never rewrites the card's rows nor
-    bumps the catalog version; it bumps ``health_version`` instead.
+    bumps the catalog version; a change of what routing or the API's health shows bumps
+    ``health_version`` instead. ``next_check_at`` is the next check (the endpoint is probed;
+    the card is fetched too when ``next_card_at`` has come); ``claimed_until`` marks a check
+    in flight, so that no other replica or request runs the same one.
     """
 
     __tablename__ = "agent_refresh"
@@ -165,11 +170,16 @@ class RefreshRow(SQLModel, table=True):
     next_check_at: datetime | None = Field(
         default=None, sa_type=DateTime(timezone=True), index=True
     )
+    next_card_at: datetime | None = Field(default=None, sa_type=DateTime(timezone=True))
+    card_error: str | None = None  # why the last card fetch failed (the agent may be up)
     interval: float | None = None  # the operator's per-agent refresh interval, seconds
     max_age: int | None = None  # Cache-Control max-age of the last card response
     etag: str | None = None  # validators of the last response (the card may be unchanged)
     last_modified: str | None = None
-    revision: int = 0  # the health_version this row was last written at (incremental reloads)
+    claimed_until: datetime | None = Field(default=None, sa_type=DateTime(timezone=True))
+    claimed_by: str | None = Field(default=None, max_length=128)
+    # the health_version this row was last written at (incremental reloads)
+    revision: int = Field(default=0, index=True)
 
 
 class LeaseRow(SQLModel, table=True):
@@ -193,6 +203,8 @@ class CatalogStateRow(SQLModel, table=True):
 
 _VERSION = "catalog_version"
 _HEALTH_VERSION = "health_version"
+# what routing and the API's health view show: a change of these bumps health_version
+_SHOWN = ("status", "consecutive_failures", "last_error", "card_error", "interval")
 _DDL_LOCK = 0x5B_0A4D  # PostgreSQL advisory lock key held while creating the schema
 _CHILDREN: tuple[type[SQLModel], ...] = (SkillModeRow, SkillTagRow, SkillRow, InterfaceRow)
 
@@ -372,6 +384,31 @@ class Store:
                 session.add(_revision(record, raw, diff))
             return changed, await _bump(session)
 
+    async def replace_raw(
+        self, record: AgentRecord, raw: bytes, *, expected_sha256: str
+    ) -> bool | None:
+        """Store new card bytes that mean the same (the indexed agent is unchanged): no index
+        rows rewritten and no catalog version bump, one revision with an empty diff. True if
+        written; False if these bytes are stored already (another replica was first); None
+        if the agent is gone or its card is neither ``expected_sha256`` nor these bytes."""
+        async with self.session() as session, session.begin():
+            row = await session.get(AgentRow, record.id, with_for_update=True)
+            if row is None:
+                return None
+            if row.card_sha256 == record.card_sha256:
+                return False
+            if row.card_sha256 != expected_sha256:
+                return None
+            row.card_raw, row.card_sha256 = raw, record.card_sha256
+            row.card_url, row.etag, row.last_modified = (
+                record.card_url,
+                record.etag,
+                record.last_modified,
+            )
+            row.fetched_at, row.updated_at = record.fetched_at, record.updated_at
+            session.add(_revision(record, raw, {}))
+            return True
+
     async def delete(self, agent_id: str) -> int | None:
         """Remove an agent with its index rows and revisions; the new catalog version, or
         None if it did not exist."""
@@ -384,15 +421,24 @@ class Store:
             await session.delete(row)
             return await _bump(session)
 
-    async def revisions(self, agent_id: str) -> list[CardRevisionRow]:
-        """The card revisions of an agent, newest first."""
-        async with self.session() as session:
-            result = await session.exec(
-                select(CardRevisionRow)
-                .where(CardRevisionRow.agent_id == agent_id)
+    async def revisions(self, agent_id: str) -> list[dict[str, Any]]:
+        """The card revisions of an agent, newest first, without their card bytes (only
+        their ``size``)."""
+        columns = [
+            col(CardRevisionRow.sha256),
+            col(CardRevisionRow.fetched_at),
+            col(CardRevisionRow.card_url),
+            func.length(CardRevisionRow.raw).label("size"),
+            col(CardRevisionRow.verification_status),
+            col(CardRevisionRow.diff),
+        ]
+        async with self.engine.connect() as conn:
+            result = await conn.execute(
+                select(*columns)
+                .where(col(CardRevisionRow.agent_id) == agent_id)
                 .order_by(col(CardRevisionRow.pk).desc())
             )
-            return list(result.all())
+            return [dict(row._mapping) for row in result.all()]
 
     # --- refresh state, health and leases ----------------------------------------------------
 
@@ -414,12 +460,25 @@ class Store:
         async with self.session() as session:
             return await session.get(RefreshRow, agent_id)
 
-    async def missing_refresh_rows(self) -> list[str]:
-        """Ids of agents without refresh state (registered by an older version)."""
+    async def adopt_missing(self, make: Callable[[str, str], RefreshRow]) -> int:
+        """Give every agent without refresh state (registered by an older version) a row
+        made by ``make(agent_id, source)``, in one transaction; how many were added."""
         async with self.session() as session:
             have = select(RefreshRow.agent_id)
-            query = select(AgentRow.id).where(col(AgentRow.id).not_in(have))
-            return list((await session.exec(query)).all())
+            query = select(AgentRow.id, AgentRow.source).where(col(AgentRow.id).not_in(have))
+            missing = list((await session.exec(query)).all())
+        if not missing:
+            return 0
+        try:
+            async with self.session() as session, session.begin():
+                version = await _bump(session, _HEALTH_VERSION)
+                for agent_id, source in missing:
+                    row = make(agent_id, source)
+                    row.revision = version
+                    session.add(row)
+        except IntegrityError:
+            return 0  # another replica adopted them first
+        return len(missing)
 
     async def modify_refresh(
         self, agent_id: str, change: Callable[[RefreshRow], RefreshRow | None]
@@ -427,53 +486,64 @@ class Store:
         """Read-modify-write one agent's refresh state in one transaction (row locked), so
         concurrent reports never lose a failure. ``change`` gets the current state (a fresh
         row if there is none) and returns the new one, or None to leave it. Returns what was
-        written; None if nothing was (or the agent is gone)."""
-        async with self.session() as session, session.begin():
-            if await session.get(AgentRow, agent_id) is None:
-                return None
-            existing = await session.get(RefreshRow, agent_id, with_for_update=True)
-            current = RefreshRow(agent_id=agent_id) if existing is None else existing
-            updated = change(RefreshRow(**current.model_dump()))
-            if updated is None:
-                return None
-            updated.revision = await _bump(session, _HEALTH_VERSION)
-            if existing is None:
-                session.add(updated)
-            else:
-                for key, value in updated.model_dump().items():
-                    setattr(existing, key, value)
-            return RefreshRow(**updated.model_dump())
+        written; None if nothing was (or the agent is gone). ``health_version`` grows only
+        when what routing or the API shows changed."""
+        try:
+            async with self.session() as session, session.begin():
+                exists = await session.exec(select(AgentRow.id).where(AgentRow.id == agent_id))
+                if exists.first() is None:
+                    return None
+                existing = await session.get(RefreshRow, agent_id, with_for_update=True)
+                current = RefreshRow(agent_id=agent_id) if existing is None else existing
+                before = {key: getattr(current, key) for key in _SHOWN}
+                updated = change(RefreshRow(**current.model_dump()))
+                if updated is None:
+                    return None
+                if existing is None or any(getattr(updated, k) != v for k, v in before.items()):
+                    updated.revision = await _bump(session, _HEALTH_VERSION)
+                if existing is None:
+                    session.add(updated)
+                else:
+                    for key, value in updated.model_dump().items():
+                        setattr(existing, key, value)
+                return RefreshRow(**updated.model_dump())
+        except IntegrityError:
+            return None  # the agent was removed meanwhile (its foreign key is gone)
 
     async def due(self, now: datetime, limit: int) -> list[RefreshRow]:
-        """Agents whose next check is at or before ``now``, soonest first."""
+        """Agents whose next check is at or before ``now`` and not in flight, soonest first."""
         async with self.session() as session:
             query = (
                 select(RefreshRow)
                 .where(col(RefreshRow.next_check_at).is_not(None))
                 .where(col(RefreshRow.next_check_at) <= now)
+                .where(
+                    or_(
+                        col(RefreshRow.claimed_until).is_(None),
+                        col(RefreshRow.claimed_until) <= now,
+                    )
+                )
                 .order_by(col(RefreshRow.next_check_at))
                 .limit(limit)
             )
             return list((await session.exec(query)).all())
 
-    async def next_due(self) -> datetime | None:
-        """The earliest scheduled check of any agent."""
-        async with self.session() as session:
-            query = select(RefreshRow.next_check_at).where(
-                col(RefreshRow.next_check_at).is_not(None)
-            )
-            value = (await session.exec(query.order_by(col(RefreshRow.next_check_at)))).first()
-            return as_utc(value) if value is not None else None
-
-    async def claim(self, agent_id: str, expected_next: datetime, until: datetime) -> bool:
-        """Take one due check: move its next check to ``until`` if it is still
-        ``expected_next``. Of several replicas or tasks, exactly one succeeds."""
+    async def claim(
+        self, agent_id: str, holder: str, now: datetime, until: datetime, *, due_only: bool
+    ) -> RefreshRow | None:
+        """Take one agent's check until ``until``: None if another check of it is in flight
+        (or, with ``due_only``, if it is not due). Of several replicas or requests claiming at
+        once, exactly one gets it; writing the check's result releases it."""
         async with self.session() as session, session.begin():
             row = await session.get(RefreshRow, agent_id, with_for_update=True)
-            if row is None or not _same_time(row.next_check_at, expected_next):
-                return False
-            row.next_check_at = until
-            return True
+            if row is None:
+                return None
+            if row.claimed_until is not None and as_utc(row.claimed_until) > now:
+                return None
+            if due_only and (row.next_check_at is None or as_utc(row.next_check_at) > now):
+                return None
+            row.claimed_until, row.claimed_by = until, holder
+            return RefreshRow(**row.model_dump())
 
     async def acquire_lease(self, name: str, holder: str, now: datetime, ttl: float) -> bool:
         """Take or renew the lease ``name`` for ``ttl`` seconds; False if another holder has
