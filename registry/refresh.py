@@ -28,7 +28,7 @@ from typing import Any
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from registry.errors import NotFound, RegistryError
-from registry.records import as_utc, utcnow
+from registry.records import utcnow
 from registry.service import Registry
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,8 @@ class RunReport:
 
 
 class Refresher:
-    """Runs the due health checks and card refreshes of the catalog."""
+    """Runs the due health checks and card refreshes of the catalog, at most ``concurrency``
+    at a time in this process."""
 
     def __init__(
         self,
@@ -70,16 +71,15 @@ class Refresher:
         holder: str | None = None,
         lease_ttl: float = 30.0,
         concurrency: int = 8,
-        batch: int = 100,
         claim_for: float = 120.0,
     ) -> None:
         self.registry = registry
         self.holder = holder or replica_name()
         self.lease_ttl = lease_ttl
         self.concurrency = concurrency
-        self.batch = batch
         self.claim_for = claim_for
         self._lease_until: datetime | None = None
+        self._slots = asyncio.Semaphore(concurrency)
         self._running: set[asyncio.Task[Any]] = set()
 
     @property
@@ -106,7 +106,6 @@ class Refresher:
         self._lease_until = now + timedelta(seconds=self.lease_ttl) if held else None
         if held and not was:
             log.info("this replica (%s) now runs the scheduled refreshes", self.holder)
-            await self._adopt_orphans()
         elif was and not held:
             log.info("this replica (%s) no longer runs the scheduled refreshes", self.holder)
         return held
@@ -117,75 +116,72 @@ class Refresher:
         with contextlib.suppress(Exception):
             await self.registry.store.release_lease(LEASE, self.holder)
 
-    async def _adopt_orphans(self) -> None:
-        """Give agents registered by an older version (no refresh state) a schedule."""
-        for agent_id in await self.registry.store.missing_refresh_rows():
-            record = self.registry.catalog.snapshot.agents.get(agent_id)
-            if record is None:
-                continue
-            row = self.registry.new_refresh_row(agent_id, record.source, None, None)
-            await self.registry.store.modify_refresh(agent_id, lambda _old, row=row: row)
+    async def dispatch(self) -> list[asyncio.Task[Any]]:
+        """Start the due checks that fit in the free slots (only while holding the lease),
+        without waiting for them: one slow agent never holds up the others."""
+        free = self.concurrency - len(self._running)
+        if not self.holds_lease() or free <= 0:
+            return []
+        await self.registry.sync()
+        rows = await self.registry.store.due(self.clock_now, free)
+        report = RunReport()
+        return [self._start(row.agent_id, report, due_only=True) for row in rows]
 
     async def run_due(self) -> RunReport:
-        """Check every agent whose time has come (only while holding the lease)."""
-        if not self.holds_lease():
-            return RunReport()
-        await self.registry.sync()
-        rows = await self.registry.store.due(self.clock_now, self.batch)
-        return await self._run([(row.agent_id, row.next_check_at) for row in rows])
+        """Run the due checks that fit and wait for them (tests call this with a fake
+        clock); an empty report without the lease."""
+        reports = [await task for task in await self.dispatch()]
+        return reports[0] if reports else RunReport()  # every task fills the same report
 
-    async def run_now(self, agent_ids: list[str] | None = None) -> RunReport:
-        """Check the given agents (default: all) now, whether due or not, lease or not:
-        the operator's ``POST /api/v1/refresh``. Claims still keep it from fetching what
-        a scheduled check fetches at the same moment."""
+    async def run_now(
+        self, agent_ids: list[str] | None = None, *, due_only: bool = False
+    ) -> RunReport:
+        """Check the given agents (default: all) now, lease or not: the operator's
+        ``POST /api/v1/refresh``. An agent whose check is in flight elsewhere is skipped."""
         await self.registry.sync()
-        wanted = (
-            list(self.registry.catalog.snapshot.agents) if agent_ids is None else list(agent_ids)
-        )
-        pairs = []
-        for agent_id in wanted:
-            row = await self.registry.store.refresh_row(agent_id)
-            pairs.append((agent_id, row.next_check_at if row else None))
-        return await self._run(pairs)
-
-    async def _run(self, due: list[tuple[str, datetime | None]]) -> RunReport:
+        wanted = list(self.registry.catalog.snapshot.agents) if agent_ids is None else agent_ids
         report = RunReport()
-        semaphore = asyncio.Semaphore(self.concurrency)
-
-        async def one(agent_id: str, expected: datetime | None) -> None:
-            async with semaphore:
-                await self._check(agent_id, expected, report)
-
-        tasks = [asyncio.create_task(one(a, e)) for a, e in due]
-        self._running.update(tasks)
-        try:
-            await asyncio.gather(*tasks)
-        finally:
-            self._running.difference_update(tasks)
+        card = None if due_only else True  # an operator's "now" fetches the card too
+        tasks = [self._start(agent_id, report, due_only=due_only, card=card) for agent_id in wanted]
+        for task in tasks:
+            await task
         return report
 
-    async def _check(self, agent_id: str, expected: datetime | None, report: RunReport) -> None:
-        until = self.clock_now + timedelta(seconds=self.claim_for)
-        if expected is not None:
-            claimed = await self.registry.store.claim(agent_id, as_utc(expected), until)
-            if not claimed:
-                report.skipped.append(agent_id)
-                return
+    def _start(
+        self, agent_id: str, report: RunReport, *, due_only: bool, card: bool | None = None
+    ) -> asyncio.Task[Any]:
+        task = asyncio.create_task(self._check(agent_id, report, due_only=due_only, card=card))
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
+        return task
+
+    async def _check(
+        self, agent_id: str, report: RunReport, *, due_only: bool, card: bool | None
+    ) -> RunReport:
+        async with self._slots:
+            try:
+                result = await self.registry.check_claimed(
+                    agent_id, self.holder, due_only=due_only, card=card, claim_for=self.claim_for
+                )
+            except NotFound:
+                return report  # removed meanwhile
+            except RegistryError as exc:
+                report.checked.append(agent_id)
+                report.failed[agent_id] = exc.message
+                return report
+            except Exception as exc:  # a bug must not stop the other checks
+                log.exception("checking agent %s failed", agent_id)
+                report.checked.append(agent_id)
+                report.failed[agent_id] = f"internal error: {type(exc).__name__}"
+                return report
+        if result is None:
+            report.skipped.append(agent_id)
+            return report
         report.checked.append(agent_id)
-        try:
-            _record, changed = await self.registry.check_agent(agent_id)
-        except NotFound:
-            return  # removed meanwhile
-        except RegistryError as exc:
-            report.failed[agent_id] = exc.message
-            return
-        except Exception as exc:  # a bug must not stop the other checks
-            log.exception("checking agent %s failed", agent_id)
-            report.failed[agent_id] = f"internal error: {type(exc).__name__}"
-            return
-        if changed:
+        if result[1]:
             report.changed.append(agent_id)
             log.info("agent %s: its card changed", agent_id)
+        return report
 
     async def cancel(self) -> None:
         """Stop the checks in flight (shutdown)."""
@@ -256,16 +252,9 @@ class RefreshScheduler:
     async def _run_due(self) -> None:
         with self._tracked():
             try:
-                report = await self.refresher.run_due()
+                await self.refresher.dispatch()  # the checks run on; failures are logged
             except Exception:  # a database hiccup: the next tick tries again
                 log.warning("scheduled refresh failed", exc_info=True)
-                return
-            if report.failed:
-                log.info(
-                    "scheduled refresh: %d checked, %d failed",
-                    len(report.checked),
-                    len(report.failed),
-                )
 
 
 class PassiveHealth:
@@ -276,20 +265,27 @@ class PassiveHealth:
     def __init__(self, registry: Registry) -> None:
         self.registry = registry
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._failing: set[str] = set()
 
     def failed(self, agent_id: str, reason: str) -> None:
-        """The agent could not be reached, or answered 5xx."""
-        self._spawn(self.registry.report_failure(agent_id, reason))
+        """The agent could not be reached, or answered 5xx (one report in flight per agent:
+        a burst of failed calls is one failure)."""
+        if agent_id in self._failing or self.registry.health_of(agent_id).status == "unreachable":
+            return
+        self._failing.add(agent_id)
+        task = self._spawn(self.registry.report_failure(agent_id, reason))
+        task.add_done_callback(lambda _task: self._failing.discard(agent_id))
 
     def answered(self, agent_id: str) -> None:
         """The agent answered (below 500); free unless its status changes."""
         if self.registry.health_of(agent_id).status != "healthy":
             self._spawn(self.registry.report_success(agent_id))
 
-    def _spawn(self, coro: Any) -> None:
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
         task = asyncio.create_task(self._guarded(coro))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     async def _guarded(self, coro: Any) -> None:
         try:

@@ -117,9 +117,11 @@ def _entry(path: Path, n: int, raw: object) -> SeedAgent:
             raise _bad(f"{where}: {key} must be a non-empty string")
     interval = entry.get("refresh_interval")
     if interval is not None and (
-        isinstance(interval, bool) or not isinstance(interval, int | float) or interval < 1
+        isinstance(interval, bool)
+        or not isinstance(interval, int | float)
+        or not 1 <= interval <= 30 * 86400
     ):
-        raise _bad(f"{where}: refresh_interval must be a number of seconds, at least 1")
+        raise _bad(f"{where}: refresh_interval must be a number of seconds, 1 to 2592000")
     card_file = entry.get("card_file")
     return SeedAgent(
         url=entry.get("url"),

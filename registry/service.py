@@ -17,8 +17,9 @@ import json
 import logging
 import re
 import unicodedata
+import uuid
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
@@ -28,7 +29,7 @@ from registry.catalog import Catalog
 from registry.crawler import Crawler, Fetched, is_card_url
 from registry.diff import agent_diff
 from registry.errors import CardError, Conflict, NotFound, RegistryError
-from registry.health import Health, RefreshPolicy
+from registry.health import MAX_ERROR_CHARS, Health, RefreshPolicy
 from registry.jsonsafe import JsonLimitError, loads_limited
 from registry.records import AgentRecord, Source, VerificationRecord, as_utc, utcnow
 from registry.signatures import KeyResolver, StaticKeys, verify_card
@@ -69,8 +70,12 @@ class Registry:
         self._health_locks: dict[str, asyncio.Lock] = {}
 
     async def load(self) -> None:
-        """Create the schema if needed and load the catalog from the database."""
+        """Create the schema if needed and load the catalog from the database; agents
+        registered by a version without scheduled refresh get a schedule."""
         await self.store.create_schema()
+        await self.store.adopt_missing(
+            lambda agent_id, source: self.new_refresh_row(agent_id, source, None, None)  # type: ignore[arg-type]
+        )
         await self.reload()
 
     async def reload(self) -> None:
@@ -94,8 +99,11 @@ class Registry:
         rows = await self.store.refresh_rows(-1 if full else self._health_version)
         health = {} if full else dict(self.health)
         for row in rows:
-            health[row.agent_id] = _health(row)
-        self.health, self._health_version = health, version
+            known = health.get(row.agent_id)
+            if full or known is None or known.revision <= row.revision:
+                health[row.agent_id] = _health(row)  # never over a newer local install
+        self.health = health
+        self._health_version = max(self._health_version, version)
 
     def health_of(self, agent_id: str) -> Health:
         """The agent's current health (``unknown`` if nothing was recorded yet)."""
@@ -276,7 +284,9 @@ class Registry:
 
     async def refresh(self, agent_id: str) -> tuple[AgentRecord, bool]:
         """Fetch an agent's card again now (conditionally) and record the check in its health;
-        return the record and whether the card changed. Pushed agents: ``409 not_crawled``."""
+        return the record and whether the card changed. Pushed agents: ``409 not_crawled``;
+        a check of the agent already in flight (here or on another replica):
+        ``409 refresh_in_progress``."""
         await self.sync()
         current = self.get(agent_id)
         if current.source == "push" or not current.source_url:
@@ -285,33 +295,83 @@ class Registry:
                 code="not_crawled",
                 status=409,
             )
-        return await self.check_agent(agent_id)
+        result = await self.check_claimed(agent_id, f"api:{uuid.uuid4().hex[:8]}", card=True)
+        if result is None:
+            raise Conflict(
+                f"agent {agent_id!r} is being checked right now; try again in a moment",
+                code="refresh_in_progress",
+                details={"id": agent_id},
+            )
+        return result
 
-    async def check_agent(self, agent_id: str) -> tuple[AgentRecord, bool]:
-        """One health check: re-fetch a crawled agent's card (a pushed agent's endpoint is
-        probed instead), apply a changed card, and record success or failure and the next
-        check. Failures are raised after they are recorded."""
+    async def check_claimed(
+        self,
+        agent_id: str,
+        holder: str,
+        *,
+        due_only: bool = False,
+        card: bool | None = None,
+        claim_for: float = 120.0,
+    ) -> tuple[AgentRecord, bool] | None:
+        """Claim the agent's check in the database, then run it (:meth:`check_agent`);
+        None if another check of it is in flight (or, ``due_only``, it is not due)."""
+        now = self.policy.now()
+        until = now + timedelta(seconds=claim_for)
+        if await self.store.claim(agent_id, holder, now, until, due_only=due_only) is None:
+            return None
+        return await self.check_agent(agent_id, card=card)
+
+    async def check_agent(
+        self, agent_id: str, *, card: bool | None = None
+    ) -> tuple[AgentRecord, bool]:
+        """One health check: probe the agent's JSON-RPC endpoint (any HTTP answer below 500
+        means it is up) and, for a crawled agent whose card is due (or ``card=True``), fetch
+        the card again conditionally and apply a change. Health follows the endpoint; a card
+        that cannot be fetched while the endpoint answers is recorded as ``card_error``.
+        The first failure is raised after the result is recorded."""
         current = self.get(agent_id)
         state = await self.store.refresh_row(agent_id) or RefreshRow(agent_id=agent_id)
+        crawled = current.source != "push" and bool(current.source_url)
+        now = self.policy.now()
+        due = state.next_card_at is None or _aware(state.next_card_at) <= now  # type: ignore[operator]
+        fetch_card = crawled and (card if card is not None else due)
+        record, changed, fetched = current, False, None
+        card_failure: RegistryError | None = None
+        if fetch_card:
+            try:
+                # an operator's refresh (card=True) checks a signed card's signature again
+                # even when it is unchanged; a scheduled 304 costs no parse
+                record, changed, fetched = await self._refetch(current, state, card is True)
+            except NotFound:
+                raise
+            except RegistryError as exc:
+                card_failure = exc
         try:
-            if current.source == "push" or not current.source_url:
-                await self.crawler.probe(current.card.interfaces[0].url)
-                record, changed, fetched = current, False, None
-            else:
-                record, changed, fetched = await self._refetch(current, state)
-        except NotFound:
-            raise
+            await self.crawler.probe(_endpoint(record))
         except RegistryError as exc:
-            await self._record_failure(agent_id, exc.message, schedule=True)
+            detail = exc.message
+            if card_failure is not None and card_failure.message != exc.message:
+                detail = f"{exc.message} (and the card: {card_failure.message})"
+            await self._record_failure(agent_id, detail, schedule=True)
             raise
-        if await self._record_success(agent_id, fetched) is None:
-            raise _not_found(agent_id)  # removed while we were fetching
+        outcome = await self._record_success(
+            agent_id,
+            fetched,
+            card_checked=fetch_card,
+            card_error=card_failure.message if card_failure else None,
+        )
+        if outcome is None:
+            raise _not_found(agent_id)  # removed while we were checking
+        if card_failure is not None:
+            raise card_failure
         return record, changed
 
     async def _refetch(
-        self, current: AgentRecord, state: RefreshRow
+        self, current: AgentRecord, state: RefreshRow, reverify: bool = False
     ) -> tuple[AgentRecord, bool, Fetched]:
-        """Fetch the card again; write the agent only when what is indexed changes."""
+        """Fetch the card again; write the agent only when what is indexed changes. An
+        unchanged signed card is verified again when ``reverify`` or when its keys come from
+        a URL (they expire and rotate without the trust store changing)."""
         assert current.source_url is not None
         conditional = {
             "etag": state.etag or current.etag,
@@ -322,41 +382,70 @@ class Registry:
         else:
             fetched = await self.crawler.discover(current.source_url, **conditional)
         generation = self._key_generation
+        now = self.policy.now()
         if fetched.not_modified or _sha(fetched.raw) == current.card_sha256:
-            if not current.card.signatures:
-                return current, False, fetched  # the same unsigned card: nothing to parse
-            # the same signed card, but keys may have expired or rotated: check it again
+            if not (current.card.signatures and (reverify or _remote_keys(current))):
+                # the same card, verified by keys whose changes re-verify every agent anyway:
+                # nothing to parse (a 304 costs nothing more)
+                return current, False, fetched
+            # verified by keys fetched from a JWKS URL, which expire and rotate: check again
             raw = await self.raw_card(current.id)
             card, verification = await self.check(loads_limited(raw, max_depth=256))
             if card == current.card and verification == current.verification:
                 return current, False, fetched
             record = current.model_copy(update={"card": card, "verification": verification})
-        else:
-            raw = fetched.raw
-            card, verification = await self.check(fetched.data)
-            self._check_interfaces(card, exclude=current.id)
-            now = self.policy.now()
-            record = current.model_copy(
-                update={
-                    "card": card,
-                    "verification": verification,
-                    "card_sha256": _sha(raw),
-                    "card_url": fetched.url,
-                    "etag": fetched.etag,
-                    "last_modified": fetched.last_modified,
-                    "fetched_at": now,
-                    "updated_at": now,
-                }
-            )
-        record, changed = await self._update(record, raw, agent_diff(current, record))
-        return await self._recheck_if_keys_changed(record, generation), changed, fetched
+            return await self._apply(current, record, raw, generation), False, fetched
+        raw = fetched.raw
+        card, verification = await self.check(fetched.data)
+        self._check_interfaces(card, exclude=current.id)
+        record = current.model_copy(
+            update={
+                "card": card,
+                "verification": verification,
+                "card_sha256": _sha(raw),
+                "card_url": fetched.url,
+                "etag": fetched.etag,
+                "last_modified": fetched.last_modified,
+                "fetched_at": now,
+                "updated_at": now,
+            }
+        )
+        if card == current.card and verification == current.verification:
+            # new bytes, same meaning (a timestamp, a re-ordering): a revision, no re-index
+            written = await self.store.replace_raw(record, raw, expected_sha256=current.card_sha256)
+            if written is None:
+                return await self._current_after_race(current.id), False, fetched
+            self.catalog.patch(record)
+            return record, bool(written), fetched
+        return await self._apply(current, record, raw, generation), True, fetched
+
+    async def _apply(
+        self, current: AgentRecord, record: AgentRecord, raw: bytes, generation: int
+    ) -> AgentRecord:
+        """Write a changed agent if its stored card is still the one it was read from."""
+        result = await self.store.update(
+            record, raw, expected_sha256=current.card_sha256, diff=agent_diff(current, record)
+        )
+        if result is None:
+            return await self._current_after_race(current.id)
+        await self._install(record, result[1])
+        return await self._recheck_if_keys_changed(record, generation)
+
+    async def _current_after_race(self, agent_id: str) -> AgentRecord:
+        """The agent as another writer left it (removed: NotFound)."""
+        await self.reload()
+        return self.get(agent_id)
 
     # --- health ------------------------------------------------------------------------------
 
     async def report_failure(self, agent_id: str, error: str) -> Health | None:
         """Passive health: the router could not reach the agent or got a 5xx. Counts as a
-        failed check and brings the next check forward (never later than scheduled)."""
+        failed check at most once per ``retry_base`` seconds (a burst of failed calls is one
+        failure), not at all while the agent is already unreachable, and brings the next check
+        forward (never later than scheduled)."""
         if agent_id not in self.catalog.snapshot.agents:
+            return None
+        if self.health_of(agent_id).status == "unreachable":
             return None
         return await self._record_failure(agent_id, error, schedule=False)
 
@@ -370,52 +459,75 @@ class Registry:
         return await self._record_success(agent_id, None, passive=True)
 
     async def set_refresh_interval(self, agent_id: str, interval: float | None) -> Health:
-        """Set (or with None, clear) the agent's own refresh interval; reschedules it."""
+        """Set (or with None, clear) the agent's own refresh interval; reschedules its card."""
+        await self.sync()
         self.get(agent_id)
         now = self.policy.now()
 
         def change(row: RefreshRow) -> RefreshRow:
             row.interval = interval
-            if row.status != "unreachable" and row.consecutive_failures == 0:
-                row.next_check_at = self.policy.after_success(now, interval, row.max_age)
+            row.next_card_at = self.policy.after_success(now, interval, row.max_age)
+            if row.consecutive_failures == 0:
+                row.next_check_at = self.policy.next_probe(now, row.next_card_at)
             return row
 
         return self._install_health(await self._modify_health(agent_id, change), agent_id)
 
     async def _record_success(
-        self, agent_id: str, fetched: Fetched | None, *, passive: bool = False
+        self,
+        agent_id: str,
+        fetched: Fetched | None,
+        *,
+        passive: bool = False,
+        card_checked: bool = False,
+        card_error: str | None = None,
     ) -> Health | None:
-        """Record a success; None if the agent is gone."""
+        """Record a success (and release the check's claim); None if the agent is gone."""
         now = self.policy.now()
 
         def change(row: RefreshRow) -> RefreshRow:
             if fetched is not None:
                 row.etag, row.last_modified = fetched.etag, fetched.last_modified
-                row.max_age = fetched.max_age
+                if fetched.max_age is not None or not fetched.not_modified:
+                    row.max_age = fetched.max_age  # a 304 without Cache-Control keeps it
+            if card_checked:
+                row.card_error = card_error
+                row.next_card_at = self.policy.after_success(now, row.interval, row.max_age)
             if not passive or row.next_check_at is None or row.consecutive_failures:
-                row.next_check_at = self.policy.after_success(now, row.interval, row.max_age)
+                row.next_check_at = self.policy.next_probe(now, row.next_card_at)
             row.status, row.consecutive_failures = "healthy", 0
             row.last_success = now
             if not passive:
                 row.last_checked = now
+                row.claimed_until = row.claimed_by = None
             return row
 
         row = await self._modify_health(agent_id, change)
         return None if row is None else self._install_health(row, agent_id)
 
     async def _record_failure(self, agent_id: str, error: str, *, schedule: bool) -> Health:
+        """Record a failed check (``schedule``: it releases its claim and backs off) or call
+        (a call's failure within ``retry_base`` of the last failure, or of an agent already
+        unreachable, is the same failure: not counted again)."""
         now = self.policy.now()
+        window = timedelta(seconds=self.policy.retry_base)
 
-        def change(row: RefreshRow) -> RefreshRow:
+        def change(row: RefreshRow) -> RefreshRow | None:
+            if not schedule and (
+                row.status == "unreachable"
+                or (row.last_failure is not None and now - as_utc(row.last_failure) < window)
+            ):
+                return None
             row.consecutive_failures += 1
             row.status = self.policy.status_after(row.consecutive_failures)
-            row.last_error = error[:500]
+            row.last_error = error[:MAX_ERROR_CHARS]
             row.last_failure = now
             retry = self.policy.after_failure(now, row.consecutive_failures)
             if schedule:
                 row.last_checked = now
                 row.next_check_at = retry
-            elif row.next_check_at is None or _aware(row.next_check_at) > retry:
+                row.claimed_until = row.claimed_by = None
+            elif row.next_check_at is None or _aware(row.next_check_at) > retry:  # type: ignore[operator]
                 row.next_check_at = retry  # passive: check soon to confirm, never later
             return row
 
@@ -455,12 +567,14 @@ class Registry:
         (healthy); a pushed one is ``unknown`` until its endpoint is probed or called."""
         now = self.policy.now()
         crawled = source != "push"
+        next_card = self.policy.after_success(now, interval, max_age) if crawled else None
         return RefreshRow(
             agent_id=agent_id,
             status="healthy" if crawled else "unknown",
             last_success=now if crawled else None,
             last_checked=now if crawled else None,
-            next_check_at=self.policy.after_success(now, interval, max_age),
+            next_check_at=self.policy.next_probe(now, next_card),
+            next_card_at=next_card,
             interval=interval,
             max_age=max_age,
         )
@@ -602,8 +716,27 @@ def _health(row: RefreshRow) -> Health:
         last_failure=_aware(row.last_failure),
         last_checked=_aware(row.last_checked),
         next_check_at=_aware(row.next_check_at),
+        next_card_at=_aware(row.next_card_at),
         interval=row.interval,
+        card_error=row.card_error,
+        revision=row.revision,
     )
+
+
+def _endpoint(record: AgentRecord) -> str:
+    """The URL a health probe asks: the agent's first JSON-RPC interface (what the router
+    calls), else its first interface."""
+    for interface in record.card.interfaces:
+        if interface.binding == "JSONRPC":
+            return interface.url
+    return record.card.interfaces[0].url
+
+
+def _remote_keys(record: AgentRecord) -> bool:
+    """Whether the card's verification rests on keys fetched from a URL (they expire and
+    rotate without the trust store changing)."""
+    source = record.verification.key_source or ""
+    return bool(record.card.signatures) and source.startswith(("jwks:", "jku:"))
 
 
 def _aware(value: datetime | None) -> datetime | None:

@@ -63,6 +63,7 @@ class Settings(BaseSettings):
     # scheduled refresh and health (see registry.health, registry.refresh)
     refresh: bool = True
     refresh_interval: float = Field(300.0, gt=0)
+    health_interval: float = Field(60.0, gt=0)
     refresh_min_interval: float = Field(30.0, gt=0)
     refresh_max_interval: float = Field(86400.0, gt=0)
     refresh_jitter: float = Field(0.1, ge=0, le=0.5)
@@ -95,6 +96,7 @@ class Settings(BaseSettings):
         """The refresh schedule and health rules these settings describe."""
         return RefreshPolicy(
             interval=self.refresh_interval,
+            health_interval=self.health_interval,
             min_interval=self.refresh_min_interval,
             max_interval=self.refresh_max_interval,
             jitter=self.refresh_jitter,
