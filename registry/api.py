@@ -409,34 +409,29 @@ async def patch_agent(request: web.Request) -> web.Response:
 
 
 async def refresh_all(request: web.Request) -> web.Response:
-    """Check agents now: every agent, or ``{"ids": [...]}``, or with ``{"due_only": true}``
-    only those whose scheduled check has come. Returns what was checked, changed and failed."""
+    """Run the checks that are due now (no body), or check every agent (``{"all": true}``)
+    or some (``{"ids": [...]}``) now, due or not. Returns what was checked, changed, failed
+    and skipped (being checked elsewhere at the same moment)."""
     body = _object(await read_json(request)) if request.can_read_body else {}
-    unknown = sorted(set(body) - {"ids", "due_only"})
-    ids = body.get("ids")
-    due_only = body.get("due_only", False)
-    if (
-        unknown
-        or not isinstance(due_only, bool)
-        or (
-            ids is not None and not (isinstance(ids, list) and all(isinstance(i, str) for i in ids))
-        )
-    ):
+    unknown = sorted(set(body) - {"ids", "all"})
+    ids, every = body.get("ids"), body.get("all", False)
+    good_ids = ids is None or (isinstance(ids, list) and all(isinstance(i, str) for i in ids))
+    if unknown or not isinstance(every, bool) or not good_ids or (every and ids is not None):
         raise RegistryError(
-            'send nothing (refresh every agent), {"ids": ["agent-id", ...]} or {"due_only": true}',
+            'send nothing (the checks due now), {"all": true} (every agent now) or '
+            '{"ids": ["agent-id", ...]} (these agents now)',
             code="invalid_body",
-            details={"unknown": unknown, "allowed": ["ids", "due_only"]},
+            details={"unknown": unknown, "allowed": ["all", "ids"]},
         )
     registry, refresher = request.app[REGISTRY], request.app[REFRESHER]
+    await registry.sync()
     for agent_id in ids or []:
         registry.get(agent_id)  # 404 for an unknown id, before anything runs
-    if due_only:
-        now = registry.policy.now()
-        due = await registry.store.due(now, len(registry.catalog.snapshot))
-        wanted = [row.agent_id for row in due if ids is None or row.agent_id in ids]
-        report = await refresher.run_now(wanted)
-    else:
+    if ids is not None or every:
         report = await refresher.run_now(ids)
+    else:
+        due = await registry.store.due(registry.policy.now(), len(registry.catalog.snapshot))
+        report = await refresher.run_now([row.agent_id for row in due], due_only=True)
     return web.json_response(report.to_api())
 
 
@@ -461,13 +456,14 @@ async def list_revisions(request: web.Request) -> web.Response:
     rows = await registry.store.revisions(agent_id)
     revisions = [
         {
-            "sha256": row.sha256,
-            "fetched_at": iso(row.fetched_at),
-            "card_url": row.card_url,
-            "size": len(row.raw),
-            "verification_status": row.verification_status,
+            "sha256": row["sha256"],
+            "fetched_at": iso(row["fetched_at"]),
+            "card_url": row["card_url"],
+            "size": row["size"],
+            "verification_status": row["verification_status"],
             "initial": n == len(rows) - 1,
-            "diff": row.diff or {},
+            # null: recorded by a version that kept no diffs (the first revision has none)
+            "diff": {} if row["diff"] is None and n == len(rows) - 1 else row["diff"],
         }
         for n, row in enumerate(rows)
     ]

@@ -164,7 +164,9 @@ _SCHEMAS: dict[str, Any] = {
             "last_checked": {"type": ["string", "null"], "format": "date-time"},
             "consecutive_failures": {"type": "integer"},
             "next_check_at": {"type": ["string", "null"], "format": "date-time"},
+            "next_card_at": {"type": ["string", "null"], "format": "date-time"},
             "refresh_interval": {"type": ["number", "null"]},
+            "card_error": {"type": ["string", "null"]},
         },
     },
     "AgentSettings": {
@@ -179,10 +181,10 @@ _SCHEMAS: dict[str, Any] = {
     },
     "RefreshRequest": {
         "type": "object",
-        "description": "Empty: every agent. ids: these agents. due_only: only those due.",
+        "description": "Empty: the checks due now. all: every agent now. ids: these agents now.",
         "properties": {
+            "all": {"type": "boolean"},
             "ids": {"type": "array", "items": {"type": "string"}},
-            "due_only": {"type": "boolean"},
         },
     },
     "RefreshReport": {
@@ -357,7 +359,7 @@ def openapi_document() -> dict[str, Any]:
             },
             "/api/v1/refresh": {
                 "post": _op(
-                    "Check agents now (all, some, or those due)",
+                    "Run the checks due now, or check every agent or some now",
                     {"200": _json("RefreshReport")},
                     body="RefreshRequest",
                     write=True,

@@ -336,12 +336,12 @@ class Matcher:
         agent = self._current().snapshot.agents.get(agent_id)
         if agent is None:
             raise RpcError(AGENT_UNAVAILABLE, f"no agent with id {agent_id!r}", {"agent": agent_id})
-        # a task's owner is the only agent that can answer for it: tried whatever its health
-        if not self.registry.routable(agent, health=via != "task"):
+        # a task's owner is the only agent that can answer for it, and a pinned endpoint names
+        # its agent: both are tried whatever its health (a success makes it healthy again)
+        if not self.registry.routable(agent, health=False):
             reason = self._policy_reason(agent)
-            healthy = self.registry.routable(agent, health=False)
             raise RpcError(
-                NO_MATCHING_AGENT if not healthy else AGENT_UNAVAILABLE,
+                NO_MATCHING_AGENT,
                 f"agent {agent_id!r} is not routable: {reason}",
                 {"agent": agent_id, "reason": reason},
             )

@@ -57,7 +57,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     every = client_options(
         agents.add_parser("refresh-all", help="check every agent now (or only those due)")
     )
-    every.add_argument("--due", action="store_true", help="only agents whose check is due")
+    every.add_argument("--due", action="store_true", help="only the checks that are due now")
     every.set_defaults(func=cmd_refresh_all)
 
     search = client_options(commands.add_parser("search", help="search agents or skills"))
@@ -180,8 +180,7 @@ def cmd_refresh(args: argparse.Namespace) -> int:
 
 def cmd_refresh_all(args: argparse.Namespace) -> int:
     """``agents refresh-all``: exit 1 if any check failed."""
-    body = {"due_only": True} if args.due else {}
-    result = request(args, "POST", "/api/v1/refresh", body)
+    result = request(args, "POST", "/api/v1/refresh", None if args.due else {"all": True})
 
     def show() -> None:
         print(f"checked {result['checked']}, changed {len(result['changed'])}", end="")
@@ -209,8 +208,10 @@ def _print_history(revisions: list[dict[str, Any]]) -> None:
         if revision.get("initial"):
             print("  registered")
             continue
-        lines = diff_lines(revision.get("diff") or {})
-        for line in lines or ["same meaning (only the bytes changed)"]:
+        if revision.get("diff") is None:
+            print("  (no diff: recorded by an older version)")
+            continue
+        for line in diff_lines(revision["diff"]) or ["same meaning (only the bytes changed)"]:
             print(f"  {line}")
 
 
@@ -365,6 +366,8 @@ def _print_agent(agent: dict[str, Any]) -> None:
         if health.get("status") != "healthy" and health.get("last_error"):
             line += f"; last error: {health['last_error']}"
         print(line)
+        if health.get("card_error"):
+            print(f"  card error: {health['card_error']}")
     if agent.get("routable") is False:
         unreachable = isinstance(health, dict) and health.get("status") == "unreachable"
         why = "the agent is unreachable" if unreachable else "only verified agents are routed to"
