@@ -394,4 +394,8 @@ async def test_history_and_refresh_all(
     status, out, _ = await run(capsys, server, "agents", "refresh-all")
     assert status == 1 and "failed: weather-agent: " in out
     status, out, _ = await run(capsys, server, "agents", "show", "weather-agent")
+    assert "  health: healthy\n  card error: The server at " in out  # its endpoint answers
+    card_server.set("/a2a", {}, status=503)
+    status, out, _ = await run(capsys, server, "agents", "refresh-all")
+    status, out, _ = await run(capsys, server, "agents", "show", "weather-agent")
     assert "  health: degraded (1 consecutive failures); last error: " in out

@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestClient
 from sqlalchemy import text
 
@@ -87,6 +88,10 @@ def _message(text: str) -> dict[str, Any]:
     return {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": text}]}
 
 
+def _card_requests(card_server: CardServer) -> list[Any]:
+    return [r for r in card_server.requests if r.path.endswith(CARD)]
+
+
 def _ts(value: datetime) -> str:
     return value.isoformat().replace("+00:00", "Z")
 
@@ -114,7 +119,7 @@ async def test_a_changed_card_is_reindexed_with_a_revision_and_diff(
     assert card_server.hits(CARD) == 1
     report = await _run(refresher, clock, 300)
     assert report.checked == [agent["id"]] and report.changed == [agent["id"]]
-    assert card_server.requests[-1].headers["If-None-Match"] == '"v1"'
+    assert _card_requests(card_server)[-1].headers["If-None-Match"] == '"v1"'
 
     # search and routing see the new card
     skills = await (await sb.get("/api/v1/skills", params={"skill": "tides"})).json()
@@ -149,7 +154,8 @@ async def test_a_changed_card_is_reindexed_with_a_revision_and_diff(
     assert revisions[0]["verification_status"] == "unsigned"
     health = (await _agent(sb, agent["id"]))["health"]
     assert health["status"] == "healthy" and health["last_success"] == _ts(clock.now)
-    assert health["next_check_at"] == _ts(clock.now + timedelta(seconds=300))
+    assert health["next_card_at"] == _ts(clock.now + timedelta(seconds=300))
+    assert health["next_check_at"] == _ts(clock.now + timedelta(seconds=60))  # the probe
 
 
 async def test_an_unchanged_card_costs_no_write(
@@ -163,7 +169,7 @@ async def test_an_unchanged_card_costs_no_write(
     for _ in range(2):
         report = await _run(refresher, clock, 300)
         assert report.checked == [agent["id"]] and report.changed == []
-    assert card_server.requests[-1].headers["If-None-Match"] == '"v1"'
+    assert _card_requests(card_server)[-1].headers["If-None-Match"] == '"v1"'
     assert registry.catalog.snapshot.version == version  # 304: no card write, no reload
     revisions = await (await sb.get(f"/api/v1/agents/{agent['id']}/revisions")).json()
     assert len(revisions["revisions"]) == 1
@@ -185,7 +191,7 @@ async def test_cache_control_max_age_sets_the_interval_within_bounds(
     card_server.set(CARD, card_v1(card_server.url()), **headers)
     agent = await _register(sb, card_server.url())
     health = (await _agent(sb, agent["id"]))["health"]
-    assert health["next_check_at"] == _ts(clock.now + timedelta(seconds=interval))
+    assert health["next_card_at"] == _ts(clock.now + timedelta(seconds=interval))
 
 
 async def test_a_per_agent_interval_overrides_the_default(
@@ -198,11 +204,13 @@ async def test_a_per_agent_interval_overrides_the_default(
     resp = await sb.patch(url, json={"refresh_interval": 45}, headers=AUTH)
     assert resp.status == 200, await resp.text()
     health = (await resp.json())["health"]
+    assert health["next_card_at"] == _ts(clock.now + timedelta(seconds=45))
     assert health["next_check_at"] == _ts(clock.now + timedelta(seconds=45))
     resp = await sb.patch(url, json={"refresh_interval": None}, headers=AUTH)
     health = (await resp.json())["health"]  # back to the card's max-age
     assert health["refresh_interval"] is None
-    assert health["next_check_at"] == _ts(clock.now + timedelta(seconds=1000))
+    assert health["next_card_at"] == _ts(clock.now + timedelta(seconds=1000))
+    assert health["next_check_at"] == _ts(clock.now + timedelta(seconds=60))
     for body in ({"refresh_interval": 0}, {"refresh_interval": "60"}, {"other": 1}, {}):
         resp = await sb.patch(url, json=body, headers=AUTH)
         assert resp.status == 400 and (await resp.json())["error"]["code"] == "invalid_body"
@@ -223,6 +231,7 @@ async def test_failures_back_off_then_leave_routing_until_the_first_success(
     refresher = await _lease(sb)
     registry = sb.app[REGISTRY]
     card_server.set(CARD, {"error": "boom"}, status=503)
+    card_server.set("/a2a", {"error": "boom"}, status=503)  # the agent's endpoint too
 
     await _run(refresher, clock, 300)
     health = (await _agent(sb, agent["id"]))["health"]
@@ -260,6 +269,7 @@ async def test_failures_back_off_then_leave_routing_until_the_first_success(
     assert resp.status == 400 and (await resp.json())["error"]["code"] == "invalid_parameter"
 
     card_server.set(CARD, card)
+    del card_server.routes["/a2a"]  # answers 404 again: the endpoint is up
     await _run(refresher, clock, 20)
     view = await _agent(sb, agent["id"])
     assert view["health"]["status"] == "healthy" and view["routable"] is True
@@ -333,28 +343,140 @@ async def test_refresh_all_now(sb: TestClient, card_server: CardServer, clock: F
         )
         await _register(sb, card_server.url(f"/{name}"))
     card_server.set(f"/b{CARD}", {}, status=500)
-    resp = await sb.post("/api/v1/refresh", headers=AUTH)
+    resp = await sb.post("/api/v1/refresh", json={"all": True}, headers=AUTH)
     assert resp.status == 200, await resp.text()
     report = await resp.json()
     assert report["checked"] == 2 and report["changed"] == []
-    assert [f["id"] for f in report["failed"]] == ["agent-b"]
+    assert [f["id"] for f in report["failed"]] == ["agent-b"]  # its card; its endpoint is up
+    health = (await _agent(sb, "agent-b"))["health"]
+    assert health["status"] == "healthy" and "500" in health["card_error"]
 
-    resp = await sb.post("/api/v1/refresh", json={"due_only": True}, headers=AUTH)
-    assert (await resp.json())["checked"] == 0  # b's retry is 5 s away
-    clock.advance(5)
-    resp = await sb.post("/api/v1/refresh", json={"due_only": True}, headers=AUTH)
-    assert (await resp.json())["failed"][0]["id"] == "agent-b"
+    resp = await sb.post("/api/v1/refresh", headers=AUTH)  # no body: what is due now
+    assert (await resp.json())["checked"] == 0
+    clock.advance(60)  # the probes are due
+    resp = await sb.post("/api/v1/refresh", headers=AUTH)
+    assert (await resp.json())["checked"] == 2
     resp = await sb.post("/api/v1/refresh", json={"ids": ["agent-a"]}, headers=AUTH)
     assert (await resp.json())["checked"] == 1
     for body, status in (
         ({"ids": ["nope"]}, 404),
         ({"ids": "agent-a"}, 400),
-        ({"due_only": "yes"}, 400),
-        ({"all": True}, 400),
+        ({"all": "yes"}, 400),
+        ({"all": True, "ids": ["agent-a"]}, 400),
+        ({"due_only": True}, 400),
     ):
         resp = await sb.post("/api/v1/refresh", json=body, headers=AUTH)
         assert resp.status == status, await resp.text()
     assert (await sb.post("/api/v1/refresh")).status == 401
+
+
+async def test_the_card_and_the_endpoint_are_checked_separately(
+    sb: TestClient, card_server: CardServer, clock: FakeClock
+) -> None:
+    """Health follows the agent's endpoint: a card on a CDN says nothing about the agent,
+    and a card that moved does not take a live agent out of routing."""
+    card_server.set(CARD, card_v1(card_server.url()))
+    agent = await _register(sb, card_server.url())
+    refresher = await _lease(sb)
+    card_server.set("/a2a", {}, status=502)  # the agent is down, its card still served
+    await _run(refresher, clock, 60)
+    health = (await _agent(sb, agent["id"]))["health"]
+    assert health["status"] == "degraded" and "502" in health["last_error"]
+    assert len(_card_requests(card_server)) == 1  # only the probe: the card is not due
+
+    del card_server.routes["/a2a"]
+    card_server.set(CARD, {"error": "moved"}, status=404)
+    await _run(refresher, clock, 300)
+    view = await _agent(sb, agent["id"])
+    assert view["health"]["status"] == "healthy" and view["routable"] is True
+    assert "404" in view["health"]["card_error"]
+
+
+async def test_a_check_in_flight_is_not_run_twice(
+    aiohttp_client: Any, aiohttp_server: Any, db_url: str, clock: FakeClock
+) -> None:
+    """A check is claimed in the database: while one is in flight, a second manual refresh,
+    an operator's refresh of every agent and the schedule leave that agent alone."""
+    sb = await _app(aiohttp_client, db_url, clock)
+    fetching, release = asyncio.Event(), asyncio.Event()
+    fetches = 0
+
+    async def card(request: web.Request) -> web.Response:
+        nonlocal fetches
+        fetches += 1
+        if fetches == 2:  # the first refresh: held until the others have tried
+            fetching.set()
+            await release.wait()
+        origin = str(request.url.origin())
+        return web.json_response(card_v1(origin, description=f"Version {fetches}."))
+
+    agent_app = web.Application()
+    agent_app.router.add_get(CARD, card)
+    server = await aiohttp_server(agent_app)
+    agent = await _register(sb, str(server.make_url("")).rstrip("/"))
+    url = f"/api/v1/agents/{agent['id']}/refresh"
+    first = asyncio.ensure_future(sb.post(url, headers=AUTH))
+    await fetching.wait()
+
+    resp = await sb.post(url, headers=AUTH)
+    assert resp.status == 409 and (await resp.json())["error"]["code"] == "refresh_in_progress"
+    resp = await sb.post("/api/v1/refresh", json={"all": True}, headers=AUTH)
+    assert (await resp.json())["skipped"] == [agent["id"]]
+    refresher = await _lease(sb)
+    assert (await _run(refresher, clock, 60)).checked == []  # its probe is due, but claimed
+
+    release.set()
+    resp = await first
+    assert resp.status == 200 and (await resp.json())["changed"] is True
+    assert fetches == 2
+    revisions = await (await sb.get(f"/api/v1/agents/{agent['id']}/revisions")).json()
+    assert len(revisions["revisions"]) == 2
+
+
+async def test_a_burst_of_failed_calls_is_one_failure(
+    sb: TestClient, card_server: CardServer, clock: FakeClock
+) -> None:
+    card_server.set(CARD, card_v1(card_server.url()))
+    agent = await _register(sb, card_server.url())
+    registry = sb.app[REGISTRY]
+    await asyncio.gather(*(registry.report_failure(agent["id"], "refused") for _ in range(50)))
+    assert registry.health_of(agent["id"]).consecutive_failures == 1
+    clock.advance(5)  # SWITCHBOARD_HEALTH_RETRY_BASE later: a new failure
+    await registry.report_failure(agent["id"], "refused")
+    assert registry.health_of(agent["id"]).consecutive_failures == 2
+
+
+async def test_a_304_without_cache_control_keeps_the_max_age(
+    sb: TestClient, card_server: CardServer, clock: FakeClock
+) -> None:
+    card_server.set(CARD, card_v1(card_server.url()), ETag='"v1"', Cache_Control="max-age=600")
+    agent = await _register(sb, card_server.url())
+    card_server.set(CARD, card_v1(card_server.url()), ETag='"v1"')  # 304s without the header
+    refresher = await _lease(sb)
+    await _run(refresher, clock, 600)
+    health = (await _agent(sb, agent["id"]))["health"]
+    assert health["next_card_at"] == _ts(clock.now + timedelta(seconds=600))
+
+
+async def test_new_bytes_that_mean_the_same_are_a_revision_without_a_reindex(
+    sb: TestClient, card_server: CardServer, clock: FakeClock
+) -> None:
+    card = card_v1(card_server.url())
+    card_server.set(CARD, card)
+    agent = await _register(sb, card_server.url())
+    registry = sb.app[REGISTRY]
+    version = registry.catalog.snapshot.version
+    card_server.set(CARD, dict(reversed(list(card.items()))))  # re-ordered: new bytes
+    refresher = await _lease(sb)
+    assert (await _run(refresher, clock, 300)).changed == [agent["id"]]
+    assert registry.catalog.snapshot.version == version  # nothing to re-index
+    view = await _agent(sb, agent["id"])
+    revisions = (await (await sb.get(f"/api/v1/agents/{agent['id']}/revisions")).json())[
+        "revisions"
+    ]
+    assert [r["diff"] for r in revisions] == [{}, {}]
+    assert revisions[0]["sha256"] == view["card_sha256"] != revisions[1]["sha256"]
+    assert (await _run(refresher, clock, 300)).changed == []  # the new bytes are known now
 
 
 # --- replicas --------------------------------------------------------------------------------
@@ -391,12 +513,12 @@ async def test_two_replicas_never_fetch_the_same_card_twice(
         await _register(one, card_server.url(f"/{name}"))
     await two.app[REGISTRY].sync()
     a, b = one.app[REFRESHER], two.app[REFRESHER]
-    before = len(card_server.requests)
+    before = len(_card_requests(card_server))
     clock.advance(300)
     assert await a.renew_lease() and not await b.renew_lease()
     reports = await asyncio.gather(a.run_due(), b.run_due())
     assert sorted(reports[0].checked) == names and reports[1].checked == []
-    assert len(card_server.requests) - before == len(names)
+    assert len(_card_requests(card_server)[before:]) == len(names)
 
     # even two replicas that both believe they hold the lease share the work, never repeat it
     clock.advance(300)
@@ -404,8 +526,8 @@ async def test_two_replicas_never_fetch_the_same_card_twice(
     b._lease_until = clock.now + timedelta(seconds=30)
     reports = await asyncio.gather(a.run_due(), b.run_due())
     assert sorted(reports[0].checked + reports[1].checked) == names
-    assert len(card_server.requests) - before == 2 * len(names)
-    paths = Counter(r.path for r in card_server.requests[before:])
+    assert len(_card_requests(card_server)[before:]) == 2 * len(names)
+    paths = Counter(r.path for r in _card_requests(card_server)[before:])
     assert sorted(paths.values()) == [2] * len(names)  # once per agent per interval
 
 
@@ -493,3 +615,47 @@ def test_diff_of_interfaces_and_modes_and_a_reformatted_card() -> None:
     assert set(diff) == {"interfaces", "default_input_modes", "skills"}  # skills inherit modes
     reordered = dict(reversed(list(old.items())))
     assert card_diff(parse_card(old), parse_card(reordered)) == {}
+
+
+async def test_a_replica_that_dies_mid_check_hands_over_its_checks(
+    aiohttp_client: Any, db_url: str, clock: FakeClock, card_server: CardServer
+) -> None:
+    """A dies holding the lease and a claimed check: B takes the lease when it expires and
+    runs that check when the claim expires."""
+    one = await _app(aiohttp_client, db_url, clock)
+    two = await _app(aiohttp_client, db_url, clock)
+    card_server.set(CARD, card_v1(card_server.url()))
+    agent = await _register(one, card_server.url())
+    await two.app[REGISTRY].sync()
+    a, b = one.app[REFRESHER], two.app[REFRESHER]
+    assert await a.renew_lease()
+    clock.advance(60)
+    store = one.app[REGISTRY].store
+    until = clock.now + timedelta(seconds=a.claim_for)
+    assert await store.claim(agent["id"], a.holder, clock.now, until, due_only=True)
+    # ... and A dies here: no renewal, no result
+    clock.advance(31)
+    assert await b.renew_lease()
+    assert (await b.run_due()).checked == []  # A's claim still stands
+    clock.advance(a.claim_for)
+    assert await b.renew_lease()
+    assert (await b.run_due()).checked == [agent["id"]]
+
+
+async def test_stopping_the_server_releases_the_lease(db_url: str, clock: FakeClock) -> None:
+    from aiohttp.test_utils import TestServer
+
+    app = create_app(make_settings(db_url, refresh=True, refresh_tick=0.05))
+    server = TestServer(app)
+    await server.start_server()
+    refresher = app[REFRESHER]
+    store = Store(db_url)
+    try:
+        assert await refresher.renew_lease()  # as its job does at start
+        assert await store.lease_holder("refresh", refresher.registry.policy.now()) == (
+            refresher.holder
+        )
+        await server.close()
+        assert await store.lease_holder("refresh", refresher.registry.policy.now()) is None
+    finally:
+        await store.close()

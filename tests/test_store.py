@@ -65,7 +65,8 @@ async def test_update_replaces_index_rows_and_adds_revision(store: Store) -> Non
     assert [s.id for s in got.card.skills] == ["forecast"]
     assert got.card.skills[0].tags == ["only"]
     revisions = await store.revisions("wx")
-    assert [r.raw for r in revisions] == [raw2, raw]  # newest first
+    assert [r["size"] for r in revisions] == [len(raw2), len(raw)]  # newest first
+    assert revisions[0]["sha256"] == updated.card_sha256
     assert await store.catalog_version() == 3
 
 

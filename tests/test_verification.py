@@ -214,6 +214,7 @@ async def test_refresh_checks_an_unchanged_card_again(
     await client.app[TRUST].remove(key_id)
     resp = await client.post(f"/api/v1/agents/{agent['id']}/refresh", headers=AUTH)
     result = await resp.json()
-    assert card_server.requests[-1].headers.get("If-None-Match") == '"1"'
+    fetches = [r for r in card_server.requests if r.path == "/.well-known/agent-card.json"]
+    assert fetches[-1].headers.get("If-None-Match") == '"1"'
     assert result["changed"] is False  # 304: the same card ...
     assert result["agent"]["verification"]["status"] == "untrusted-key"  # ... checked again
