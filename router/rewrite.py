@@ -233,6 +233,9 @@ class Rewriter:
         upstream = obj.get("contextId")
         if upstream is None or upstream == "":
             return self.router_context
+        if isinstance(upstream, str) and upstream in self._contexts:  # seen in this exchange
+            obj["contextId"] = self._contexts[upstream]
+            return self._contexts[upstream]
         try:
             context_id = await self.ids.context_for_upstream(
                 self.agent_id, upstream, self.router_context
@@ -247,6 +250,8 @@ class Rewriter:
 
     async def _task_in(self, upstream: Any, context_id: str | None, field: str) -> str:
         """The router task ID for an agent's task ID (made, in ``context_id``, if new)."""
+        if isinstance(upstream, str) and upstream in self._tasks:  # seen in this exchange
+            return self._tasks[upstream]
         try:
             ref = await self.ids.task_for_upstream(self.agent_id, upstream, context_id)
         except ValueError:
