@@ -248,7 +248,9 @@ class IdMap:
             self._cache_ref(ref)
             return ref
         async with self.store.session() as session:
-            row = await session.get(RouterTaskRow, task_id)
+            row: RouterTaskRow | RouterTaskEntry | None = await session.get(RouterTaskRow, task_id)
+            if row is None:  # listed only (copied from another store, say)
+                row = await session.get(RouterTaskEntry, task_id)
         return self._cache_ref(_ref(row)) if row else None
 
     async def task_by_upstream(self, agent_id: str, upstream_task_id: str) -> TaskRef | None:
@@ -589,8 +591,9 @@ class IdMap:
     async def _stored_context(
         self, agent_id: str, upstream: str, proposed: str | None, token_fits: bool
     ) -> str:
-        """The rare path of :meth:`context_for_upstream`: stored mappings."""
-        found = await self._stored_context_of(agent_id, upstream)
+        """The rare path of :meth:`context_for_upstream`: stored mappings (a context the
+        router already knows for this upstream context wins)."""
+        found = await self.context_by_upstream(agent_id, upstream)
         if found is not None:
             return found
         if proposed is not None and await self._claim(proposed, agent_id, upstream):
