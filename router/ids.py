@@ -56,6 +56,7 @@ __all__ = [
     "RouterContextRow",
     "RouterTaskEntry",
     "RouterTaskRow",
+    "TaskAliasEntry",
     "TaskAliasRow",
     "TaskRef",
     "canonical_state",
@@ -137,6 +138,17 @@ class TaskAliasRow(SQLModel, table=True):
 
     alias: str = Field(primary_key=True, max_length=MAX_ID_LENGTH)
     task_id: str = Field(index=True, max_length=64)
+    created_at: datetime = Field(sa_type=DateTime(timezone=True))
+
+
+class TaskAliasEntry(SQLModel, table=True):
+    """A v0.1 client's task ID bound to a router task ID of any length (a token); the
+    earlier versions' bindings stay in :class:`TaskAliasRow`."""
+
+    __tablename__ = "router_task_alias_entries"
+
+    alias: str = Field(primary_key=True, max_length=MAX_ID_LENGTH)
+    task_id: str = Field(max_length=MAX_ID_LENGTH)
     created_at: datetime = Field(sa_type=DateTime(timezone=True))
 
 
@@ -470,7 +482,11 @@ class IdMap:
         if task_id is not None:
             return task_id
         async with self.store.session() as session:
-            row = await session.get(TaskAliasRow, client_task_id)
+            row: TaskAliasEntry | TaskAliasRow | None = await session.get(
+                TaskAliasEntry, client_task_id
+            )
+            if row is None:
+                row = await session.get(TaskAliasRow, client_task_id)
         if row is None:
             return None
         self._aliases[client_task_id] = row.task_id
@@ -486,7 +502,7 @@ class IdMap:
         try:
             async with self.store.session() as session, session.begin():
                 session.add(
-                    TaskAliasRow(alias=client_task_id, task_id=task_id, created_at=utcnow())
+                    TaskAliasEntry(alias=client_task_id, task_id=task_id, created_at=utcnow())
                 )
         except IntegrityError:  # another request or replica bound it first
             known = await self.alias(client_task_id)

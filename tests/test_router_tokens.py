@@ -20,7 +20,7 @@ from registry.api import REGISTRY
 from registry.store import Store
 from router.app import create_app
 from router.endpoints import ROUTER
-from router.ids import IdMap, Rewriter, RouterContextRow, RouterTaskRow
+from router.ids import IdMap, Rewriter, RouterContextRow, RouterTaskRow, TaskAliasRow
 from router.jsonrpc import TASK_NOT_FOUND, Op, RpcError
 from router.tokens import CONTEXT_PREFIX, CTX_NONE, CTX_ROUTER, CTX_UPSTREAM, TASK_PREFIX, Sealer
 from seeds.demo_agents import DemoAgents, start_demo_agents
@@ -263,6 +263,7 @@ async def test_ids_of_the_stored_scheme_still_resolve(store: Store) -> None:
                 updated_at=moment,
             )
         )
+        session.add(TaskAliasRow(alias="v01-old", task_id="0b6a-old-task", created_at=moment))
         session.add(
             RouterContextRow(
                 context_id="0b6a-old-ctx",
@@ -290,6 +291,14 @@ async def test_ids_of_the_stored_scheme_still_resolve(store: Store) -> None:
         out = await rewriter.result_from_upstream(Op.SEND, answer)
         assert out["task"]["id"] == "0b6a-old-task"
         assert out["task"]["contextId"] == "0b6a-old-ctx"
+        # v0.1 aliases: the old ones resolve, new ones bind tokens (longer than the old column)
+        assert await ids.alias("v01-old") == "0b6a-old-task"
+        token = (await ids.task_for_upstream("wx", "wx-task-2", "0b6a-old-ctx")).task_id
+        assert len(token) > 64
+        assert await ids.bind_alias("v01-new", token) == token
+        assert await ids.bind_alias("v01-new", "another") == token  # the first binding wins
+        assert await IdMap(store).alias("v01-new") == token
+        assert await IdMap(store).bind_alias("v01-old", token) == "0b6a-old-task"
         # and in a process that never saw the old ID, the agent's task keeps its listed ID
         assert (await IdMap(store).task_by_upstream("wx", "wx-task")).task_id == "0b6a-old-task"
     finally:
