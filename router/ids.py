@@ -179,7 +179,7 @@ class IdMap:
     for ListTasks and states are written behind (:class:`router.tasklog.TaskLog`).
     """
 
-    def __init__(self, store: Store, cache_size: int = 10000, flush_delay: float = 0.025) -> None:
+    def __init__(self, store: Store, cache_size: int = 10000, flush_delay: float = 0.05) -> None:
         self.store = store
         self.log = TaskLog(store, flush_delay)
         self._sealer: Sealer | None = None

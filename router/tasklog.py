@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from dataclasses import dataclass
 from datetime import datetime
@@ -72,7 +73,7 @@ class TaskWrite:
 class TaskLog:
     """The write-behind queue of task rows of one process (see the module docs)."""
 
-    def __init__(self, store: Store, delay: float = 0.025) -> None:
+    def __init__(self, store: Store, delay: float = 0.05) -> None:
         self.store = store
         self.delay = delay  # seconds a queued row waits for others to share its transaction
         self._pending: dict[tuple[str, str], TaskWrite] = {}
@@ -161,6 +162,7 @@ class TaskLog:
             await conn.execute(_upsert(self.store.engine.dialect.name), values)
 
 
+@functools.cache
 def _upsert(dialect: str) -> Any:
     """INSERT .. ON CONFLICT (agent, upstream task) that keeps the first task ID and creation
     time, fills a missing context, and takes a state that differs and is not older."""
