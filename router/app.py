@@ -60,6 +60,7 @@ def create_app(settings: Settings) -> web.Application:
     app[ROUTER].upstream.health = app[PASSIVE_HEALTH]
     app[SIGNER] = CardSigner()
     app.cleanup_ctx.append(_registry_context)
+    app.cleanup_ctx.append(app[ROUTER].ids.lifespan)  # ID key; task rows written at shutdown
     app.cleanup_ctx.append(_catalog_sync)
     app.cleanup_ctx.append(_upstream_pool)
     app.cleanup_ctx.append(_scheduled_refresh)

@@ -2,9 +2,15 @@
 
 A router task ID maps to one (agent, upstream task ID). A router context ID maps to one
 upstream context ID per agent, so one conversation can span several agents and no agent ever
-sees another agent's IDs or the router's. The mappings live in the registry's database (they
-survive a restart and are shared by replicas) with LRU caches in front; creation is race-safe
-through unique constraints (a loser re-reads the winner's row).
+sees another agent's IDs or the router's.
+
+The common IDs carry their mapping themselves: sealed tokens (:mod:`router.tokens`), the same
+in every replica and after a restart, unforgeable, so mapping them reads no table. The rare
+ones are stored (``router_contexts``, ``router_tasks``, ``router_task_aliases``) with LRU
+caches in front, race-safe through unique constraints: a context the client chose, a router
+context another agent joins, IDs too long for a token, v0.1 aliases, and every ID of the
+previous (stored) scheme. The task list (ListTasks, last known states) is written behind the
+requests (:mod:`router.tasklog`).
 
 :class:`Rewriter` (in :mod:`router.rewrite`, re-exported here) applies the mapping to requests,
 results, stream events and errors of both protocol versions.
@@ -12,23 +18,35 @@ results, stream events and errors of both protocol versions.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import json
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 from uuid import uuid4
 
 from cachetools import LRUCache, TTLCache
-from sqlalchemy import DateTime, UniqueConstraint, and_, func, or_
+from sqlalchemy import DateTime, UniqueConstraint, and_, exists, func, insert, or_
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Field, SQLModel, col, select, update
+from sqlmodel import Field, SQLModel, col, select
 
 from registry.records import as_utc, utcnow
 from registry.store import Store
 from router.jsonrpc import RpcError
 from router.rewrite import Rewriter
+from router.tasklog import RouterTaskEntry, TaskLog, TaskWrite
+from router.tokens import (
+    CONTEXT_PREFIX,
+    CTX_NONE,
+    CTX_ROUTER,
+    CTX_UPSTREAM,
+    TASK_PREFIX,
+    Sealer,
+    load_id_secret,
+)
 from router.wire import MAX_ID_LENGTH, params_error
 
 __all__ = [
@@ -36,7 +54,9 @@ __all__ = [
     "IdMap",
     "Rewriter",
     "RouterContextRow",
+    "RouterTaskEntry",
     "RouterTaskRow",
+    "TaskAliasEntry",
     "TaskAliasRow",
     "TaskRef",
     "canonical_state",
@@ -82,7 +102,8 @@ def canonical_state(state: str | None) -> str | None:
 
 
 class RouterTaskRow(SQLModel, table=True):
-    """A router task ID and the agent task it stands for."""
+    """A stored router task ID and the agent task it stands for (the previous scheme, and
+    upstream IDs too long for a token); ListTasks reads :class:`RouterTaskEntry`."""
 
     __tablename__ = "router_tasks"
     __table_args__ = (UniqueConstraint("agent_id", "upstream_task_id"),)
@@ -120,6 +141,17 @@ class TaskAliasRow(SQLModel, table=True):
     created_at: datetime = Field(sa_type=DateTime(timezone=True))
 
 
+class TaskAliasEntry(SQLModel, table=True):
+    """A v0.1 client's task ID bound to a router task ID of any length (a token); the
+    earlier versions' bindings stay in :class:`TaskAliasRow`."""
+
+    __tablename__ = "router_task_alias_entries"
+
+    alias: str = Field(primary_key=True, max_length=MAX_ID_LENGTH)
+    task_id: str = Field(max_length=MAX_ID_LENGTH)
+    created_at: datetime = Field(sa_type=DateTime(timezone=True))
+
+
 @dataclass(frozen=True)
 class TaskRef:
     """What the router knows about one of its task IDs."""
@@ -137,15 +169,21 @@ class TaskRef:
 
 
 class IdMap:
-    """Router IDs <-> upstream IDs, persisted in the store, cached per process.
+    """Router IDs <-> upstream IDs: sealed tokens, a few stored mappings, cached per process.
 
-    Only positive answers are cached (a miss always asks the database, so IDs created by
-    another replica or before a restart resolve); mappings never change once made, except a
-    task's state and a task's context filled in once.
+    The common IDs are tokens (:mod:`router.tokens`): mapping them reads no table. Stored
+    mappings remain for the rare cases a token cannot carry: a context the client chose, a
+    router context another agent joins, IDs a token would make too long, v0.1 aliases, and
+    the IDs of the previous (stored) scheme. Only positive answers are cached (a miss asks
+    the database, so IDs stored by another replica or before a restart resolve). Task rows
+    for ListTasks and states are written behind (:class:`router.tasklog.TaskLog`).
     """
 
-    def __init__(self, store: Store, cache_size: int = 10000) -> None:
+    def __init__(self, store: Store, cache_size: int = 10000, flush_delay: float = 0.05) -> None:
         self.store = store
+        self.log = TaskLog(store, flush_delay)
+        self._sealer: Sealer | None = None
+        self._key_lock = asyncio.Lock()
         self._tasks: LRUCache[str, TaskRef] = LRUCache(cache_size)
         self._by_upstream_task: LRUCache[tuple[str, str], str] = LRUCache(cache_size)
         self._upstream_ctx: LRUCache[tuple[str, str], str] = LRUCache(cache_size)
@@ -154,26 +192,136 @@ class IdMap:
         self._agents: TTLCache[str, frozenset[str]] = TTLCache(cache_size, _AGENTS_TTL)
         self._aliases: LRUCache[str, str] = LRUCache(cache_size)
 
+    # --- lifecycle ---
+
+    async def start(self) -> None:
+        """Load the ID key and list the previous scheme's tasks (idempotent)."""
+        await self.sealer()
+        await self._adopt_stored_tasks()
+
+    async def close(self) -> None:
+        """Write the queued task rows."""
+        await self.log.close()
+
+    async def lifespan(self, app: Any) -> AsyncIterator[None]:
+        """An aiohttp ``cleanup_ctx``: :meth:`start`, then :meth:`close` at shutdown."""
+        await self.start()
+        try:
+            yield
+        finally:
+            await self.close()
+
+    async def flush(self) -> None:
+        """Write the queued task rows now."""
+        await self.log.flush()
+
+    async def sealer(self) -> Sealer:
+        """The sealer of router IDs, its key loaded (or made) on first use."""
+        if self._sealer is None:
+            async with self._key_lock:
+                if self._sealer is None:
+                    self._sealer = Sealer(await load_id_secret(self.store))
+        return self._sealer
+
+    async def _adopt_stored_tasks(self) -> None:
+        """Copy the rows of tasks mapped by the previous scheme into the task list."""
+        old, new = RouterTaskRow.__table__, RouterTaskEntry.__table__  # type: ignore[attr-defined]
+        names = [c.name for c in new.columns]
+        missing = ~exists().where(
+            new.c.agent_id == old.c.agent_id, new.c.upstream_task_id == old.c.upstream_task_id
+        )
+        query = insert(new).from_select(names, select(*(old.c[n] for n in names)).where(missing))
+        for _ in range(3):
+            try:
+                async with self.store.engine.begin() as conn:
+                    await conn.execute(query)
+                return
+            except IntegrityError:  # another replica copied some meanwhile
+                continue
+
     # --- tasks ---
 
     async def task(self, task_id: str) -> TaskRef | None:
-        """The task behind a router task ID, or None."""
+        """The task behind a router task ID, or None (forged and altered IDs too)."""
         if not _valid_id(task_id):
             return None
         ref = self._tasks.get(task_id)
         if ref is not None:
             return ref
+        if task_id.startswith(TASK_PREFIX):
+            sealer = await self.sealer()
+            opened = sealer.open_task(task_id)
+            if opened is None:
+                return None
+            agent_id, upstream, kind, context = opened
+            if kind == CTX_UPSTREAM and context is not None:
+                context = sealer.seal_context(agent_id, context)
+            ref = TaskRef(task_id, agent_id, upstream, context, None)
+            self._cache_ref(ref)
+            return ref
         async with self.store.session() as session:
-            row = await session.get(RouterTaskRow, task_id)
-        return self._remember(row) if row else None
+            row: RouterTaskRow | RouterTaskEntry | None = await session.get(RouterTaskRow, task_id)
+            if row is None:  # listed only (copied from another store, say)
+                row = await session.get(RouterTaskEntry, task_id)
+        return self._cache_ref(_ref(row)) if row else None
 
     async def task_by_upstream(self, agent_id: str, upstream_task_id: str) -> TaskRef | None:
-        """The router task for an agent's task ID, if one was made (never creates)."""
+        """The router task for an agent's task ID, if the router saw that task (never
+        creates)."""
         if not _valid_id(upstream_task_id):
             return None
         task_id = self._by_upstream_task.get((agent_id, upstream_task_id))
         if task_id is not None and (ref := await self.task(task_id)) is not None:
             return ref
+        queued = self.log.pending(agent_id, upstream_task_id)
+        if queued is not None:
+            return self._cache_ref(_ref(queued))
+        async with self.store.session() as session:
+            result = await session.exec(
+                select(RouterTaskEntry).where(
+                    RouterTaskEntry.agent_id == agent_id,
+                    RouterTaskEntry.upstream_task_id == upstream_task_id,
+                )
+            )
+            row = result.first()
+        return self._cache_ref(_ref(row)) if row else None
+
+    async def task_for_upstream(
+        self, agent_id: str, upstream_task_id: str, context_id: str | None
+    ) -> TaskRef:
+        """The router task for an agent's task ID (in router context ``context_id``): a
+        token, the same in every process; queued for the task list when new here."""
+        _check_id(upstream_task_id, "upstream task id")
+        key = (agent_id, upstream_task_id)
+        known = self._by_upstream_task.get(key)
+        ref = self._tasks.get(known) if known is not None else None
+        if ref is not None:
+            if ref.context_id is None and context_id is not None:
+                ref = self._cache_ref(replace(ref, context_id=context_id))
+                self._queue(ref, None)
+            return ref
+        sealer = await self.sealer()
+        kind, context = CTX_NONE, None
+        if context_id is not None:
+            opened = sealer.open_context(context_id)
+            if opened is not None and opened[0] == agent_id:
+                kind, context = CTX_UPSTREAM, opened[1]
+            else:
+                kind, context = CTX_ROUTER, context_id
+        token = sealer.seal_task(agent_id, upstream_task_id, kind, context)
+        if len(token) > MAX_ID_LENGTH:  # long upstream IDs: a stored mapping
+            return await self._stored_task(agent_id, upstream_task_id, context_id)
+        now = utcnow()
+        ref = self._cache_ref(
+            TaskRef(token, agent_id, upstream_task_id, context_id, None, now, now)
+        )
+        self._queue(ref, None)
+        return ref
+
+    async def _stored_task(
+        self, agent_id: str, upstream_task_id: str, context_id: str | None
+    ) -> TaskRef:
+        """A task mapped by a stored row (a random ID), made if new; race-safe."""
         async with self.store.session() as session:
             result = await session.exec(
                 select(RouterTaskRow).where(
@@ -182,16 +330,7 @@ class IdMap:
                 )
             )
             row = result.first()
-        return self._remember(row) if row else None
-
-    async def task_for_upstream(
-        self, agent_id: str, upstream_task_id: str, context_id: str | None
-    ) -> TaskRef:
-        """The router task for an agent's task ID, made (in router context ``context_id``)
-        if new. Concurrent callers, in any process, get the same one."""
-        _check_id(upstream_task_id, "upstream task id")
-        ref = await self.task_by_upstream(agent_id, upstream_task_id)
-        if ref is None:
+        if row is None:
             now = utcnow()
             row = RouterTaskRow(
                 task_id=str(uuid4()),
@@ -205,52 +344,40 @@ class IdMap:
                 async with self.store.session() as session, session.begin():
                     session.add(row)
             except IntegrityError:  # another task or replica made it first
-                ref = await self.task_by_upstream(agent_id, upstream_task_id)
-                if ref is None:
-                    raise
-            else:
-                ref = self._remember(row)
-                if context_id is not None:
-                    self._agents.pop(context_id, None)
+                return await self._stored_task(agent_id, upstream_task_id, context_id)
+        ref = self._cache_ref(_ref(row))
         if ref.context_id is None and context_id is not None:
-            ref = await self._attach(ref, context_id)
+            ref = self._cache_ref(replace(ref, context_id=context_id))
+        self._queue(ref, None)
         return ref
 
-    async def _attach(self, ref: TaskRef, context_id: str) -> TaskRef:
-        """Give a task that has no router context yet the context ``context_id``."""
-        async with self.store.session() as session, session.begin():
-            await session.exec(
-                update(RouterTaskRow)
-                .where(
-                    col(RouterTaskRow.task_id) == ref.task_id,
-                    col(RouterTaskRow.context_id).is_(None),
-                )
-                .values(context_id=context_id)
-            )
-            row = await session.get(RouterTaskRow, ref.task_id)
-        self._agents.pop(context_id, None)
-        return self._remember(row) if row else ref
-
     async def record_state(self, task_id: str, state: str) -> None:
-        """Remember a task's last known state (either version's name); writes only on change."""
+        """Remember a task's last known state (either version's name); queued only on
+        change."""
         canonical = canonical_state(state)
         ref = await self.task(task_id)
         if canonical is None or ref is None or ref.state == canonical:
             return
-        now = utcnow()
-        async with self.store.session() as session, session.begin():
-            await session.exec(
-                update(RouterTaskRow)
-                .where(
-                    col(RouterTaskRow.task_id) == task_id,
-                    or_(
-                        col(RouterTaskRow.state).is_(None),
-                        col(RouterTaskRow.state) != canonical,
-                    ),
-                )
-                .values(state=canonical, updated_at=now)
+        ref = self._cache_ref(replace(ref, state=canonical, updated_at=utcnow()))
+        self._queue(ref, canonical)
+
+    def _queue(self, ref: TaskRef, state: str | None) -> None:
+        now = ref.updated_at or utcnow()
+        self.log.add(
+            TaskWrite(
+                task_id=ref.task_id,
+                agent_id=ref.agent_id,
+                upstream_task_id=ref.upstream_task_id,
+                context_id=ref.context_id,
+                state=state,
+                created_at=ref.created_at or now,
+                updated_at=now,
             )
-        self._tasks[task_id] = replace(ref, state=canonical, updated_at=now)
+        )
+        if ref.context_id is not None:
+            agents = self._agents.get(ref.context_id)
+            if agents is not None and ref.agent_id not in agents:
+                self._agents[ref.context_id] = agents | {ref.agent_id}
 
     async def list_tasks(
         self,
@@ -289,15 +416,16 @@ class IdMap:
             raise _invalid("pageSize", f"must be from 1 to {MAX_PAGE_SIZE}")
         filters = _filters(context_id, state, agent_id, updated_after)
         conditions = _conditions(filters)
+        await self.flush()  # this process's queued rows first
         if page_token:
             cursor = _decode_token(page_token, filters)
         else:
             cursor = _Cursor(before=True, snapshot=utcnow(), at=None, task_id=None)
-        updated, task = col(RouterTaskRow.updated_at), col(RouterTaskRow.task_id)
-        older: list[RouterTaskRow] = []
+        updated, task = col(RouterTaskEntry.updated_at), col(RouterTaskEntry.task_id)
+        older: list[RouterTaskEntry] = []
         async with self.store.session() as session:
             if cursor.before:
-                query = select(RouterTaskRow).where(*conditions, updated <= cursor.snapshot)
+                query = select(RouterTaskEntry).where(*conditions, updated <= cursor.snapshot)
                 if cursor.at is not None:
                     query = query.where(
                         or_(updated < cursor.at, and_(updated == cursor.at, task < cursor.task_id))
@@ -312,7 +440,7 @@ class IdMap:
                     return [_ref(row) for row in older[:page_size]], token
                 cursor = _Cursor(before=False, snapshot=cursor.snapshot, at=None, task_id=None)
             room = page_size - len(older)
-            query = select(RouterTaskRow).where(*conditions)
+            query = select(RouterTaskEntry).where(*conditions)
             if cursor.at is None:
                 query = query.where(updated > cursor.snapshot)
             else:
@@ -339,7 +467,8 @@ class IdMap:
     ) -> int:
         """How many tasks match the filters of :meth:`list_tasks` now (``totalSize``)."""
         filters = _filters(context_id, state, agent_id, updated_after)
-        query = select(func.count()).select_from(RouterTaskRow).where(*_conditions(filters))
+        await self.flush()
+        query = select(func.count()).select_from(RouterTaskEntry).where(*_conditions(filters))
         async with self.store.session() as session:
             return int((await session.exec(query)).one())
 
@@ -353,7 +482,11 @@ class IdMap:
         if task_id is not None:
             return task_id
         async with self.store.session() as session:
-            row = await session.get(TaskAliasRow, client_task_id)
+            row: TaskAliasEntry | TaskAliasRow | None = await session.get(
+                TaskAliasEntry, client_task_id
+            )
+            if row is None:
+                row = await session.get(TaskAliasRow, client_task_id)
         if row is None:
             return None
         self._aliases[client_task_id] = row.task_id
@@ -369,7 +502,7 @@ class IdMap:
         try:
             async with self.store.session() as session, session.begin():
                 session.add(
-                    TaskAliasRow(alias=client_task_id, task_id=task_id, created_at=utcnow())
+                    TaskAliasEntry(alias=client_task_id, task_id=task_id, created_at=utcnow())
                 )
         except IntegrityError:  # another request or replica bound it first
             known = await self.alias(client_task_id)
@@ -381,6 +514,11 @@ class IdMap:
 
     # --- contexts ---
 
+    async def _open_context(self, context_id: str) -> tuple[str, str] | None:
+        if not context_id.startswith(CONTEXT_PREFIX):
+            return None
+        return (await self.sealer()).open_context(context_id)
+
     async def upstream_context(self, context_id: str, agent_id: str) -> str | None:
         """The agent's own context ID within a router context, if it has one yet."""
         if not _valid_id(context_id):
@@ -389,6 +527,9 @@ class IdMap:
         upstream = self._upstream_ctx.get(key)
         if upstream is not None:
             return upstream
+        opened = await self._open_context(context_id)
+        if opened is not None and opened[0] == agent_id:
+            return opened[1]
         async with self.store.session() as session:
             row = await session.get(RouterContextRow, key)
         if row is None or row.upstream_context_id is None:
@@ -397,13 +538,30 @@ class IdMap:
         return row.upstream_context_id
 
     async def context_by_upstream(self, agent_id: str, upstream_context_id: str) -> str | None:
-        """The router context of an agent's context ID, if one was made (never creates)."""
+        """The router context of an agent's context ID, if the router saw that context
+        (never creates)."""
         if not _valid_id(upstream_context_id):
             return None
         key = (agent_id, upstream_context_id)
         context_id = self._router_ctx.get(key)
         if context_id is not None:
             return context_id
+        context_id = await self._stored_context_of(agent_id, upstream_context_id)
+        if context_id is not None:
+            return context_id
+        token = (await self.sealer()).seal_context(agent_id, upstream_context_id)
+        if any(w.context_id == token for w in self.log.pending_rows()):
+            return token
+        async with self.store.session() as session:
+            result = await session.exec(
+                select(RouterTaskEntry.task_id)
+                .where(RouterTaskEntry.context_id == token, RouterTaskEntry.agent_id == agent_id)
+                .limit(1)
+            )
+            seen = result.first() is not None
+        return token if seen else None
+
+    async def _stored_context_of(self, agent_id: str, upstream_context_id: str) -> str | None:
         async with self.store.session() as session:
             result = await session.exec(
                 select(RouterContextRow.context_id).where(
@@ -419,20 +577,57 @@ class IdMap:
     async def context_for_upstream(
         self, agent_id: str, upstream_context_id: str, proposed: str | None
     ) -> str:
-        """The router context for an agent's context ID: the existing one, else ``proposed``
-        (the request's router context) unless this agent already has another context there,
-        else a new one. Concurrent callers, in any process, get the same answer."""
+        """The router context for an agent's context ID.
+
+        With no ``proposed`` (the request's router context), or when ``proposed`` is this
+        agent's token of another context: the context's own token (no lookup). When
+        ``proposed`` is a context the client chose, another agent's, or a stored one: the
+        stored mapping, made if the agent has no context there yet (race-safe), else the
+        context's own token.
+        """
         _check_id(upstream_context_id, "upstream context id")
-        for candidate in (proposed, None) if proposed else (None,):
-            found = await self.context_by_upstream(agent_id, upstream_context_id)
-            if found is not None:
-                return found
-            context_id = candidate or str(uuid4())
-            if await self._claim(context_id, agent_id, upstream_context_id):
-                self._cache_context(context_id, agent_id, upstream_context_id)
-                self._agents.pop(context_id, None)
-                return context_id
-        found = await self.context_by_upstream(agent_id, upstream_context_id)
+        key = (agent_id, upstream_context_id)
+        known = self._router_ctx.get(key)
+        if known is not None:
+            return known
+        sealer = await self.sealer()
+        token = sealer.seal_context(agent_id, upstream_context_id)
+        fits = len(token) <= MAX_ID_LENGTH
+        if fits and (proposed is None or proposed == token):
+            if proposed is None and token not in self._agents:
+                self._agents[token] = frozenset({agent_id})  # new here: nobody joined yet
+            self._router_ctx[key] = token
+            return token
+        opened = sealer.open_context(proposed) if proposed is not None else None
+        if fits and opened is not None and opened[0] == agent_id:
+            self._router_ctx[key] = token  # the agent's other conversation: its own context
+            return token
+        return await self._stored_context(agent_id, upstream_context_id, proposed, fits)
+
+    async def _stored_context(
+        self, agent_id: str, upstream: str, proposed: str | None, token_fits: bool
+    ) -> str:
+        """The rare path of :meth:`context_for_upstream`: stored mappings (a context the
+        router already knows for this upstream context wins)."""
+        found = await self.context_by_upstream(agent_id, upstream)
+        if found is not None:
+            return found
+        if proposed is not None and await self._claim(proposed, agent_id, upstream):
+            self._cache_context(proposed, agent_id, upstream)
+            self._agents.pop(proposed, None)
+            return proposed
+        found = await self._stored_context_of(agent_id, upstream)
+        if found is not None:
+            return found
+        if token_fits:
+            token = (await self.sealer()).seal_context(agent_id, upstream)
+            self._router_ctx[(agent_id, upstream)] = token
+            return token
+        context_id = str(uuid4())  # an upstream ID too long for a token
+        if await self._claim(context_id, agent_id, upstream):
+            self._cache_context(context_id, agent_id, upstream)
+            return context_id
+        found = await self._stored_context_of(agent_id, upstream)
         if found is None:  # pragma: no cover - a fresh uuid4 was taken
             raise RuntimeError("could not allocate a router context")
         return found
@@ -464,7 +659,8 @@ class IdMap:
         return True
 
     async def ensure_context(self, context_id: str, field: str = "message.contextId") -> None:
-        """Make a client-supplied context ID a router context (idempotent).
+        """Make a client-supplied context ID a router context (idempotent; a token of ours
+        already is one).
 
         Raises :class:`RpcError` -32602 naming ``field`` (its path in the params) for an
         empty or overlong ID.
@@ -474,6 +670,9 @@ class IdMap:
                 field, f"must be a non-empty string of at most {MAX_ID_LENGTH} characters"
             )
         if context_id in self._known_ctx:
+            return
+        if await self._open_context(context_id) is not None:
+            self._known_ctx[context_id] = True
             return
         async with self.store.session() as session:
             result = await session.exec(
@@ -495,11 +694,13 @@ class IdMap:
         self._known_ctx[context_id] = True
 
     async def context_agents(self, context_id: str) -> set[str]:
-        """The agents already serving a router context (briefly cached)."""
+        """The agents already serving a router context (briefly cached: another replica
+        may add one meanwhile). A context token names its first agent itself."""
         if not _valid_id(context_id):
             return set()
         agents = self._agents.get(context_id)
         if agents is None:
+            opened = await self._open_context(context_id)
             async with self.store.session() as session:
                 contexts = await session.exec(
                     select(RouterContextRow.agent_id).where(
@@ -507,19 +708,23 @@ class IdMap:
                         RouterContextRow.agent_id != _NO_AGENT,
                     )
                 )
-                tasks = await session.exec(
-                    select(RouterTaskRow.agent_id)
-                    .where(RouterTaskRow.context_id == context_id)
-                    .distinct()
-                )
-                agents = frozenset(contexts.all()) | frozenset(tasks.all())
+                agents = frozenset(contexts.all())
+                if opened is None:  # a stored context: its tasks' agents too
+                    tasks = await session.exec(
+                        select(RouterTaskEntry.agent_id)
+                        .where(RouterTaskEntry.context_id == context_id)
+                        .distinct()
+                    )
+                    agents |= frozenset(tasks.all())
+            if opened is not None:
+                agents |= {opened[0]}
+            agents |= {w.agent_id for w in self.log.pending_rows() if w.context_id == context_id}
             self._agents[context_id] = agents
         return set(agents)
 
     # --- cache helpers ---
 
-    def _remember(self, row: RouterTaskRow) -> TaskRef:
-        ref = _ref(row)
+    def _cache_ref(self, ref: TaskRef) -> TaskRef:
         self._tasks[ref.task_id] = ref
         self._by_upstream_task[(ref.agent_id, ref.upstream_task_id)] = ref.task_id
         return ref
@@ -542,7 +747,7 @@ def _check_id(value: Any, what: str) -> None:
         raise ValueError(f"{what} must be a non-empty string of at most {MAX_ID_LENGTH} characters")
 
 
-def _ref(row: RouterTaskRow) -> TaskRef:
+def _ref(row: RouterTaskRow | RouterTaskEntry | TaskWrite) -> TaskRef:
     return TaskRef(
         task_id=row.task_id,
         agent_id=row.agent_id,
@@ -584,16 +789,16 @@ def _filters(
 def _conditions(filters: dict[str, str | None]) -> list[Any]:
     out: list[Any] = []
     if filters["c"]:
-        out.append(col(RouterTaskRow.context_id) == filters["c"])
+        out.append(col(RouterTaskEntry.context_id) == filters["c"])
     if filters["s"]:
-        out.append(col(RouterTaskRow.state) == filters["s"])
+        out.append(col(RouterTaskEntry.state) == filters["s"])
     if filters["a"]:
-        out.append(col(RouterTaskRow.agent_id) == filters["a"])
+        out.append(col(RouterTaskEntry.agent_id) == filters["a"])
     if filters["f"]:
-        state = col(RouterTaskRow.state)
+        state = col(RouterTaskEntry.state)
         out.append(
             or_(
-                col(RouterTaskRow.updated_at) >= datetime.fromisoformat(filters["f"]),
+                col(RouterTaskEntry.updated_at) >= datetime.fromisoformat(filters["f"]),
                 state.is_(None),
                 state.not_in(_TERMINAL_10),
             )

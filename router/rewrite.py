@@ -54,10 +54,11 @@ class Rewriter:
         an unknown ``contextId`` becomes a router context. An unknown task ID, or one owned by
         another agent, raises :class:`RpcError` -32001 (TaskNotFound).
         """
-        out = copy.deepcopy(params) if isinstance(params, dict) else {}
+        out = dict(params) if isinstance(params, dict) else {}  # new dicts where IDs change
         if op in (Op.SEND, Op.STREAM):
             message = out.get("message")
             if isinstance(message, dict):
+                out["message"] = message = dict(message)
                 await self._message_to_upstream(message)
         elif op in (Op.GET, Op.CANCEL, Op.SUBSCRIBE):
             if "id" in out:
@@ -120,7 +121,7 @@ class Rewriter:
     async def result_from_upstream(self, op: Op, result: Any) -> Any:
         """A result (Task, Message, 1.0 ``{"task"}``/``{"message"}``, ListTasks) with the
         agent's IDs replaced by router IDs (new ones made as needed)."""
-        return await self._payload(copy.deepcopy(result))
+        return await self._payload(result)
 
     async def event_from_upstream(self, event: Any) -> Any:
         """One stream event (0.3 ``kind`` objects, 1.0 ``{"statusUpdate"}`` etc.), rewritten.
@@ -128,14 +129,14 @@ class Rewriter:
         A whole JSON-RPC response object is accepted too: its ``result``/``error`` are
         rewritten, its ``id`` is not.
         """
-        out = copy.deepcopy(event)
-        if isinstance(out, dict) and "jsonrpc" in out:
+        if isinstance(event, dict) and "jsonrpc" in event:
+            out = dict(event)
             if "result" in out:
                 out["result"] = await self._payload(out["result"])
             if isinstance(out.get("error"), dict):
-                out["error"] = await self._error(out["error"])
+                out["error"] = await self._error(copy.deepcopy(out["error"]))
             return out
-        return await self._payload(out)
+        return await self._payload(event)
 
     async def error_from_upstream(self, error: dict[str, Any]) -> dict[str, Any]:
         """A JSON-RPC error object with the agent's IDs in ``data`` replaced by router IDs.
@@ -151,88 +152,103 @@ class Rewriter:
         return await self._error(out) if isinstance(out, dict) else out
 
     async def _payload(self, obj: Any) -> Any:
-        """Rewrite one result or event object in place (and return it)."""
+        """One result or event object, rewritten: new dicts along the paths that carry IDs,
+        everything else shared with the input (never changed)."""
         if not isinstance(obj, dict):
             return obj
         kind = obj.get("kind")
         if kind == "task":
-            await self._task(obj)
-        elif kind == "message":
-            await self._message(obj, None)
-        elif kind in ("status-update", "artifact-update"):
-            await self._update(obj)
-        elif kind is not None:
-            pass  # an unknown kind: leave it alone
-        elif any(isinstance(obj.get(key), dict) for key in _WRAPPERS):
+            return await self._task(obj)
+        if kind == "message":
+            return await self._message(obj, None)
+        if kind in ("status-update", "artifact-update"):
+            return await self._update(obj)
+        if kind is not None:
+            return obj  # an unknown kind: leave it alone
+        if any(isinstance(obj.get(key), dict) for key in _WRAPPERS):
+            out = dict(obj)
             for key in _WRAPPERS:
                 value = obj.get(key)
                 if isinstance(value, dict):
                     if key == "task":
-                        await self._task(value)
+                        out[key] = await self._task(value)
                     elif key == "message":
-                        await self._message(value, None)
+                        out[key] = await self._message(value, None)
                     else:
-                        await self._update(value)
-        elif isinstance(obj.get("tasks"), list):  # ListTasks
-            for task in obj["tasks"]:
-                if isinstance(task, dict):
-                    await self._task(task)
-        elif "messageId" in obj:
-            await self._message(obj, None)
-        elif "id" in obj and "status" in obj:
-            await self._task(obj)
-        elif "taskId" in obj:
-            await self._update(obj)
+                        out[key] = await self._update(value)
+            return out
+        if isinstance(obj.get("tasks"), list):  # ListTasks
+            tasks = [await self._task(t) if isinstance(t, dict) else t for t in obj["tasks"]]
+            return {**obj, "tasks": tasks}
+        if "messageId" in obj:
+            return await self._message(obj, None)
+        if "id" in obj and "status" in obj:
+            return await self._task(obj)
+        if "taskId" in obj:
+            return await self._update(obj)
         return obj
 
-    async def _task(self, task: dict[str, Any]) -> None:
-        context_id = await self._context_in(task)
-        task_id = task.get("id")
+    async def _task(self, task: dict[str, Any]) -> dict[str, Any]:
+        out = dict(task)
+        context_id = await self._context_in(out)
+        task_id = out.get("id")
         if task_id is not None and task_id != "":
-            task["id"] = await self._task_in(task_id, context_id, "id")
-        await self._status(task, context_id)
-        history = task.get("history")
+            out["id"] = await self._task_in(task_id, context_id, "id")
+        await self._status(out, context_id)
+        history = out.get("history")
         if isinstance(history, list):
-            for message in history:
-                if isinstance(message, dict):
-                    await self._message(message, context_id)
+            out["history"] = [
+                await self._message(m, context_id) if isinstance(m, dict) else m for m in history
+            ]
+        return out
 
-    async def _update(self, event: dict[str, Any]) -> None:
+    async def _update(self, event: dict[str, Any]) -> dict[str, Any]:
         """A status-update or artifact-update event (artifacts carry no IDs)."""
-        context_id = await self._context_in(event)
-        task_id = event.get("taskId")
+        out = dict(event)
+        context_id = await self._context_in(out)
+        task_id = out.get("taskId")
         if task_id is not None and task_id != "":
-            event["taskId"] = await self._task_in(task_id, context_id, "taskId")
-        await self._status(event, context_id)
+            out["taskId"] = await self._task_in(task_id, context_id, "taskId")
+        await self._status(out, context_id)
+        return out
 
     async def _status(self, obj: dict[str, Any], context_id: str | None) -> None:
+        """Rewrite the status message of ``obj`` (a new dict already) into a new status."""
         status = obj.get("status")
         if isinstance(status, dict) and isinstance(status.get("message"), dict):
-            await self._message(status["message"], context_id)
+            obj["status"] = {
+                **status,
+                "message": await self._message(status["message"], context_id),
+            }
 
-    async def _message(self, message: dict[str, Any], context_id: str | None) -> None:
-        if message.get("contextId") not in (None, ""):
-            context_id = await self._context_in(message)
-        task_id = message.get("taskId")
+    async def _message(self, message: dict[str, Any], context_id: str | None) -> dict[str, Any]:
+        out = dict(message)
+        if out.get("contextId") not in (None, ""):
+            context_id = await self._context_in(out)
+        task_id = out.get("taskId")
         if task_id is not None and task_id != "":
-            message["taskId"] = await self._task_in(task_id, context_id, "taskId")
-        refs = message.get("referenceTaskIds")
+            out["taskId"] = await self._task_in(task_id, context_id, "taskId")
+        refs = out.get("referenceTaskIds")
         if isinstance(refs, list):
             # references are looked up, never created: a task the router never saw has no
             # router ID, and the agent's own ID must not reach the client, so it is dropped
             known = [await self._known_task(ref) if isinstance(ref, str) else None for ref in refs]
             mapped = [ref for ref in known if ref is not None]
             if mapped or not refs:
-                message["referenceTaskIds"] = mapped
+                out["referenceTaskIds"] = mapped
             else:
-                del message["referenceTaskIds"]
+                del out["referenceTaskIds"]
+        return out
 
     async def _context_in(self, obj: dict[str, Any]) -> str | None:
-        """Replace ``obj["contextId"]`` by its router context; that context, or the request's
-        when the object names none."""
+        """Replace ``obj["contextId"]`` (``obj`` a new dict already) by its router context;
+        that context, or the request's when the object names none."""
         upstream = obj.get("contextId")
         if upstream is None or upstream == "":
             return self.router_context
+        if isinstance(upstream, str) and upstream in self._contexts:  # seen in this exchange
+            obj["contextId"] = self._contexts[upstream]
+            return self._contexts[upstream]
         try:
             context_id = await self.ids.context_for_upstream(
                 self.agent_id, upstream, self.router_context
@@ -247,6 +263,8 @@ class Rewriter:
 
     async def _task_in(self, upstream: Any, context_id: str | None, field: str) -> str:
         """The router task ID for an agent's task ID (made, in ``context_id``, if new)."""
+        if isinstance(upstream, str) and upstream in self._tasks:  # seen in this exchange
+            return self._tasks[upstream]
         try:
             ref = await self.ids.task_for_upstream(self.agent_id, upstream, context_id)
         except ValueError:

@@ -23,6 +23,7 @@ from router.ids import (
     IdMap,
     Rewriter,
     RouterContextRow,
+    RouterTaskEntry,
     RouterTaskRow,
     TaskRef,
     canonical_state,
@@ -48,18 +49,22 @@ async def store(db_url: str) -> AsyncIterator[Store]:
 
 
 @pytest.fixture
-def ids(store: Store) -> IdMap:
-    return IdMap(store)
+async def ids(store: Store) -> AsyncIterator[IdMap]:
+    ids = IdMap(store)
+    await ids.start()
+    yield ids
+    await ids.close()
 
 
 async def _count(store: Store, table: type[Any], *where: Any) -> int:
+    """Rows of a table, written ones only (flush the map first)."""
     async with store.session() as session:
         return (await session.exec(select(func.count()).select_from(table).where(*where))).one()
 
 
-async def _row(store: Store, task_id: str) -> RouterTaskRow:
+async def _row(store: Store, task_id: str) -> RouterTaskEntry:
     async with store.session() as session:
-        row = await session.get(RouterTaskRow, task_id)
+        row = await session.get(RouterTaskEntry, task_id)
     assert row is not None
     return row
 
@@ -72,12 +77,16 @@ def _is_uuid(value: str) -> bool:
     return str(uuid.UUID(value)) == value
 
 
+def _is_token(value: str, prefix: str = "t1.") -> bool:
+    return value.startswith(prefix) and len(value) <= 512
+
+
 # --- the map ---------------------------------------------------------------------------------
 
 
 async def test_tasks_are_created_once_and_found_again(ids: IdMap, store: Store) -> None:
     ref = await ids.task_for_upstream("wx", "up-1", "ctx-1")
-    assert _is_uuid(ref.task_id)
+    assert _is_token(ref.task_id)
     assert (ref.agent_id, ref.upstream_task_id, ref.context_id, ref.state) == (
         "wx",
         "up-1",
@@ -94,8 +103,12 @@ async def test_tasks_are_created_once_and_found_again(ids: IdMap, store: Store) 
     attached = await ids.task_for_upstream("inv", "up-1", "ctx-2")
     assert attached.task_id == other.task_id and attached.context_id == "ctx-2"
     assert (await ids.task_for_upstream("inv", "up-1", "ctx-3")).context_id == "ctx-2"
-    assert await _count(store, RouterTaskRow) == 2
-    for unknown in ("nope", "", "x" * 10_000):
+    await ids.flush()
+    assert await _count(store, RouterTaskEntry) == 2
+    assert await _count(store, RouterTaskRow) == 0  # tokens need no mapping row
+    # the same task gets the same ID in another process, with no shared cache
+    assert (await IdMap(store).task_for_upstream("wx", "up-1", "ctx-1")).task_id == ref.task_id
+    for unknown in ("nope", "", "x" * 10_000, "t1.", "t1.AAAA", ref.task_id[:-2]):
         assert await ids.task(unknown) is None
     assert await ids.task_by_upstream("wx", "up-2") is None
     with pytest.raises(ValueError):
@@ -110,6 +123,7 @@ async def test_a_restarted_router_still_resolves_old_ids(store: Store, db_url: s
     ref = await before.task_for_upstream("wx", "ut-1", context_id)
     await before.record_state(ref.task_id, "working")
     await before.ensure_context("client-ctx")
+    await before.close()  # writes the queued task rows
     await store.close()
 
     restarted = Store(db_url)  # a new process: new engine, empty caches
@@ -117,19 +131,20 @@ async def test_a_restarted_router_still_resolves_old_ids(store: Store, db_url: s
         after = IdMap(restarted)
         found = await after.task(ref.task_id)
         assert found is not None
-        assert (found.agent_id, found.upstream_task_id, found.context_id, found.state) == (
+        assert (found.agent_id, found.upstream_task_id, found.context_id) == (
             "wx",
             "ut-1",
             context_id,
-            "TASK_STATE_WORKING",
         )
+        listed, _ = await after.list_tasks()
+        assert [(r.task_id, r.state) for r in listed] == [(ref.task_id, "TASK_STATE_WORKING")]
         assert await after.task_for_upstream("wx", "ut-1", None) == found
         assert await after.upstream_context(context_id, "wx") == "uc-1"
         assert await after.context_by_upstream("wx", "uc-1") == context_id
         assert await after.context_for_upstream("wx", "uc-1", "another") == context_id
         assert await after.context_agents(context_id) == {"wx"}
         await after.ensure_context("client-ctx")  # known: nothing new
-        assert await _count(restarted, RouterContextRow) == 2
+        assert await _count(restarted, RouterContextRow) == 1  # only the client's context
     finally:
         await restarted.close()
 
@@ -142,7 +157,8 @@ async def test_concurrent_creation_yields_one_id(store: Store, db_url: str) -> N
             *(maps[n % 2].task_for_upstream("wx", "race", "ctx") for n in range(16))
         )
         assert len({ref.task_id for ref in refs}) == 1
-        assert await _count(store, RouterTaskRow) == 1
+        await asyncio.gather(maps[0].flush(), maps[1].flush())
+        assert await _count(store, RouterTaskEntry) == 1
 
         contexts = await asyncio.gather(
             *(maps[n % 2].context_for_upstream("wx", "uc-race", f"p{n}") for n in range(16))
@@ -151,25 +167,27 @@ async def test_concurrent_creation_yields_one_id(store: Store, db_url: str) -> N
         assert await _count(store, RouterContextRow) == 1
 
         # two upstream contexts of one agent proposed into the same router context at once:
-        # one gets it, the other a new router context
+        # one gets it, the other the token of its own context
         a, b = await asyncio.gather(
             maps[0].context_for_upstream("inv", "uc-a", "shared"),
             maps[1].context_for_upstream("inv", "uc-b", "shared"),
         )
         assert a != b and "shared" in {a, b}
-        assert _is_uuid(({a, b} - {"shared"}).pop())
+        assert _is_token(({a, b} - {"shared"}).pop(), "c1.")
         assert await maps[0].upstream_context(a, "inv") == "uc-a"
         assert await maps[1].upstream_context(b, "inv") == "uc-b"
 
         await asyncio.gather(*(maps[n % 2].ensure_context("client") for n in range(8)))
         assert await _count(store, RouterContextRow, col(RouterContextRow.context_id) == "client")
     finally:
+        for idmap in maps:
+            await idmap.close()
         await replica.close()
 
 
 async def test_two_agents_in_one_router_context(ids: IdMap) -> None:
     context_id = await ids.context_for_upstream("wx", "wx-ctx", None)
-    assert _is_uuid(context_id)
+    assert _is_token(context_id, "c1.")
     assert await ids.context_for_upstream("inv", "inv-ctx", context_id) == context_id
     assert await ids.upstream_context(context_id, "wx") == "wx-ctx"
     assert await ids.upstream_context(context_id, "inv") == "inv-ctx"
@@ -207,13 +225,18 @@ async def test_ensure_context(ids: IdMap, store: Store) -> None:
 async def test_record_state_writes_only_on_change(ids: IdMap, store: Store) -> None:
     ref = await ids.task_for_upstream("wx", "ut", None)
     await ids.record_state(ref.task_id, "submitted")
+    await ids.flush()
     first = await _row(store, ref.task_id)
     assert first.state == "TASK_STATE_SUBMITTED"
     assert ref.updated_at is not None and _aware(first.updated_at) >= ref.updated_at
     await ids.record_state(ref.task_id, "TASK_STATE_SUBMITTED")  # same state, 1.0 spelling
-    await IdMap(store).record_state(ref.task_id, "submitted")  # no cache: the SQL guard
+    other = IdMap(store)
+    await other.record_state(ref.task_id, "submitted")  # no cache: the SQL guard
+    await other.close()
+    await ids.flush()
     assert (await _row(store, ref.task_id)).updated_at == first.updated_at
     await ids.record_state(ref.task_id, "input-required")
+    await ids.flush()
     second = await _row(store, ref.task_id)
     assert second.state == "TASK_STATE_INPUT_REQUIRED"
     assert _aware(second.updated_at) > _aware(first.updated_at)
@@ -317,7 +340,7 @@ async def test_list_tasks_pages_through_equal_timestamps(ids: IdMap, store: Stor
     async with store.session() as session, session.begin():
         for n in range(5):
             session.add(
-                RouterTaskRow(
+                RouterTaskEntry(
                     task_id=f"t{n}",
                     agent_id="wx",
                     upstream_task_id=f"u{n}",
@@ -335,7 +358,7 @@ async def _add_tasks(store: Store, *rows: tuple[str, str | None, datetime]) -> N
     async with store.session() as session, session.begin():
         for task_id, state, when in rows:
             session.add(
-                RouterTaskRow(
+                RouterTaskEntry(
                     task_id=task_id,
                     agent_id="wx",
                     upstream_task_id=f"up-{task_id}",
@@ -690,7 +713,8 @@ async def test_answer_references_are_looked_up_never_created(ids: IdMap, store: 
     """An agent's referenceTaskIds name tasks the router may never have seen: known ones get
     their router IDs, unknown ones are dropped (no phantom task rows, no leaked IDs)."""
     context_id, wx_task, inv_task = await _two_agents(ids)
-    rows = await _count(store, RouterTaskRow)
+    await ids.flush()
+    rows = await _count(store, RouterTaskEntry)
     message = {
         "kind": "message",
         "messageId": "m",
@@ -738,7 +762,8 @@ async def test_answer_references_are_looked_up_never_created(ids: IdMap, store: 
     got = await Rewriter(ids, "0.3", "wx", context_id).result_from_upstream(Op.SEND, reply)
     assert got["referenceTaskIds"] == [got["taskId"]] and got["taskId"] != "wx-new"
 
-    assert await _count(store, RouterTaskRow) == rows + 2  # inv-task-02 and wx-new only
+    await ids.flush()
+    assert await _count(store, RouterTaskEntry) == rows + 2  # inv-task-02 and wx-new only
     for phantom in ("UPT-never-seen", "UPT-1", "UPT-2"):
         assert await ids.task_by_upstream("wx", phantom) is None
         assert await ids.task_by_upstream("inv", phantom) is None

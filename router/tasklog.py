@@ -1,0 +1,185 @@
+"""The task list: one row per router task, written behind the requests that reveal them.
+
+Mapping a router ID needs no row (:mod:`router.tokens`); only ListTasks, the last known
+task states and answers' references to earlier tasks do. So a request only queues its
+task's row (or state) in this process, and :class:`TaskLog` writes the queue in batches, one
+transaction per batch, a few tens of milliseconds later, off the request path. It is written
+before this process answers ListTasks, and at shutdown. Another replica sees a new task in
+its ListTasks once that batch is written. Writes are idempotent upserts keyed on (agent,
+upstream task): a task recorded twice, by any replicas, is one row; a state replaces the
+stored one only when it differs and is not older.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import DateTime, UniqueConstraint, and_, case, func, or_
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlmodel import Field, SQLModel
+
+from registry.store import Store
+from router.wire import MAX_ID_LENGTH
+
+__all__ = ["RouterTaskEntry", "TaskLog", "TaskWrite"]
+
+log = logging.getLogger(__name__)
+
+_BATCH = 200  # rows per transaction
+_RETRY_MAX = 5.0  # seconds between attempts after a failed write, at most
+
+
+class RouterTaskEntry(SQLModel, table=True):
+    """A router task as ListTasks lists it: its IDs, context and last known state."""
+
+    __tablename__ = "router_task_entries"
+    __table_args__ = (UniqueConstraint("agent_id", "upstream_task_id"),)
+
+    task_id: str = Field(primary_key=True, max_length=MAX_ID_LENGTH)
+    agent_id: str = Field(max_length=64)
+    upstream_task_id: str = Field(max_length=MAX_ID_LENGTH)
+    context_id: str | None = Field(default=None, index=True, max_length=MAX_ID_LENGTH)
+    state: str | None = Field(default=None, max_length=64)
+    created_at: datetime = Field(sa_type=DateTime(timezone=True), index=True)
+    updated_at: datetime = Field(sa_type=DateTime(timezone=True), index=True)
+
+
+@dataclass
+class TaskWrite:
+    """One queued row: a task seen (``state`` None) or its state recorded at ``updated_at``."""
+
+    task_id: str
+    agent_id: str
+    upstream_task_id: str
+    context_id: str | None
+    state: str | None
+    created_at: datetime
+    updated_at: datetime
+
+    def merge(self, later: TaskWrite) -> None:
+        """Fold a later write of the same task into this one."""
+        self.context_id = self.context_id or later.context_id
+        if later.state is not None:
+            self.state, self.updated_at = later.state, later.updated_at
+
+
+class TaskLog:
+    """The write-behind queue of task rows of one process (see the module docs)."""
+
+    def __init__(self, store: Store, delay: float = 0.05) -> None:
+        self.store = store
+        self.delay = delay  # seconds a queued row waits for others to share its transaction
+        self._pending: dict[tuple[str, str], TaskWrite] = {}
+        self._lock = asyncio.Lock()
+        self._flusher: asyncio.Task[None] | None = None
+        self._closed = False
+
+    def add(self, write: TaskWrite) -> None:
+        """Queue a row; it is written within :attr:`delay` seconds (or at :meth:`flush`)."""
+        key = (write.agent_id, write.upstream_task_id)
+        queued = self._pending.get(key)
+        if queued is None:
+            self._pending[key] = write
+        else:
+            queued.merge(write)
+        if self._flusher is None and not self._closed:
+            self._flusher = asyncio.get_running_loop().create_task(self._flush_later())
+
+    def pending(self, agent_id: str, upstream_task_id: str) -> TaskWrite | None:
+        """The queued row of a task, if it is not written yet."""
+        return self._pending.get((agent_id, upstream_task_id))
+
+    def pending_rows(self) -> list[TaskWrite]:
+        """Every queued row."""
+        return list(self._pending.values())
+
+    async def flush(self) -> None:
+        """Write every queued row now (what ListTasks waits for); raises if the database
+        fails (the rows stay queued)."""
+        async with self._lock:
+            while self._pending:
+                batch = dict(list(self._pending.items())[:_BATCH])
+                for key in batch:
+                    del self._pending[key]
+                try:
+                    await self._write(list(batch.values()))
+                except BaseException:
+                    for key, write in batch.items():  # back in the queue, older first
+                        later = self._pending.get(key)
+                        if later is not None:
+                            write.merge(later)
+                        self._pending[key] = write
+                    raise
+
+    async def close(self) -> None:
+        """Stop the timer and write what is queued (at shutdown)."""
+        self._closed = True
+        if self._flusher is not None:
+            self._flusher.cancel()
+            with contextlib.suppress(BaseException):
+                await self._flusher
+            self._flusher = None
+        try:
+            await self.flush()
+        except Exception:
+            log.exception("could not write %d task row(s) at shutdown", len(self._pending))
+
+    async def _flush_later(self) -> None:
+        wait = self.delay
+        try:
+            while self._pending and not self._closed:
+                await asyncio.sleep(wait)
+                try:
+                    await self.flush()
+                    wait = self.delay
+                except Exception:
+                    log.exception("could not write %d task row(s); retrying", len(self._pending))
+                    wait = min(max(wait * 2, 0.1), _RETRY_MAX)
+        finally:
+            self._flusher = None
+
+    async def _write(self, rows: list[TaskWrite]) -> None:
+        values = [
+            {
+                "task_id": w.task_id,
+                "agent_id": w.agent_id,
+                "upstream_task_id": w.upstream_task_id,
+                "context_id": w.context_id,
+                "state": w.state,
+                "created_at": w.created_at,
+                "updated_at": w.updated_at,
+            }
+            for w in rows
+        ]
+        async with self.store.engine.begin() as conn:
+            await conn.execute(_upsert(self.store.engine.dialect.name), values)
+
+
+@functools.cache
+def _upsert(dialect: str) -> Any:
+    """INSERT .. ON CONFLICT (agent, upstream task) that keeps the first task ID and creation
+    time, fills a missing context, and takes a state that differs and is not older."""
+    table: Any = RouterTaskEntry.__table__
+    insert = pg_insert if dialect == "postgresql" else sqlite_insert
+    statement = insert(table)
+    new, old = statement.excluded, table.c
+    take = and_(
+        new.state.is_not(None),
+        or_(old.state.is_(None), old.state != new.state),
+        new.updated_at >= old.updated_at,
+    )
+    return statement.on_conflict_do_update(
+        index_elements=[old.agent_id, old.upstream_task_id],
+        set_={
+            "context_id": func.coalesce(old.context_id, new.context_id),
+            "state": case((take, new.state), else_=old.state),
+            "updated_at": case((take, new.updated_at), else_=old.updated_at),
+        },
+    )
