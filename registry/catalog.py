@@ -13,7 +13,7 @@ import binascii
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Generic, TypeVar
@@ -142,17 +142,65 @@ class Snapshot:
         return list(self.agents)
 
     @cached_property
+    def _agent_rows(self) -> dict[str, int]:
+        return {agent_id: n for n, agent_id in enumerate(self._agent_ids)}
+
+    @cached_property
+    def _rows_by(self) -> dict[str, dict[str, list[int]]]:
+        """Skill rows by skill id, by tag (case-folded) and by input and output mode (as
+        written): the filters look there instead of at every skill."""
+        by: dict[str, dict[str, list[int]]] = {"skill": {}, "tag": {}, "input": {}, "output": {}}
+        for row, (_, _, skill) in enumerate(self._skills):
+            by["skill"].setdefault(skill.id, []).append(row)
+            for tag in {t.casefold() for t in skill.tags}:
+                by["tag"].setdefault(tag, []).append(row)
+            for mode in set(skill.input_modes):
+                by["input"].setdefault(mode, []).append(row)
+            for mode in set(skill.output_modes):
+                by["output"].setdefault(mode, []).append(row)
+        return by
+
+    def _candidate_rows(self, query: Query, scores: dict[int, float] | None) -> list[int] | None:
+        """The only skill rows that can match ``query`` (a superset, checked in full after),
+        or None when no indexed filter narrows them down."""
+        found: set[int] | None = None
+
+        def narrow(rows: Iterable[int]) -> None:
+            nonlocal found
+            found = set(rows) if found is None else found.intersection(rows)
+
+        by = self._rows_by
+        if query.skill is not None:
+            narrow(by["skill"].get(query.skill, ()))
+        for tag in query.tags:
+            narrow(by["tag"].get(tag.casefold(), ()))
+        for wanted, kind in ((query.input_mode, "input"), (query.output_mode, "output")):
+            if wanted:
+                modes = [m for m in by[kind] if mediatypes.matches(wanted, m)]
+                narrow(row for mode in modes for row in by[kind][mode])
+        if scores is not None:
+            narrow(scores)
+        return None if found is None else sorted(found)
+
+    @cached_property
     def _agent_index(self) -> TextIndex:
         return TextIndex([self._terms[a].agent for a in self._agent_ids])
 
     def __len__(self) -> int:
         return len(self.agents)
 
+    def skill_terms(self, agent_id: str) -> list[Counter[str]]:
+        """The weighted terms of each of the agent's skills (:func:`skill_fields`), computed
+        once per record and shared with the router's matcher."""
+        return self._terms[agent_id].skills
+
     def skills(self, query: Query) -> list[SkillHit]:
         """Skills matching ``query``: by score (with ``q``), then agent id and card order."""
         scores = self._skill_index.scores(query.q) if query.q else None
+        rows = self._candidate_rows(query, scores)
         hits = []
-        for row, (agent, position, skill) in enumerate(self._skills):
+        for row in range(len(self._skills)) if rows is None else rows:
+            agent, position, skill = self._skills[row]
             if not _agent_ok(agent, query) or not _skill_ok(skill, query):
                 continue
             score = 0.0
@@ -164,12 +212,33 @@ class Snapshot:
         hits.sort(key=lambda h: (-h.score, h.agent.id, h.position))
         return hits
 
+    def _candidate_agents(
+        self,
+        query: Query,
+        scores: dict[int, float] | None,
+        skill_scores: dict[int, float],
+    ) -> Iterable[str]:
+        """The only agents that can match ``query``, in id order (all without a narrowing
+        filter): those with a candidate skill, or (ranked text) whose own text matches."""
+        if not query.skill_filters() and scores is None:
+            return self._agent_ids
+        if query.skill_filters():
+            # (not narrowed by text: an agent's own text may match where its skills' does not)
+            rows = self._candidate_rows(query, None) or []
+            ids = {self._skills[row][0].id for row in rows}
+        else:
+            ids = {self._skills[row][0].id for row in skill_scores}
+            ids.update(self._agent_ids[row] for row in scores or ())
+        return sorted(ids)
+
     def agents_for(self, query: Query) -> list[AgentHit]:
         """Agents matching ``query``: by score (with ``q``), then id."""
         scores = self._agent_index.scores(query.q) if query.q else None
         skill_scores = self._skill_index.scores(query.q) if query.q else {}
+        candidates = self._candidate_agents(query, scores, skill_scores)
         hits = []
-        for row, agent_id in enumerate(self._agent_ids):
+        for agent_id in candidates:
+            row = self._agent_rows[agent_id]
             agent = self.agents[agent_id]
             if not _agent_ok(agent, query):
                 continue

@@ -38,7 +38,6 @@ from typing import Any, Literal
 
 from registry import mediatypes
 from registry.cards import Interface, Skill
-from registry.catalog import skill_fields
 from registry.records import AgentRecord
 from registry.service import Registry
 from registry.textsearch import Field, TextIndex, terms, tokenize
@@ -61,6 +60,7 @@ ROUTING_EXTENSION = "urn:a2a-switchboard:routing:v1"
 
 STREAMING_OPS = frozenset({Op.STREAM, Op.SUBSCRIBE})
 CLOSEST = 5
+_CHUNK = 64  # scored skills looked at per step when only the choice is needed
 """How many of the closest skills a ``-32050`` error lists."""
 MIN_CORPUS = 50
 """Word rarity (BM25's idf) is judged as if the catalog held at least this many skills (the
@@ -151,7 +151,9 @@ class _SkillIndex:
         for agent in snapshot.agents.values():
             known = previous._terms.get(agent.id) if previous else None
             if known is None or known[0] is not agent:
-                known = (agent, [terms(_fields(agent, s)) for s in agent.card.skills])
+                # the catalog's skill terms, plus the agent's description (counted once)
+                extra = terms([Field(agent.card.description, 0.5)])
+                known = (agent, [tf + extra for tf in snapshot.skill_terms(agent.id)])
             self._terms[agent.id] = known
             rows = self.by_agent.setdefault(agent.id, [])
             if not agent.card.skills:
@@ -167,11 +169,6 @@ class _SkillIndex:
             average = sum(sum(tf.values()) for tf in documents) / len(documents)
             documents += [Counter({_PAD: average})] * (MIN_CORPUS - len(documents))
         self.text = TextIndex(documents)
-
-
-def _fields(agent: AgentRecord, skill: Skill) -> list[Field]:
-    # the catalog's skill text, plus the agent's description: routing reads the whole card
-    return [*skill_fields(agent, skill), Field(agent.card.description, 0.5)]
 
 
 def query_text(text: str) -> str:
@@ -286,7 +283,7 @@ class Matcher:
         """The agent for this call (see the module docs); RpcError when there is none."""
         if pinned_agent is not None:
             return self._pinned(version, pinned_agent)
-        decision = self._decide(version, op, params, frozenset(context_agents))
+        decision = self._decide(version, op, params, frozenset(context_agents), complete=False)
         if decision.error is not None:
             raise decision.error
         assert decision.choice is not None
@@ -307,7 +304,7 @@ class Matcher:
     ) -> dict[str, Any]:
         """Why a call would go where it goes: the ranked candidates (at most ``limit``) with
         their score and why each was kept or dropped, the choice and the error, if any."""
-        decision = self._decide(version, op, params, frozenset(context_agents))
+        decision = self._decide(version, op, params, frozenset(context_agents), complete=True)
         error = decision.error
         return {
             "version": version,
@@ -427,9 +424,56 @@ class Matcher:
             out.append((n, found))
         return out
 
+    def _best_scored(
+        self,
+        index: _SkillIndex,
+        version: Version,
+        op: Op,
+        media: list[str],
+        accepted: list[str],
+        scores: dict[int, float],
+    ) -> list[tuple[int, Candidate]]:
+        """Candidates in descending score (at or above the threshold), evaluated until the
+        first one that can take the call, every other with its score and at least
+        :data:`CLOSEST` in all; none kept if none can take it."""
+        above = [(score, n) for n, score in scores.items() if round(score, 6) >= self.threshold]
+        above.sort(reverse=True)
+        out: list[tuple[int, Candidate]] = []
+        best: float | None = None
+        start = 0
+        while start < len(above):
+            chunk = above[start : start + _CHUNK]
+            start += _CHUNK
+            for score, n in chunk:
+                if best is not None and round(score, 6) < best and len(out) >= CLOSEST:
+                    return out  # the choice and a few runners-up, for the record
+                found = self._evaluate(
+                    index,
+                    [n],
+                    version,
+                    op,
+                    media,
+                    accepted,
+                    scores,
+                    self.threshold,
+                    skill_less=False,
+                )
+                out += found
+                if best is None and found[0][1].kept:
+                    best = found[0][1].score
+        return out
+
     def _decide(
-        self, version: Version, op: Op, params: Mapping[str, Any], context_agents: frozenset[str]
+        self,
+        version: Version,
+        op: Op,
+        params: Mapping[str, Any],
+        context_agents: frozenset[str],
+        *,
+        complete: bool,
     ) -> _Decision:
+        """The decision; ``complete``: every skill is a candidate in the answer (explain),
+        else only those the choice can fall on."""
         try:
             index = self._current()
             message = wire.message_of(version, params)
@@ -453,7 +497,7 @@ class Matcher:
             )
         else:
             decision = self._by_match(
-                index, bool(words), version, op, media, accepted, scores, context_agents
+                index, bool(words), version, op, media, accepted, scores, context_agents, complete
             )
         decision.context = context
         return decision
@@ -537,21 +581,26 @@ class Matcher:
         accepted: list[str],
         scores: dict[int, float],
         context_agents: frozenset[str],
+        complete: bool = True,
     ) -> _Decision:
         threshold = self.threshold if has_words else None
-        evaluated = self._evaluate(
-            index,
-            range(len(index.rows)),
-            version,
-            op,
-            media,
-            accepted,
-            scores,
-            threshold,
-            skill_less=False,
-        )
+        rows: Iterable[int] = range(len(index.rows))
+        if has_words and self.threshold > 0 and not complete:
+            # only the best-scoring skills that can take the call, and those tied with the
+            # best of them, need a look: a choice costs no more than a few candidates
+            evaluated = self._best_scored(index, version, op, media, accepted, scores)
+            rows = []
+        else:
+            evaluated = self._evaluate(
+                index, rows, version, op, media, accepted, scores, threshold, skill_less=False
+            )
         candidates = [c for _, c in evaluated]
         kept = [(n, c) for n, c in evaluated if c.kept]
+        if not kept and not complete:
+            # no match: the error lists the closest skills, scored or not (a rare path)
+            return self._by_match(
+                index, has_words, version, op, media, accepted, scores, context_agents, True
+            )
         if not kept:
             return _Decision(
                 None, self._no_match(index, candidates, has_words), _ranked(candidates)
