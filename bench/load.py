@@ -1,0 +1,184 @@
+"""The load generator, run in its own process: ``python -m bench.load '<json spec>'``.
+
+Spec keys: ``kind`` (``unary``, ``stream`` or ``idle``), ``url``, ``headers``, ``body`` (the
+JSON-RPC request text), ``concurrency``, and for unary/stream ``warmup`` and ``round``
+(seconds) and ``rounds``. Closed loop: ``concurrency`` workers on one keep-alive
+connector, each sending its next request when the previous answer is complete.
+
+- ``unary``: per round, requests/s and latency p50/p99 (ms), errors.
+- ``stream``: per round, SSE ``data:`` events/s over all streams and time to first event.
+- ``idle``: opens ``concurrency`` streams, waits for the first event of each, prints
+  ``OPEN <n>``, holds them until a line arrives on stdin, then closes them.
+
+Prints one JSON object (``{"rounds": [...]}``) on the last line of stdout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import aiohttp
+
+from bench.echo_agent import raise_nofile
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q`` quantile (0..1) of ``values``, nearest rank; NaN when empty."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
+
+
+class _Shot:
+    """One request: latency, time to first event, events, and whether it failed."""
+
+    __slots__ = ("events", "failed", "first", "latency")
+
+    def __init__(self) -> None:
+        self.latency = 0.0
+        self.first = 0.0
+        self.events = 0
+        self.failed = False
+
+
+def _sender(http: aiohttp.ClientSession, spec: dict[str, Any]) -> Callable[[], Awaitable[_Shot]]:
+    url, headers = spec["url"], {"Content-Type": "application/json", **spec.get("headers", {})}
+    body = spec["body"].encode()
+    streaming = spec["kind"] == "stream"
+
+    async def send() -> _Shot:
+        shot = _Shot()
+        start = time.perf_counter()
+        try:
+            async with http.post(url, data=body, headers=headers) as resp:
+                if streaming:
+                    errors = 0
+                    async for chunk in resp.content.iter_any():
+                        if not shot.events and b"data:" in chunk:
+                            shot.first = time.perf_counter() - start
+                        shot.events += chunk.count(b"data:")
+                        errors += chunk.count(b'"error"')
+                    shot.failed = resp.status != 200 or errors > 0
+                else:
+                    data = await resp.read()
+                    shot.failed = resp.status != 200 or b'"error"' in data
+        except (aiohttp.ClientError, OSError):
+            shot.failed = True
+        shot.latency = time.perf_counter() - start
+        return shot
+
+    return send
+
+
+async def _round(send: Callable[[], Awaitable[_Shot]], workers: int, seconds: float) -> Any:
+    shots: list[_Shot] = []
+    deadline = time.perf_counter() + seconds
+
+    async def worker() -> None:
+        while time.perf_counter() < deadline:
+            shots.append(await send())
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(workers)))
+    return shots, time.perf_counter() - start
+
+
+def _summary(kind: str, shots: list[_Shot], wall: float) -> dict[str, Any]:
+    ok = [s for s in shots if not s.failed]
+    row: dict[str, Any] = {"requests": len(shots), "errors": len(shots) - len(ok), "seconds": wall}
+    if kind == "stream":
+        row["events_per_s"] = sum(s.events for s in ok) / wall
+        row["ttfe_p50_ms"] = percentile([s.first * 1000 for s in ok], 0.5)
+        row["ttfe_p99_ms"] = percentile([s.first * 1000 for s in ok], 0.99)
+    else:
+        row["rps"] = len(ok) / wall
+        row["p50_ms"] = percentile([s.latency * 1000 for s in ok], 0.5)
+        row["p99_ms"] = percentile([s.latency * 1000 for s in ok], 0.99)
+    return row
+
+
+async def _timed(spec: dict[str, Any]) -> dict[str, Any]:
+    workers = int(spec["concurrency"])
+    connector = aiohttp.TCPConnector(limit=workers, limit_per_host=workers)
+    timeout = aiohttp.ClientTimeout(total=None, sock_read=60)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
+        send = _sender(http, spec)
+        await _round(send, workers, float(spec.get("warmup", 1.0)))
+        rounds = []
+        for _ in range(int(spec.get("rounds", 3))):
+            shots, wall = await _round(send, workers, float(spec.get("round", 2.0)))
+            rounds.append(_summary(spec["kind"], shots, wall))
+    return {"rounds": rounds}
+
+
+async def _idle(spec: dict[str, Any]) -> dict[str, Any]:
+    count = int(spec["concurrency"])
+    headers = {"Content-Type": "application/json", **spec.get("headers", {})}
+    connector = aiohttp.TCPConnector(limit=0)
+    timeout = aiohttp.ClientTimeout(total=None, sock_read=None)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
+        opened = 0
+        started = asyncio.Event()
+
+        async def hold(release: asyncio.Event) -> bool:
+            nonlocal opened
+            async with http.post(spec["url"], data=spec["body"].encode(), headers=headers) as resp:
+                first = b""
+                async for chunk in resp.content.iter_any():
+                    first += chunk
+                    if b"data:" in first:
+                        break
+                ok = resp.status == 200 and b'"error"' not in first
+                opened += 1
+                if opened == count:
+                    started.set()
+                await release.wait()
+                return ok
+
+        release = asyncio.Event()
+        start = time.perf_counter()
+        tasks = [asyncio.create_task(hold(release)) for _ in range(count)]
+        waiting = asyncio.create_task(started.wait())
+        await asyncio.wait([waiting, *tasks], return_when=asyncio.FIRST_EXCEPTION)
+        if not started.is_set():  # one failed before all were open
+            for task in tasks:
+                task.cancel()
+            raise RuntimeError(f"only {opened} of {count} streams opened")
+        print(f"OPEN {opened} {time.perf_counter() - start:.3f}", flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+        release.set()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+    return {"opened": opened, "errors": sum(r is not True for r in results)}
+
+
+def main() -> None:
+    """Run the spec given as the first argument; print the JSON result."""
+    raise_nofile()
+    spec = json.loads(sys.argv[1])
+    run = _idle if spec["kind"] == "idle" else _timed
+    print(json.dumps(asyncio.run(run(spec))), flush=True)
+
+
+if __name__ == "__main__":
+    main()
+
+
+# --- the parent's side --------------------------------------------------------------------------
+
+
+async def run_load(spec: dict[str, Any]) -> dict[str, Any]:
+    """Run a ``unary`` or ``stream`` spec in a new load process; its result."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bench.load", json.dumps(spec), stdout=asyncio.subprocess.PIPE
+    )
+    out, _ = await proc.communicate()
+    if proc.returncode != 0:
+        raise RuntimeError(f"load generator failed ({proc.returncode}) for {spec['url']}")
+    result: dict[str, Any] = json.loads(out.splitlines()[-1])
+    return result
