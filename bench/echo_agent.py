@@ -1,7 +1,7 @@
 """A minimal, fast A2A 1.0 echo agent in plain aiohttp (not the SDK), for benchmarks.
 
-``python -m bench.echo_agent --port P`` serves its card at ``/.well-known/agent-card.json``
-and JSON-RPC at ``POST /``:
+``python -m bench.echo_agent --port P [--port P2 ...]`` serves, on each port, its card at
+``/.well-known/agent-card.json`` and JSON-RPC at ``POST /``:
 
 - ``SendMessage``: a prebuilt ``{"message": ...}`` answer (no task, no context).
 - ``SendStreamingMessage``: a Task (working), N ``artifactUpdate`` events written as fast as
@@ -9,7 +9,7 @@ and JSON-RPC at ``POST /``:
   (default 10). With ``message.metadata.bench.idle`` true it sends the Task and then only a
   ``: ping`` comment every 15 s until the client goes away.
 
-It prints ``READY <port>`` on stdout once listening.
+It prints ``READY <ports>`` on stdout once listening.
 """
 
 from __future__ import annotations
@@ -120,18 +120,19 @@ def raise_nofile() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
-async def _serve(port: int) -> None:
-    runner = web.AppRunner(make_app(f"http://127.0.0.1:{port}"), access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", port, backlog=4096).start()
-    print(f"READY {port}", flush=True)
+async def _serve(ports: list[int]) -> None:
+    for port in ports:
+        runner = web.AppRunner(make_app(f"http://127.0.0.1:{port}"), access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", port, backlog=4096).start()
+    print(f"READY {' '.join(map(str, ports))}", flush=True)
     await asyncio.Event().wait()
 
 
 def main() -> None:
-    """Serve until killed."""
+    """Serve until killed (one agent per ``--port``, each with its own card)."""
     parser = argparse.ArgumentParser(description="A fast A2A 1.0 echo agent.")
-    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--port", type=int, action="append", required=True)
     raise_nofile()
     asyncio.run(_serve(parser.parse_args().port))
 

@@ -7,8 +7,9 @@ connector, each sending its next request when the previous answer is complete.
 
 - ``unary``: per round, requests/s and latency p50/p99 (ms), errors.
 - ``stream``: per round, SSE ``data:`` events/s over all streams and time to first event.
-- ``idle``: opens ``concurrency`` streams, waits for the first event of each, prints
-  ``OPEN <n>``, holds them until a line arrives on stdin, then closes them.
+- ``idle``: opens ``concurrency`` streams (round-robin over ``urls`` if given), waits for
+  the first event of each (or until none arrived for ``settle`` s), prints ``OPEN <opened>
+  <seconds>``, holds them until a line arrives on stdin, then closes them.
 
 Prints one JSON object (``{"rounds": [...]}``) on the last line of stdout.
 """
@@ -119,42 +120,46 @@ async def _timed(spec: dict[str, Any]) -> dict[str, Any]:
 
 async def _idle(spec: dict[str, Any]) -> dict[str, Any]:
     count = int(spec["concurrency"])
+    urls = spec.get("urls") or [spec["url"]]
+    settle = float(spec.get("settle", 3.0))
     headers = {"Content-Type": "application/json", **spec.get("headers", {})}
     connector = aiohttp.TCPConnector(limit=0)
     timeout = aiohttp.ClientTimeout(total=None, sock_read=None)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
-        opened = 0
-        started = asyncio.Event()
+        got: set[int] = set()
+        release = asyncio.Event()
 
-        async def hold(release: asyncio.Event) -> bool:
-            nonlocal opened
-            async with http.post(spec["url"], data=spec["body"].encode(), headers=headers) as resp:
+        async def hold(n: int) -> bool:
+            url = urls[n % len(urls)]
+            async with http.post(url, data=spec["body"].encode(), headers=headers) as resp:
                 first = b""
                 async for chunk in resp.content.iter_any():
                     first += chunk
                     if b"data:" in first:
                         break
                 ok = resp.status == 200 and b'"error"' not in first
-                opened += 1
-                if opened == count:
-                    started.set()
+                if ok:
+                    got.add(n)
                 await release.wait()
                 return ok
 
-        release = asyncio.Event()
         start = time.perf_counter()
-        tasks = [asyncio.create_task(hold(release)) for _ in range(count)]
-        waiting = asyncio.create_task(started.wait())
-        await asyncio.wait([waiting, *tasks], return_when=asyncio.FIRST_EXCEPTION)
-        if not started.is_set():  # one failed before all were open
-            for task in tasks:
-                task.cancel()
-            raise RuntimeError(f"only {opened} of {count} streams opened")
+        tasks = [asyncio.create_task(hold(n)) for n in range(count)]
+        seen, quiet = 0, time.perf_counter()
+        while len(got) < count and time.perf_counter() - quiet < settle:
+            await asyncio.sleep(0.05)
+            if len(got) != seen:
+                seen, quiet = len(got), time.perf_counter()
+        opened = len(got)
         print(f"OPEN {opened} {time.perf_counter() - start:.3f}", flush=True)
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+        for n, task in enumerate(tasks):
+            if n not in got:
+                task.cancel()  # still waiting for its first event
         release.set()
         results = await asyncio.gather(*tasks, return_exceptions=True)
-    return {"opened": opened, "errors": sum(r is not True for r in results)}
+    failed = sum(r is False or isinstance(r, Exception) for r in results)
+    return {"opened": opened, "not_opened": count - opened, "failed": failed}
 
 
 def main() -> None:

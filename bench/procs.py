@@ -94,13 +94,24 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 @contextlib.asynccontextmanager
-async def echo_agent(tmp: Path) -> AsyncIterator[str]:
-    """Run the echo agent; yields its base URL."""
-    port = free_port()
-    args = [sys.executable, "-m", "bench.echo_agent", "--port", str(port)]
-    base = f"http://127.0.0.1:{port}"
-    async with process(args, f"{base}/.well-known/agent-card.json", tmp / "agent.log"):
-        yield base
+async def echo_agent(tmp: Path) -> AsyncIterator[tuple[str, subprocess.Popen[bytes]]]:
+    """Run the echo agent; yields its base URL and process."""
+    async with echo_agents(tmp, 1) as (bases, proc):
+        yield bases[0], proc
+
+
+@contextlib.asynccontextmanager
+async def echo_agents(
+    tmp: Path, count: int
+) -> AsyncIterator[tuple[list[str], subprocess.Popen[bytes]]]:
+    """Run ``count`` echo agents (one process, one port each); yields base URLs and process."""
+    ports = [free_port() for _ in range(count)]
+    args = [sys.executable, "-m", "bench.echo_agent"]
+    for port in ports:
+        args += ["--port", str(port)]
+    bases = [f"http://127.0.0.1:{port}" for port in ports]
+    async with process(args, f"{bases[-1]}/.well-known/agent-card.json", tmp / "agent.log") as proc:
+        yield bases, proc
 
 
 @contextlib.asynccontextmanager

@@ -34,7 +34,7 @@ async def contestants(
     opts: Options, stack: contextlib.AsyncExitStack, notes: list[str]
 ) -> dict[str, str]:
     """Start the agent, Switchboard (and nginx); the URL of each contestant's endpoint."""
-    agent = await stack.enter_async_context(echo_agent(opts.tmp))
+    agent, _agent_proc = await stack.enter_async_context(echo_agent(opts.tmp))
     router, _proc = await stack.enter_async_context(switchboard(opts.tmp))
     await register(router, {"url": agent, "id": "echo"})
     urls = {"direct": f"{agent}/", "router": f"{router}/", "pinned": f"{router}/agents/echo"}
