@@ -11,7 +11,9 @@ connector, each sending its next request when the previous answer is complete.
   the first event of each (or until none arrived for ``settle`` s), prints ``OPEN <opened>
   <seconds>``, holds them until a line arrives on stdin, then closes them.
 
-Prints one JSON object (``{"rounds": [...]}``) on the last line of stdout.
+A round lasts ``round`` seconds; what is still in flight then is cancelled: a stream's
+events so far count, an unfinished call does not. Prints one JSON object
+(``{"rounds": [...]}``) on the last line of stdout.
 """
 
 from __future__ import annotations
@@ -37,24 +39,28 @@ def percentile(values: list[float], q: float) -> float:
 
 
 class _Shot:
-    """One request: latency, time to first event, events, and whether it failed."""
+    """One request: latency, time to first event, events so far, whether it ended or failed."""
 
-    __slots__ = ("events", "failed", "first", "latency")
+    __slots__ = ("done", "events", "failed", "first", "latency")
 
     def __init__(self) -> None:
         self.latency = 0.0
         self.first = 0.0
         self.events = 0
+        self.done = False
         self.failed = False
 
 
-def _sender(http: aiohttp.ClientSession, spec: dict[str, Any]) -> Callable[[], Awaitable[_Shot]]:
+def _sender(
+    http: aiohttp.ClientSession, spec: dict[str, Any]
+) -> Callable[[list[_Shot]], Awaitable[None]]:
     url, headers = spec["url"], {"Content-Type": "application/json", **spec.get("headers", {})}
     body = spec["body"].encode()
     streaming = spec["kind"] == "stream"
 
-    async def send() -> _Shot:
+    async def send(shots: list[_Shot]) -> None:
         shot = _Shot()
+        shots.append(shot)  # counted even if the round ends while it is in flight
         start = time.perf_counter()
         try:
             async with http.post(url, data=body, headers=headers) as resp:
@@ -72,31 +78,41 @@ def _sender(http: aiohttp.ClientSession, spec: dict[str, Any]) -> Callable[[], A
         except (aiohttp.ClientError, OSError):
             shot.failed = True
         shot.latency = time.perf_counter() - start
-        return shot
+        shot.done = True
 
     return send
 
 
-async def _round(send: Callable[[], Awaitable[_Shot]], workers: int, seconds: float) -> Any:
+async def _round(
+    send: Callable[[list[_Shot]], Awaitable[None]], workers: int, seconds: float
+) -> tuple[list[_Shot], float]:
+    """``workers`` closed loops for ``seconds``; requests still in flight then are cancelled
+    (a stream's events so far count, an unfinished call does not)."""
     shots: list[_Shot] = []
-    deadline = time.perf_counter() + seconds
 
     async def worker() -> None:
-        while time.perf_counter() < deadline:
-            shots.append(await send())
+        while True:
+            await send(shots)
 
     start = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(workers)))
-    return shots, time.perf_counter() - start
+    tasks = [asyncio.create_task(worker()) for _ in range(workers)]
+    await asyncio.sleep(seconds)
+    wall = time.perf_counter() - start
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    return shots, wall
 
 
 def _summary(kind: str, shots: list[_Shot], wall: float) -> dict[str, Any]:
-    ok = [s for s in shots if not s.failed]
-    row: dict[str, Any] = {"requests": len(shots), "errors": len(shots) - len(ok), "seconds": wall}
+    done = [s for s in shots if s.done]
+    ok = [s for s in done if not s.failed]
+    row: dict[str, Any] = {"requests": len(done), "errors": len(done) - len(ok), "seconds": wall}
     if kind == "stream":
-        row["events_per_s"] = sum(s.events for s in ok) / wall
-        row["ttfe_p50_ms"] = percentile([s.first * 1000 for s in ok], 0.5)
-        row["ttfe_p99_ms"] = percentile([s.first * 1000 for s in ok], 0.99)
+        started = [s for s in shots if s.events and not s.failed]
+        row["events_per_s"] = sum(s.events for s in started) / wall
+        row["ttfe_p50_ms"] = percentile([s.first * 1000 for s in started], 0.5)
+        row["ttfe_p99_ms"] = percentile([s.first * 1000 for s in started], 0.99)
     else:
         row["rps"] = len(ok) / wall
         row["p50_ms"] = percentile([s.latency * 1000 for s in ok], 0.5)

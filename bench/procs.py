@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import os
 import resource
 import signal
@@ -18,6 +19,7 @@ from pathlib import Path
 import aiohttp
 
 TOKEN = "bench-admin-token"
+_PR_SET_PDEATHSIG = 1
 
 
 def free_port() -> int:
@@ -27,9 +29,12 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _raise_nofile() -> None:
+def _child_setup() -> None:
+    """In a child before exec: raise its open-file limit; on Linux, end it with its parent."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, hard), hard))
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def rss_kib(pid: int) -> int:
@@ -78,7 +83,7 @@ def _spawn(args: Sequence[str], log: Path, env: dict[str, str] | None) -> subpro
             stdout=out,
             stderr=subprocess.STDOUT,
             env={**os.environ, **(env or {})},
-            preexec_fn=_raise_nofile,
+            preexec_fn=_child_setup,
         )
 
 
