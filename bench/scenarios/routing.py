@@ -131,7 +131,7 @@ async def scratch_postgres(server: str) -> AsyncIterator[str]:
 
 
 def timed(
-    calls: int, make: Callable[[int], Callable[[], object]], budget: float = 4.0, least: int = 10
+    calls: int, make: Callable[[int], Callable[[], object]], budget: float = 2.5, least: int = 8
 ) -> list[float]:
     """Milliseconds of up to ``calls`` calls, the i-th being ``make(i)()`` (made outside the
     timer); stops early once ``budget`` seconds have passed and ``least`` calls were made."""
@@ -233,7 +233,7 @@ async def run(opts: Options) -> Section:
     section.data = {"agents": count, "skills": count * SKILLS_PER_AGENT, "backends": backends}
     table = Table(
         f"{count:,} agents / {count * SKILLS_PER_AGENT:,} skills; up to {calls} distinct "
-        "queries each (fewer when 4 s ran out)",
+        "queries each (fewer when 2.5 s ran out)",
         ["query", *[f"{b} {p}" for b in backends for p in ("p50 ms", "p99 ms", "n")]],
     )
     for label in backends["sqlite"]["queries"]:

@@ -97,13 +97,15 @@ async def run(opts: Options) -> Section:
         "POST /agents/{id}, 32 agents": await _measure(opts, count, 32, spec),
     }
     table = Table(
-        f"{count} idle streams requested at once (RSS in KiB; per stream = growth / opened)",
+        f"{count} idle streams requested at once (RSS in KiB; per stream = growth / opened, "
+        "per client = growth / requested)",
         [
             "route",
             "opened",
             "RSS before",
             "RSS open",
             "KiB per stream",
+            "KiB per client",
             "agent KiB per stream",
             "open s",
             "failed",
@@ -117,6 +119,7 @@ async def run(opts: Options) -> Section:
                 r["router_rss_kib"]["before"],
                 r["router_rss_kib"]["open"],
                 r["per_stream_kib"],
+                (r["router_rss_kib"]["open"] - r["router_rss_kib"]["before"]) / r["streams"],
                 r["agent_per_stream_kib"],
                 r["open_seconds"],
                 r["failed"],

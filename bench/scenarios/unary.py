@@ -95,7 +95,9 @@ async def run(opts: Options) -> Section:
                     m["p99_ms"],
                     added,
                     ratio(m["rps"], direct["rps"]),
-                    ratio(added, nginx_added) if nginx_added and name != "direct" else float("nan"),
+                    ratio(added, nginx_added)
+                    if nginx_added and nginx_added > 0 and name != "direct"
+                    else float("nan"),
                     int(m["errors"]),
                 ]
             )
@@ -118,7 +120,7 @@ async def run(opts: Options) -> Section:
         section.checks.append(
             Check(
                 "router added p50 / nginx added p50 at concurrency 1",
-                ratio(added_1, nginx_added),
+                ratio(added_1, nginx_added) if nginx_added > 0 else float("nan"),
                 1.5,
                 "x",
             )
