@@ -2,7 +2,7 @@
 
 ``SendStreamingMessage`` directly, through Switchboard's skill-matched ``POST /`` (and nginx
 when installed), at 1 and 100 concurrent streams; events/s over all streams and time to the
-first event (the agent's Task event).
+first event (the agent's Task event). Rounds are twice as long as the unary ones.
 """
 
 from __future__ import annotations
@@ -28,6 +28,10 @@ async def run(opts: Options) -> Section:
             "headers": {"A2A-Version": "1.0"},
             "body": body("SendStreamingMessage", metadata={"bench": {"events": events}}),
             **opts.timing(),
+            # streams start slower than calls: longer rounds, so that a round is not mostly
+            # the start-up of streams cancelled at its end
+            "round": 2 * opts.round_seconds,
+            "warmup": 2 * opts.warmup_seconds,
         }
         results: dict[int, dict[str, dict[str, float]]] = {}
         for level in levels:
