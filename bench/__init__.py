@@ -1,0 +1,1 @@
+"""Switchboard's benchmark harness: ``python -m bench`` (see docs/benchmarks.md)."""

@@ -1,0 +1,128 @@
+"""Scenario 1, unary proxy: ``SendMessage`` to the echo agent directly and through proxies.
+
+Contestants, each its own process on 127.0.0.1, measured one after another at each
+concurrency level by a separate load process (closed loop, keep-alive): direct to the agent;
+Switchboard's ``POST /`` (skill matched); Switchboard's pinned ``POST /agents/{id}``;
+nginx ``proxy_pass`` when installed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import Any
+
+from bench import nginx as nginx_mod
+from bench.load import run_load
+from bench.options import Options
+from bench.procs import echo_agent, register, switchboard
+from bench.report import Check, Section, Table, median, ratio
+
+TEXT = "echo hello benchmark"
+
+
+def body(method: str, text: str = TEXT, metadata: dict[str, Any] | None = None) -> str:
+    """A 1.0 JSON-RPC request carrying one user text message."""
+    message: dict[str, Any] = {"role": "ROLE_USER", "messageId": "m1", "parts": [{"text": text}]}
+    if metadata:
+        message["metadata"] = metadata
+    rpc = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {"message": message}}
+    return json.dumps(rpc)
+
+
+async def contestants(
+    opts: Options, stack: contextlib.AsyncExitStack, notes: list[str]
+) -> dict[str, str]:
+    """Start the agent, Switchboard (and nginx); the URL of each contestant's endpoint."""
+    agent, _agent_proc = await stack.enter_async_context(echo_agent(opts.tmp))
+    router, _proc = await stack.enter_async_context(switchboard(opts.tmp))
+    await register(router, {"url": agent, "id": "echo"})
+    urls = {"direct": f"{agent}/", "router": f"{router}/", "pinned": f"{router}/agents/echo"}
+    executable = nginx_mod.find(opts.nginx)
+    if executable:
+        urls["nginx"] = (
+            f"{await stack.enter_async_context(nginx_mod.nginx(executable, agent, opts.tmp))}/"
+        )
+    else:
+        notes.append(nginx_mod.SKIPPED)
+    return urls
+
+
+async def run(opts: Options) -> Section:
+    """Measure every contestant at each concurrency level."""
+    section = Section("1. unary proxy (SendMessage, A2A 1.0)")
+    levels = (1, 4) if opts.quick else (1, 16, 64)
+    async with contextlib.AsyncExitStack() as stack:
+        urls = await contestants(opts, stack, section.notes)
+        spec = {
+            "kind": "unary",
+            "headers": {"A2A-Version": "1.0"},
+            "body": body("SendMessage"),
+            **opts.timing(),
+        }
+        results: dict[int, dict[str, dict[str, float]]] = {}
+        for level in levels:
+            row = results[level] = {}
+            for name, url in urls.items():
+                out = await run_load({**spec, "url": url, "concurrency": level})
+                rounds = out["rounds"]
+                row[name] = {k: median(rounds, k) for k in ("rps", "p50_ms", "p99_ms", "errors")}
+    table = Table(
+        "medians of rounds; added = p50 - direct p50",
+        [
+            "contestant",
+            "conc",
+            "req/s",
+            "p50 ms",
+            "p99 ms",
+            "added ms",
+            "req/s / direct",
+            "added / nginx added",
+            "errors",
+        ],
+    )
+    for level, row in results.items():
+        direct = row["direct"]
+        nginx_added = row["nginx"]["p50_ms"] - direct["p50_ms"] if "nginx" in row else None
+        for name, m in row.items():
+            added = m["p50_ms"] - direct["p50_ms"]
+            table.rows.append(
+                [
+                    name,
+                    level,
+                    m["rps"],
+                    m["p50_ms"],
+                    m["p99_ms"],
+                    added,
+                    ratio(m["rps"], direct["rps"]),
+                    ratio(added, nginx_added)
+                    if nginx_added and nginx_added > 0 and name != "direct"
+                    else float("nan"),
+                    int(m["errors"]),
+                ]
+            )
+    section.tables.append(table)
+    section.data = {"levels": {str(k): v for k, v in results.items()}}
+    low, high = results[levels[0]], results[levels[-1]]
+    added_1 = low["router"]["p50_ms"] - low["direct"]["p50_ms"]
+    section.checks.append(Check("router added p50 at concurrency 1", added_1, 1.0, "ms"))
+    section.checks.append(
+        Check(
+            f"router throughput / direct at concurrency {levels[-1]}",
+            ratio(high["router"]["rps"], high["direct"]["rps"]),
+            0.4,
+            "",
+            higher_is_better=True,
+        )
+    )
+    if "nginx" in low:
+        nginx_added = low["nginx"]["p50_ms"] - low["direct"]["p50_ms"]
+        section.checks.append(
+            Check(
+                "router added p50 / nginx added p50 at concurrency 1",
+                ratio(added_1, nginx_added) if nginx_added > 0 else float("nan"),
+                1.5,
+                "x",
+            )
+        )
+    return section
