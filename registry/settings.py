@@ -55,6 +55,8 @@ class Settings(BaseSettings):
     upstream_connect_timeout: float = Field(5.0, gt=0)
     upstream_timeout: float = Field(120.0, gt=0)
     max_streams: int = Field(1000, gt=0)
+    upstream_max_connections: int = Field(1000, gt=0)
+    upstream_max_connections_per_agent: int = Field(100, gt=0)
     sse_keepalive: float = Field(15.0, gt=0)
 
     # replicas: how often each process checks the database for other processes' changes

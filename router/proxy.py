@@ -68,6 +68,9 @@ class Router:
         self.upstream = Upstream(
             connect_timeout=settings.upstream_connect_timeout,
             read_timeout=settings.upstream_timeout,
+            per_agent_limit=settings.upstream_max_connections_per_agent,
+            total_limit=settings.upstream_max_connections,
+            stream_limit=settings.max_streams,
             policy=AddressPolicy(settings.allow_networks),  # agents' cards choose the address
         )
         self._streams = 0

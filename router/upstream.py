@@ -159,8 +159,9 @@ class Upstream:
         *,
         connect_timeout: float,
         read_timeout: float,
-        per_agent_limit: int = 32,
-        total_limit: int = 512,
+        per_agent_limit: int = 100,
+        total_limit: int = 1000,
+        stream_limit: int = 0,
         pool_timeout: float | None = None,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         max_depth: int = DEFAULT_MAX_DEPTH,
@@ -171,6 +172,7 @@ class Upstream:
         self.read_timeout = read_timeout
         self.per_agent_limit = per_agent_limit
         self.total_limit = total_limit
+        self.stream_limit = stream_limit
         self.pool_timeout = read_timeout if pool_timeout is None else pool_timeout
         self.max_body_bytes = max_body_bytes
         self.max_depth = max_depth
@@ -178,22 +180,27 @@ class Upstream:
         self.user_agent = user_agent
         self.health: HealthObserver | None = None  # passive health reports, if set
         self._session: aiohttp.ClientSession | None = None
+        self._streams: aiohttp.ClientSession | None = None
 
     async def start(self) -> None:
-        """Create the session (idempotent)."""
+        """Create the sessions (idempotent): one for calls, with the per-agent and total
+        connection limits; one for streams, which hold their connection for as long as they
+        last and are bounded by ``stream_limit`` (the router's stream limit) instead."""
         if self._session is not None and not self._session.closed:
             return
+        self._session = self._new_session(self.total_limit, self.per_agent_limit)
+        self._streams = self._new_session(self.stream_limit, 0)
+
+    def _new_session(self, limit: int, per_host: int) -> aiohttp.ClientSession:
         resolver = GuardedResolver(self.policy) if self.policy is not None else None
-        connector = aiohttp.TCPConnector(
-            limit=self.total_limit, limit_per_host=self.per_agent_limit, resolver=resolver
-        )
+        connector = aiohttp.TCPConnector(limit=limit, limit_per_host=per_host, resolver=resolver)
         timeout = aiohttp.ClientTimeout(
             total=None,
             connect=self.connect_timeout + self.pool_timeout,
             sock_connect=self.connect_timeout,
             sock_read=self.read_timeout,
         )
-        self._session = aiohttp.ClientSession(
+        return aiohttp.ClientSession(
             connector=connector,
             timeout=timeout,
             trust_env=False,
@@ -202,10 +209,11 @@ class Upstream:
         )
 
     async def close(self) -> None:
-        """Close the session and every pooled connection."""
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        """Close the sessions and every pooled connection."""
+        for session in (self._session, self._streams):
+            if session is not None:
+                await session.close()
+        self._session = self._streams = None
 
     async def __aenter__(self) -> Upstream:
         await self.start()
@@ -256,7 +264,7 @@ class Upstream:
         agent ends the stream; ``aclose()`` closes the agent connection at once.
         Raises RpcError (-32052 before the first event, -32053 after, -32006 for bad data).
         """
-        session = self._require_session()
+        session = self._require_session(streams=True)
         url = self._check_url(target)
         resp: aiohttp.ClientResponse | None = None
         finished = False
@@ -318,10 +326,11 @@ class Upstream:
 
     # -- helpers -----------------------------------------------------------------------------
 
-    def _require_session(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
+    def _require_session(self, *, streams: bool = False) -> aiohttp.ClientSession:
+        session = self._streams if streams else self._session
+        if session is None or session.closed:
             raise RuntimeError("Upstream.start() has not been called")
-        return self._session
+        return session
 
     def _check_url(self, target: Target) -> URL:
         if self.policy is not None:

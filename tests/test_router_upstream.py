@@ -378,7 +378,9 @@ async def test_call_before_start() -> None:
 
 
 async def test_per_agent_connection_limit(aiohttp_server: Any) -> None:
-    gate = asyncio.Event()
+    """Calls share a pool with a per-agent limit; streams, which hold their connection for as
+    long as they last, have a pool of their own and never starve calls."""
+    gate, arrived = asyncio.Event(), asyncio.Event()
 
     async def handler(request: web.Request) -> web.StreamResponse:
         body = await request.json()
@@ -387,6 +389,9 @@ async def test_per_agent_connection_limit(aiohttp_server: Any) -> None:
             await resp.write(sse(event(1)))
             await gate.wait()
             return resp
+        if body["method"] == "Slow":
+            arrived.set()
+            await gate.wait()
         return web.json_response(OK)
 
     target = await serve(aiohttp_server, handler)
@@ -395,9 +400,14 @@ async def test_per_agent_connection_limit(aiohttp_server: Any) -> None:
     ) as up:
         stream = up.stream(target, "SendStreamingMessage", {}, request_id=1, headers={})
         assert await within(anext(stream)) == event(1)
-        with pytest.raises(RpcError) as info:  # the only connection to this agent is busy
+        assert await within(call(up, target)) == OK  # the stream does not hold a call slot
+        slow = asyncio.ensure_future(up.call(target, "Slow", {}, request_id=2, headers={}))
+        await within(arrived.wait())
+        with pytest.raises(RpcError) as info:  # the only call connection is busy
             await within(call(up, target))
         assert_error(info.value, AGENT_UNAVAILABLE, target, "timed out connecting")
+        gate.set()
+        await within(slow)
         await stream.aclose()
         assert await within(call(up, target)) == OK
 

@@ -106,7 +106,7 @@ async def bulk_insert(store: Store, agents: list[AgentRecord], batch: int = 1000
         chunk = agents[start : start + batch]
         tables: dict[type[SQLModel], list[dict[str, Any]]] = {}
         for record in chunk:
-            rows = [_agent_row(record, b"{}"), *_child_rows(record), _revision(record, b"{}")]
+            rows = [_agent_row(record, b"{}"), *_child_rows(record), _revision(record, b"{}", None)]
             for row in rows:
                 tables.setdefault(type(row), []).append(row.model_dump(exclude_unset=True))
         async with store.session() as session, session.begin():
