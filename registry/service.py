@@ -87,10 +87,11 @@ class Registry:
     async def sync(self) -> bool:
         """Reload what another process changed (catalog, health); True if the catalog
         changed."""
-        if await self.store.catalog_version() != self.catalog.snapshot.version:
+        catalog_version, health_version = await self.store.versions()
+        if catalog_version != self.catalog.snapshot.version:
             await self.reload()
             return True
-        if await self.store.health_version() != self._health_version:
+        if health_version != self._health_version:
             await self._reload_health(full=False)
         return False
 
@@ -225,7 +226,10 @@ class Registry:
         ``refresh_interval`` (seconds) overrides the default schedule for this agent."""
         await self.sync()
         self._check_new_id(agent_id)
-        existing = await self.store.id_for_source(url)
+        # the catalog was just synced; the database's unique constraint covers a race
+        existing = next(
+            (r.id for r in self.catalog.snapshot.agents.values() if r.source_url == url), None
+        )
         if existing:
             raise _duplicate(existing, f"{url} is already registered as agent {existing!r}")
         source: Source = "card_url" if is_card_url(url) else "url"
@@ -558,6 +562,8 @@ class Registry:
             return self.health_of(agent_id)
         health = _health(row)
         self.health = {**self.health, agent_id: health}
+        if row.revision == self._health_version + 1:  # our own write, nobody else's between
+            self._health_version = row.revision
         return health
 
     def new_refresh_row(

@@ -230,7 +230,12 @@ def create_engine(url: str) -> AsyncEngine:
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_async_engine(full, connect_args={"timeout": 30})
+        # one connection: SQLite has one writer, and every transaction here takes the write
+        # lock (BEGIN IMMEDIATE); waiting in the pool is an asyncio wait, while several
+        # connections contending for the lock would sleep in SQLite's busy handler
+        engine = create_async_engine(
+            full, connect_args={"timeout": 30}, pool_size=1, max_overflow=0, pool_timeout=60
+        )
 
         @event.listens_for(engine.sync_engine, "connect")
         def _pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -298,6 +303,17 @@ class Store:
         """A new session; use as ``async with store.session() as s``."""
         return AsyncSession(self.engine, expire_on_commit=False)
 
+    async def versions(self) -> tuple[int, int]:
+        """The catalog version and the health version, in one query."""
+        async with self.engine.connect() as conn:
+            result = await conn.execute(
+                select(col(CatalogStateRow.key), col(CatalogStateRow.value)).where(
+                    col(CatalogStateRow.key).in_((_VERSION, _HEALTH_VERSION))
+                )
+            )
+            found = dict(result.all())
+        return found.get(_VERSION, 0), found.get(_HEALTH_VERSION, 0)
+
     async def catalog_version(self) -> int:
         """The current catalog version (0 for an empty, never written catalog)."""
         async with self.session() as session:
@@ -341,14 +357,14 @@ class Store:
         Raises :class:`sqlalchemy.exc.IntegrityError` if the id or source URL is taken.
         """
         async with self.session() as session, session.begin():
-            session.add(_agent_row(record, raw))
-            await session.flush()
-            session.add_all(_child_rows(record))
-            session.add(_revision(record, raw, None))
+            rows: list[SQLModel] = [_agent_row(record, raw)]
+            rows += _child_rows(record)
+            rows.append(_revision(record, raw, None))
             if refresh is not None:
                 row = RefreshRow(**refresh.model_dump())
-                row.revision = await _bump(session, _HEALTH_VERSION)
-                session.add(row)
+                row.revision = refresh.revision = await _bump(session, _HEALTH_VERSION)
+                rows.append(row)
+            await _insert_rows(session, rows)  # in order: the agent row first
             return await _bump(session)
 
     async def update(
@@ -379,7 +395,7 @@ class Store:
             existing.card_raw = raw
             for table in _CHILDREN:
                 await session.exec(delete(table).where(col(table.agent_id) == record.id))
-            session.add_all(_child_rows(record))
+            await _insert_rows(session, _child_rows(record))
             if changed or diff:
                 session.add(_revision(record, raw, diff))
             return changed, await _bump(session)
@@ -618,13 +634,26 @@ async def _bump(session: AsyncSession, key: str = _VERSION) -> int:
 
     One UPDATE, so concurrent writers serialize on the row in both databases.
     """
-    await session.exec(
+    conn = await session.connection()
+    result = await conn.execute(
         update(CatalogStateRow)
         .where(col(CatalogStateRow.key) == key)
         .values(value=CatalogStateRow.value + 1)
+        .returning(col(CatalogStateRow.value))
     )
-    result = await session.exec(select(CatalogStateRow.value).where(CatalogStateRow.key == key))
-    return result.one()
+    return int(result.scalar_one())
+
+
+async def _insert_rows(session: AsyncSession, rows: list[SQLModel]) -> None:
+    """Insert rows with one multi-row statement per table (the ORM would send one INSERT a
+    row): an agent's interfaces, skills, tags and modes in four statements."""
+    by_table: dict[Any, list[dict[str, Any]]] = {}
+    for row in rows:
+        values = row.model_dump(exclude={"pk"})
+        by_table.setdefault(type(row).__table__, []).append(values)  # type: ignore[attr-defined]
+    conn = await session.connection()
+    for table, values in by_table.items():
+        await conn.execute(table.insert(), values)
 
 
 def _same_time(stored: datetime | None, expected: datetime | None) -> bool:
