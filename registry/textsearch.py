@@ -7,11 +7,12 @@ aggregated by the caller (the best skill wins). Pure Python, built once per cata
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
@@ -78,6 +79,8 @@ class TextIndex:
         average = (sum(lengths) / n) if n else 0.0
         norms = [_K1 * (1 - _B + _B * (length / average if average else 1.0)) for length in lengths]
         self._size = n
+        self._by_impact: dict[str, list[tuple[int, float]]] = {}  # built per term on first use
+        self._lookups: dict[str, dict[int, float]] = {}
         # each posting holds its document's whole BM25 contribution for the term, computed once:
         # a query only adds numbers
         self._impacts: dict[str, list[tuple[int, float]]] = {}
@@ -89,6 +92,49 @@ class TextIndex:
 
     def __len__(self) -> int:
         return self._size
+
+    def ranked(self, query: str) -> Iterator[tuple[int, float]]:
+        """The documents matching ``query`` with their BM25 scores, best first, found lazily
+        (Fagin's threshold algorithm): postings are read in descending impact, and a document
+        is yielded once no unread one can beat it, so asking for the best few of a query whose
+        words are in most documents reads a fraction of their postings."""
+        tokens = [t for t in dict.fromkeys(tokenize(query)) if t in self._impacts]
+        lists = [self._sorted(t) for t in tokens]
+        lookups = [self._lookup(t) for t in tokens]
+        cursors = [0] * len(lists)
+        seen: set[int] = set()
+        heap: list[tuple[float, int]] = []
+        while True:
+            bound = sum(
+                lists[i][cursors[i]][1] for i in range(len(lists)) if cursors[i] < len(lists[i])
+            )
+            while heap and -heap[0][0] >= bound:
+                score, doc = heapq.heappop(heap)
+                yield doc, -score
+            if not any(cursors[i] < len(lists[i]) for i in range(len(lists))):
+                return
+            for i, posting in enumerate(lists):
+                if cursors[i] >= len(posting):
+                    continue
+                doc = posting[cursors[i]][0]
+                cursors[i] += 1
+                if doc not in seen:
+                    seen.add(doc)
+                    score = sum(lookup.get(doc, 0.0) for lookup in lookups)
+                    heapq.heappush(heap, (-score, doc))
+
+    def _sorted(self, token: str) -> list[tuple[int, float]]:
+        found = self._by_impact.get(token)
+        if found is None:
+            found = sorted(self._impacts[token], key=lambda p: (-p[1], p[0]))
+            self._by_impact[token] = found
+        return found
+
+    def _lookup(self, token: str) -> dict[int, float]:
+        found = self._lookups.get(token)
+        if found is None:
+            found = self._lookups[token] = dict(self._impacts[token])
+        return found
 
     def scores(self, query: str) -> dict[int, float]:
         """Non-zero BM25 scores of the documents matching ``query``, by position."""

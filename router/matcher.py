@@ -431,36 +431,33 @@ class Matcher:
         op: Op,
         media: list[str],
         accepted: list[str],
-        scores: dict[int, float],
+        query: str,
     ) -> list[tuple[int, Candidate]]:
         """Candidates in descending score (at or above the threshold), evaluated until the
         first one that can take the call, every other with its score and at least
         :data:`CLOSEST` in all; none kept if none can take it."""
-        above = [(score, n) for n, score in scores.items() if round(score, 6) >= self.threshold]
-        above.sort(reverse=True)
         out: list[tuple[int, Candidate]] = []
         best: float | None = None
-        start = 0
-        while start < len(above):
-            chunk = above[start : start + _CHUNK]
-            start += _CHUNK
-            for score, n in chunk:
-                if best is not None and round(score, 6) < best and len(out) >= CLOSEST:
-                    return out  # the choice and a few runners-up, for the record
-                found = self._evaluate(
-                    index,
-                    [n],
-                    version,
-                    op,
-                    media,
-                    accepted,
-                    scores,
-                    self.threshold,
-                    skill_less=False,
-                )
-                out += found
-                if best is None and found[0][1].kept:
-                    best = found[0][1].score
+        for n, score in index.text.ranked(query):
+            score = round(score, 6)
+            if score < self.threshold:
+                break
+            if best is not None and score < best and len(out) >= CLOSEST:
+                break  # the choice and a few runners-up, for the record
+            found = self._evaluate(
+                index,
+                [n],
+                version,
+                op,
+                media,
+                accepted,
+                {n: score},
+                self.threshold,
+                skill_less=False,
+            )
+            out += found
+            if best is None and found[0][1].kept:
+                best = found[0][1].score
         return out
 
     def _decide(
@@ -484,7 +481,6 @@ class Matcher:
         except RpcError as error:
             return _Decision(None, error, [])
         words = tokenize(query)
-        scores = index.text.scores(query) if words else {}
         context = {
             "media_types": media,
             "accepted_output_modes": accepted,
@@ -492,12 +488,13 @@ class Matcher:
             "hint": hint,
         }
         if hint is not None:
+            scores = index.text.scores(query) if words else {}
             decision = self._by_hint(
                 index, hint, version, op, media, accepted, scores, context_agents
             )
         else:
             decision = self._by_match(
-                index, bool(words), version, op, media, accepted, scores, context_agents, complete
+                index, query, version, op, media, accepted, context_agents, complete
             )
         decision.context = context
         return decision
@@ -574,23 +571,23 @@ class Matcher:
     def _by_match(
         self,
         index: _SkillIndex,
-        has_words: bool,
+        query: str,
         version: Version,
         op: Op,
         media: list[str],
         accepted: list[str],
-        scores: dict[int, float],
         context_agents: frozenset[str],
         complete: bool = True,
     ) -> _Decision:
+        has_words = bool(tokenize(query))
         threshold = self.threshold if has_words else None
-        rows: Iterable[int] = range(len(index.rows))
         if has_words and self.threshold > 0 and not complete:
             # only the best-scoring skills that can take the call, and those tied with the
             # best of them, need a look: a choice costs no more than a few candidates
-            evaluated = self._best_scored(index, version, op, media, accepted, scores)
-            rows = []
+            evaluated = self._best_scored(index, version, op, media, accepted, query)
         else:
+            scores = index.text.scores(query) if has_words else {}
+            rows = range(len(index.rows))
             evaluated = self._evaluate(
                 index, rows, version, op, media, accepted, scores, threshold, skill_less=False
             )
@@ -598,9 +595,7 @@ class Matcher:
         kept = [(n, c) for n, c in evaluated if c.kept]
         if not kept and not complete:
             # no match: the error lists the closest skills, scored or not (a rare path)
-            return self._by_match(
-                index, has_words, version, op, media, accepted, scores, context_agents, True
-            )
+            return self._by_match(index, query, version, op, media, accepted, context_agents, True)
         if not kept:
             return _Decision(
                 None, self._no_match(index, candidates, has_words), _ranked(candidates)
