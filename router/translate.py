@@ -24,7 +24,6 @@ from typing import Any
 from router import wire
 from router.jsonrpc import (
     BAD_REQUEST_TYPE,
-    ERROR_DOMAIN,
     ERROR_INFO_TYPE,
     REASONS,
     STRUCT_TYPE,
@@ -34,6 +33,7 @@ from router.jsonrpc import (
     RpcError,
     Version,
     equivalent_method,
+    error_domain,
     error_object,
 )
 
@@ -42,6 +42,7 @@ __all__ = [
     "DATA_COMPAT_KEY",
     "TABLE",
     "Row",
+    "asks_no_history",
     "error_to",
     "event_to",
     "message_to",
@@ -252,11 +253,16 @@ _SEND_OPS = (Op.SEND, Op.STREAM)
 
 
 def _carry(obj: dict[str, Any], values: Mapping[str, Any]) -> None:
-    """Put ``values`` under ``obj["metadata"][CARRY_KEY]`` (``obj`` is a fresh copy)."""
+    """Put ``values`` under ``obj["metadata"][CARRY_KEY]`` (``obj`` is a fresh copy).
+
+    An empty ``metadata: {}`` the object had is remembered (``"metadata": {}`` in the carried
+    values), so that :func:`_uncarry` leaves it rather than dropping it."""
     if not values:
         return
     metadata = dict(obj.get("metadata") or {})
     carried = dict(metadata.get(CARRY_KEY) or {})
+    if obj.get("metadata") == {}:
+        carried["metadata"] = {}
     carried.update(values)
     metadata[CARRY_KEY] = carried
     obj["metadata"] = metadata
@@ -269,11 +275,19 @@ def _uncarry(obj: dict[str, Any]) -> dict[str, Any]:
         return {}
     metadata = dict(metadata)
     carried = dict(metadata.pop(CARRY_KEY))
-    if metadata:
+    keep_empty = carried.pop("metadata", None) == {}
+    if metadata or keep_empty:
         obj["metadata"] = metadata
     else:
         del obj["metadata"]
     return carried
+
+
+def _carried(obj: Any) -> dict[str, Any]:
+    """What :func:`_carry` put in ``obj``, read without changing it."""
+    metadata = obj.get("metadata") if isinstance(obj, dict) else None
+    carried = metadata.get(CARRY_KEY) if isinstance(metadata, dict) else None
+    return carried if isinstance(carried, dict) else {}
 
 
 # --- small shapes -----------------------------------------------------------------------------
@@ -341,6 +355,7 @@ def part_to(part: Any, src: Version, dst: Version) -> Any:
 
 def _part_to_v1(part: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in part.items() if k not in ("kind", "file")}
+    keep_empty = _carried(part).get("metadata") == {}
     carried = _uncarry(out)
     kind = part.get("kind") or next((k for k in ("text", "file", "data") if k in part), None)
     if kind == "file" and isinstance(part.get("file"), dict):
@@ -359,12 +374,19 @@ def _part_to_v1(part: dict[str, Any]) -> dict[str, Any]:
         out["file"] = part.get("file")  # not a file object: left for the agent to refuse
     elif kind == "data":
         metadata = out.get("metadata")
-        if isinstance(metadata, dict) and metadata.get(DATA_COMPAT_KEY) is True:
-            data = part.get("data")
-            if isinstance(data, dict) and "value" in data:
-                out["data"] = data["value"]
+        data = part.get("data")
+        if (
+            isinstance(metadata, dict)
+            and metadata.get(DATA_COMPAT_KEY) is True
+            and isinstance(data, dict)
+            and "value" in data
+        ):
+            out["data"] = data["value"]
+            others = {k: v for k, v in data.items() if k != "value"}
+            if others:  # members beside "value" have no place in 1.0: carried
+                carried["dataMembers"] = others
             rest = {k: v for k, v in metadata.items() if k != DATA_COMPAT_KEY}
-            if rest:
+            if rest or keep_empty:
                 out["metadata"] = rest
             else:
                 del out["metadata"]
@@ -400,7 +422,10 @@ def _part_to_v03(part: dict[str, Any]) -> dict[str, Any]:
         if isinstance(data, dict):
             out["data"] = data
         else:
-            out["data"] = {"value": data}
+            members = carried.pop("dataMembers", None)
+            out["data"] = {**(members if isinstance(members, dict) else {}), "value": data}
+            if part.get("metadata") == {}:
+                carried["metadata"] = {}  # kept through the compat marker
             out["metadata"] = {**(out.get("metadata") or {}), DATA_COMPAT_KEY: True}
     _carry(out, {**carried, **extra})
     return out
@@ -426,7 +451,10 @@ def message_to(message: Any, src: Version, dst: Version) -> Any:
     return out
 
 
-def _status(status: Any, src: Version, dst: Version) -> Any:
+def _status(status: Any, src: Version, dst: Version, carried: dict[str, Any]) -> Any:
+    """A TaskStatus in ``dst``'s shape. A 0.3 timestamp a 1.0 SDK could not read goes into
+    ``carried`` (``statusTimestamp``: for the enclosing task's or event's metadata) and comes
+    back from it (``carried`` is the enclosing object's carried values, 1.0 -> 0.3)."""
     if not isinstance(status, dict):
         return status
     out = dict(status)
@@ -435,7 +463,31 @@ def _status(status: Any, src: Version, dst: Version) -> Any:
     if "message" in out:
         out["message"] = message_to(out["message"], src, dst)
     if "timestamp" in out:
-        out["timestamp"] = timestamp_to(out["timestamp"], dst)
+        stamp = timestamp_to(out["timestamp"], dst)
+        if dst == "1.0" and not _readable_timestamp(stamp):
+            carried["statusTimestamp"] = out.pop("timestamp")
+        else:
+            out["timestamp"] = stamp
+    if dst == "0.3" and "statusTimestamp" in carried and "timestamp" not in out:
+        out["timestamp"] = carried.pop("statusTimestamp")
+    return out
+
+
+def _readable_timestamp(value: Any) -> bool:
+    """Whether a 1.x SDK reads ``value`` as a google.protobuf.Timestamp."""
+    return isinstance(value, str) and wire.parse_timestamp(value) is not None
+
+
+def _with_status(out: dict[str, Any], src: Version, dst: Version) -> dict[str, Any]:
+    """``out`` (a fresh copy of a task or status update) with its status in ``dst``'s shape,
+    and the carried values of its metadata taken out (0.3) or put in (1.0)."""
+    carried = _uncarry(out) if dst == "0.3" else {}
+    found: dict[str, Any] = {}
+    if "status" in out:
+        out["status"] = _status(out["status"], src, dst, carried if dst == "0.3" else found)
+    if dst == "0.3" and "statusTimestamp" in carried:  # no status to put it back in
+        found["statusTimestamp"] = carried.pop("statusTimestamp")
+    _carry(out, {**carried, **found})
     return out
 
 
@@ -452,9 +504,8 @@ def task_to(task: Any, src: Version, dst: Version) -> Any:
     out = {k: v for k, v in task.items() if k != "kind"}
     if dst == "0.3":
         out = {"kind": "task", **out}
-    if "status" in out:
-        out["status"] = _status(out["status"], src, dst)
-    elif dst == "0.3":
+    out = _with_status(out, src, dst)
+    if "status" not in out and dst == "0.3":
         out["status"] = {"state": "unknown"}  # required in 0.3; a 1.0 task may omit it
     if isinstance(out.get("history"), list):
         out["history"] = [message_to(m, src, dst) for m in out["history"]]
@@ -464,21 +515,19 @@ def task_to(task: Any, src: Version, dst: Version) -> Any:
 
 
 def _status_update(event: dict[str, Any], src: Version, dst: Version) -> dict[str, Any]:
+    """A status update; 0.3 ``final`` is implied by the state in 1.0 (see :data:`TABLE`)."""
     out = {k: v for k, v in event.items() if k not in ("kind", "final")}
-    if "status" in out:
-        out["status"] = _status(out["status"], src, dst)
     status = out.get("status")
     state = status.get("state") if isinstance(status, dict) else None
-    ends = wire.is_terminal_state(dst, state) or wire.is_interrupted_state(dst, state)
+    ends = wire.is_terminal_state(src, state) or wire.is_interrupted_state(src, state)
+    if dst == "1.0" and event.get("final") is True and not ends:
+        _carry(out, {"final": True})  # a 0.3 stream that ends where 1.0 would not
+    out = _with_status(out, src, dst)
     if dst == "0.3":
         carried = _uncarry(out)
         final = carried.pop("final", ends)
-        if carried:
-            _carry(out, carried)
+        _carry(out, carried)
         return {"kind": "status-update", **out, "final": final}
-    final = event.get("final")
-    if isinstance(final, bool) and final != ends:
-        _carry(out, {"final": final})
     return out
 
 
@@ -517,19 +566,39 @@ def event_to(event: Any, src: Version, dst: Version) -> Any:
     return inner if dst == "0.3" else {_STREAM_KEYS[kind]: inner}
 
 
-def result_to(op: Op, result: Any, src: Version, dst: Version) -> Any:
+def result_to(op: Op, result: Any, src: Version, dst: Version, *, no_history: bool = False) -> Any:
     """The ``result`` of a send/stream/subscribe/get/cancel answer in ``dst``'s shape.
 
     Send: 0.3 Task or Message with ``kind`` vs 1.0 ``{"task"}``/``{"message"}``; get and
-    cancel: a Task (1.0 bare); stream/subscribe: as :func:`event_to`.
+    cancel: a Task (1.0 bare); stream/subscribe: as :func:`event_to`. ``no_history``: the
+    1.0 client asked for ``historyLength: 0`` (see :func:`asks_no_history`), which a 0.3
+    agent cannot be told: the Task's ``history`` is left out here.
     """
     if src == dst or not isinstance(result, dict):
         return result
     if op in (Op.GET, Op.CANCEL):
         if src == "1.0" and "id" not in result and isinstance(result.get("task"), dict):
             result = result["task"]  # tolerate a wrapped task
-        return task_to(result, src, dst)
-    return event_to(result, src, dst)
+        out = task_to(result, src, dst)
+        if no_history and dst == "1.0" and isinstance(out, dict):
+            out.pop("history", None)
+        return out
+    out = event_to(result, src, dst)
+    if no_history and dst == "1.0" and isinstance(out, dict) and isinstance(out.get("task"), dict):
+        out["task"] = {k: v for k, v in out["task"].items() if k != "history"}
+    return out
+
+
+def asks_no_history(op: Op, params: Mapping[str, Any]) -> bool:
+    """Whether 1.0 ``params`` of a send or get ask for ``historyLength: 0`` (no history)."""
+    if op in (Op.SEND, Op.STREAM):
+        config = params.get("configuration")
+        value = config.get("historyLength") if isinstance(config, dict) else None
+    elif op is Op.GET:
+        value = params.get("historyLength")
+    else:
+        return False
+    return value is not None and _no_history_limit(value)
 
 
 # --- params ------------------------------------------------------------------------------------
@@ -570,7 +639,7 @@ def params_to(op: Op, params: Mapping[str, Any], src: Version, dst: Version) -> 
         del out["historyLength"]
     if dst == "1.0" and op in (Op.GET, Op.SUBSCRIBE):
         out.pop("metadata", None)  # GetTask and SubscribeToTask have no metadata
-    if tenant_to_carry and op is not Op.SUBSCRIBE:
+    if tenant_to_carry:  # 0.3 TaskIdParams and TaskQueryParams have metadata too
         _carry(out, tenant_to_carry)
     return out
 
@@ -713,8 +782,8 @@ def error_to(error: Any, src: Version, dst: Version) -> Any:
 
 
 def _error_data_to_v1(code: Any, message: Any, data: Any) -> Any:
-    if data is None or isinstance(data, list):
-        return data  # nothing, or already a detail list
+    if data is None:
+        return data
     facts = dict(data) if isinstance(data, dict) else data
     carried: dict[str, Any] = {}
     violations: list[tuple[str, str]] = []
@@ -761,7 +830,11 @@ def _error_data_to_v03(code: Any, details: list[Any]) -> Any:
             metadata = detail.get("metadata")
             if isinstance(metadata, dict):
                 out.update(metadata)
-            defaults = {"reason": REASONS.get(code, "UNKNOWN_ERROR"), "domain": ERROR_DOMAIN}
+            number = code if isinstance(code, int) and not isinstance(code, bool) else 0
+            defaults = {
+                "reason": REASONS.get(code, "UNKNOWN_ERROR"),
+                "domain": error_domain(number),
+            }
             for key, default in defaults.items():
                 if isinstance(detail.get(key), str) and detail[key] != default:
                     carried[key] = detail[key]
