@@ -82,6 +82,7 @@ _STATES_TO_V01 = {  # 0.3 state -> v0.1 state; the lossy ones keep the original 
     "unknown": "unknown",
 }
 _TERMINAL = frozenset({"completed", "canceled", "failed", "rejected"})
+_INTERRUPTED = frozenset({"input-required", "auth-required"})
 _PART_TYPES = ("text", "file", "data")
 _V03_ID_FIELDS = ("kind", "taskId", "contextId", "referenceTaskIds")  # not in v0.1 messages
 
@@ -397,7 +398,11 @@ def v03_event_to_v01(
 def _status_event(event: Mapping[str, Any], task_id: str) -> dict[str, Any]:
     extra: dict[str, Any] = {}
     out: dict[str, Any] = {"id": task_id, "status": _status_to_v01(event.get("status"), extra)}
-    out["final"] = event.get("final") is True
+    status = event.get("status")
+    state = status.get("state") if isinstance(status, dict) else None
+    # an interrupted task waits for the client: the v0.1 stream ends there, whatever an
+    # a2a-sdk 0.3 agent said (TaskUpdater.requires_input sends final: false by default)
+    out["final"] = event.get("final") is True or state in _TERMINAL or state in _INTERRUPTED
     if isinstance(event.get("metadata"), dict) or extra:
         out["metadata"] = dict(event.get("metadata") or {})
     return _with_metadata(out, extra)

@@ -501,6 +501,9 @@ _stamps = st.datetimes(timezones=st.none()).map(
 )
 
 
+_ENDS_STREAM = ("input-required", "auth-required", "completed", "canceled", "failed", "rejected")
+
+
 @st.composite
 def statuses03(draw: Any) -> dict[str, Any]:
     status: dict[str, Any] = {"state": draw(_states03)}
@@ -537,12 +540,14 @@ def tasks03(draw: Any) -> dict[str, Any]:
 @st.composite
 def updates03(draw: Any) -> dict[str, Any]:
     if draw(st.booleans()):
+        status = draw(statuses03())
+        ends = status["state"] in _ENDS_STREAM  # 1.0 implies final: true there (lossy)
         event: dict[str, Any] = {
             "kind": "status-update",
             "taskId": draw(_ids),
             "contextId": draw(_ids),
-            "status": draw(statuses03()),
-            "final": draw(st.booleans()),
+            "status": status,
+            "final": True if ends else draw(st.booleans()),
         }
     else:
         event = {
