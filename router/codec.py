@@ -21,6 +21,7 @@ from registry.jsonsafe import JsonLimitError, loads_limited
 from registry.records import iso, utcnow
 from router import legacy
 from router.jsonrpc import AGENT_UNAVAILABLE, TASK_NOT_FOUND, Op, Request, RpcError
+from router.tokens import TASK_PREFIX
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -58,7 +59,7 @@ async def open_codec(
     """
     if rpc.dialect == "0.3" and rpc.op in (Op.GET, Op.CANCEL, Op.SUBSCRIBE) and not header:
         task_id = rpc.params.get("id")
-        if await ids.task(task_id) is None and await ids.alias(task_id) is not None:
+        if await _is_alias(ids, task_id):
             rpc = dataclasses.replace(rpc, dialect="0.1", client_task_id=task_id)
     if rpc.dialect != "0.1" or rpc.op is Op.CARD or rpc.client_task_id is None:
         return rpc, None
@@ -81,6 +82,15 @@ async def open_codec(
     return dataclasses.replace(rpc, params=params), codec
 
 
+async def _is_alias(ids: IdMap, task_id: Any) -> bool:
+    """Whether a header-less 0.3 call's ``id`` is a v0.1 client's task ID. A router task
+    token (``t1.``) says itself that it is none, with no lookup; another ID is looked up as
+    an alias (misses are cached briefly, :meth:`router.ids.IdMap.alias`)."""
+    if not isinstance(task_id, str) or task_id.startswith(TASK_PREFIX):
+        return False
+    return await ids.alias(task_id) is not None
+
+
 class LegacyCodec:
     """Answers of one v0.1 call: 0.3 bodies in, v0.1 bodies out, named ``client_task_id``.
 
@@ -99,10 +109,10 @@ class LegacyCodec:
         self._indexes: dict[str, int] = {}  # artifact ID -> v0.1 index, for a whole stream
 
     def answer(self, body: dict[str, Any]) -> dict[str, Any]:
-        """A JSON-RPC answer in v0.1 (errors are the same in both). Call :meth:`flush`
-        before the client can see it."""
+        """A JSON-RPC answer in v0.1 (errors are the same in both, the router's task ID
+        named by the client's). Call :meth:`flush` before the client can see it."""
         if "result" not in body:
-            return body
+            return self._error(body)
         self._learn(body["result"])
         result = legacy.v03_result_to_v01(
             body["result"], self.client_task_id, self.session_id, iso(utcnow())
@@ -113,13 +123,20 @@ class LegacyCodec:
         """One 0.3 stream event (a JSON-RPC answer) as the v0.1 events to write, the task
         ID already bound."""
         if not isinstance(body, dict) or "result" not in body:
-            return [body]
+            return [self._error(body)]
         self._learn(body["result"])
         await self.flush()
         results = legacy.v03_event_to_v01(
             body["result"], self.client_task_id, self.session_id, self._indexes, iso(utcnow())
         )
         return [{**body, "result": result} for result in results]
+
+    def _error(self, body: Any) -> Any:
+        """An error answer with the router's task ID replaced by the client's, in its
+        message and anywhere in its ``data``."""
+        if self.task_id is None or not isinstance(body, dict) or "error" not in body:
+            return body
+        return {**body, "error": _replaced(body["error"], self.task_id, self.client_task_id)}
 
     async def flush(self) -> None:
         """Persist the binding of the client's task ID learnt from an answer (once)."""
@@ -140,6 +157,17 @@ class LegacyCodec:
             task_id = None
         if isinstance(task_id, str) and task_id:
             self.task_id = task_id
+
+
+def _replaced(value: Any, old: str, new: str) -> Any:
+    """``value`` (JSON) with the string ``old`` replaced by ``new`` in every string."""
+    if isinstance(value, str):
+        return value.replace(old, new) if old in value else value
+    if isinstance(value, list):
+        return [_replaced(item, old, new) for item in value]
+    if isinstance(value, dict):
+        return {key: _replaced(item, old, new) for key, item in value.items()}
+    return value
 
 
 async def v01_card(
