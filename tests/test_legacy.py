@@ -497,6 +497,9 @@ async def test_aliases_persist_and_the_first_binding_wins(store: Store) -> None:
     assert await ids.bind_alias("client-1", "router-b") == "router-a"
     restarted = IdMap(store)  # another replica, or after a restart
     assert await restarted.alias("client-1") == "router-a"
+    assert await ids.alias("client-9") is None  # a miss, remembered briefly...
+    assert await ids.bind_alias("client-9", "router-c") == "router-c"  # ...not past a binding
+    assert await ids.alias("client-9") == "router-c"
     racing = await asyncio.gather(
         *(IdMap(store).bind_alias("client-2", f"router-{n}") for n in range(5))
     )
@@ -514,7 +517,21 @@ async def test_codec_binds_the_clients_id_before_answering(store: Store) -> None
     await codec.flush()
     assert await ids.alias("client-1") == "router-task"
     error = {"jsonrpc": "2.0", "id": 1, "error": {"code": -32001, "message": "x"}}
-    assert codec.answer(error) is error
+    assert codec.answer(error) == error
+    # the router's task ID never reaches the v0.1 client, in errors either
+    refused = {
+        "code": -32002,
+        "message": "Task router-task cannot be canceled",
+        "data": {"taskId": "router-task", "tasks": [{"id": "router-task"}]},
+    }
+    mapped = codec.answer({"jsonrpc": "2.0", "id": 1, "error": refused})["error"]
+    assert mapped == {
+        "code": -32002,
+        "message": "Task client-1 cannot be canceled",
+        "data": {"taskId": "client-1", "tasks": [{"id": "client-1"}]},
+    }
+    [event] = await codec.events({"jsonrpc": "2.0", "id": 1, "error": refused})
+    assert event["error"] == mapped
 
     streamed = LegacyCodec(ids, "client-2", None, None)
     update = {
