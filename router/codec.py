@@ -7,7 +7,9 @@ maps the task ID the v0.1 client chose to the router's task and returns a
 (``router.proxy._json`` and :meth:`router.sse.SseWriter.send`): each 0.3 answer or event
 becomes the v0.1 one named with the client's ID, and the first router task an answer
 reveals is bound to that ID (persisted, :meth:`router.ids.IdMap.bind_alias`) before the
-client sees it. Other dialects have no codec: their answers are emitted as they are.
+client sees it. An ``A2A.``-prefixed call gets a :class:`PrefixedCodec`, which puts its 1.0
+results into seed 002's draft shapes. Other dialects have no codec: their answers are
+emitted as they are.
 """
 
 from __future__ import annotations
@@ -30,15 +32,24 @@ if TYPE_CHECKING:
     from registry.settings import Settings
     from router.ids import IdMap
 
-__all__ = ["LegacyCodec", "close_codec", "current", "open_codec", "v01_card"]
+__all__ = [
+    "ClientCodec",
+    "LegacyCodec",
+    "PrefixedCodec",
+    "close_codec",
+    "current",
+    "open_codec",
+    "v01_card",
+]
 
-_CURRENT: contextvars.ContextVar[LegacyCodec | None] = contextvars.ContextVar(
+_CURRENT: contextvars.ContextVar[ClientCodec | None] = contextvars.ContextVar(
     "switchboard_client_codec", default=None
 )
 
 
-def current() -> LegacyCodec | None:
-    """The codec of the call being answered in this task, if its client speaks v0.1."""
+def current() -> ClientCodec | None:
+    """The codec of the call being answered in this task, if its client speaks a legacy
+    dialect (v0.1, or the ``A2A.``-prefixed names)."""
     return _CURRENT.get()
 
 
@@ -49,7 +60,7 @@ def close_codec() -> None:
 
 async def open_codec(
     ids: IdMap, rpc: Request, *, header: str | None
-) -> tuple[Request, LegacyCodec | None]:
+) -> tuple[Request, ClientCodec | None]:
     """The call to dispatch, and the codec its answers go through (set as :func:`current`).
 
     A v0.1 send continues the router task its ``id`` names, if any (else it starts one); a
@@ -61,6 +72,10 @@ async def open_codec(
         task_id = rpc.params.get("id")
         if await _is_alias(ids, task_id):
             rpc = dataclasses.replace(rpc, dialect="0.1", client_task_id=task_id)
+    if rpc.dialect == "1.0-prefixed":
+        prefixed = PrefixedCodec(rpc.op)
+        _CURRENT.set(prefixed)
+        return rpc, prefixed
     if rpc.dialect != "0.1" or rpc.op is Op.CARD or rpc.client_task_id is None:
         return rpc, None
     client_id = rpc.client_task_id
@@ -91,7 +106,42 @@ async def _is_alias(ids: IdMap, task_id: Any) -> bool:
     return await ids.alias(task_id) is not None
 
 
-class LegacyCodec:
+class ClientCodec:
+    """What a legacy-dialect client sees of one call's answers (the base does nothing)."""
+
+    def answer(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A JSON-RPC answer in the client's dialect."""
+        return body
+
+    async def events(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        """One stream event (a JSON-RPC answer) as the events to write."""
+        return [body]
+
+    async def flush(self) -> None:
+        """Persist what the answers taught (before the client sees them)."""
+
+
+class PrefixedCodec(ClientCodec):
+    """Answers of one ``A2A.``-prefixed call: 1.0 results in seed 002's draft shapes
+    (:func:`router.legacy.prefixed_result`); errors are 1.0's."""
+
+    def __init__(self, op: Op) -> None:
+        self.op = op
+
+    def answer(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A 1.0 answer with its result in the draft's shape."""
+        if "result" not in body:
+            return body
+        return {**body, "result": legacy.prefixed_result(self.op, body["result"])}
+
+    async def events(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        """A 1.0 stream event with the object it wraps in the draft's shape."""
+        if not isinstance(body, dict) or "result" not in body:
+            return [body]
+        return [{**body, "result": legacy.prefixed_event(body["result"])}]
+
+
+class LegacyCodec(ClientCodec):
     """Answers of one v0.1 call: 0.3 bodies in, v0.1 bodies out, named ``client_task_id``.
 
     ``task_id`` is the router task the client's ID stands for (None until an answer names
