@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC
 from typing import Any
 
@@ -40,7 +41,9 @@ from router.jsonrpc import (
 __all__ = [
     "CARRY_KEY",
     "DATA_COMPAT_KEY",
+    "EXAMPLES",
     "TABLE",
+    "Example",
     "Row",
     "asks_no_history",
     "error_to",
@@ -128,8 +131,8 @@ TABLE: tuple[Row, ...] = (
         "params",
         "`historyLength: 0` (0.3: no limit)",
         "`historyLength` omitted",
-        "1.0 `historyLength: 0` (no history) is omitted for a 0.3 agent: lossy, "
-        "the agent may return history",
+        'lossy: 0.3 `0` becomes "not set"; a 1.0 `historyLength: 0` (no history) is '
+        "omitted for a 0.3 agent and Switchboard leaves `history` out of the Task it returns",
     ),
     (
         "params",
@@ -143,8 +146,8 @@ TABLE: tuple[Row, ...] = (
         "params",
         "`params.metadata[CARRY].tenant`",
         "`tenant`",
-        "carried on `message/send`, `message/stream`, `tasks/get`, `tasks/cancel`; lossy on "
-        "`tasks/resubscribe` (no metadata)",
+        "carried on `message/send`, `message/stream`, `tasks/get`, `tasks/cancel`, "
+        "`tasks/resubscribe`; a 1.0 agent's interface tenant is set when the client names none",
     ),
     (
         "params",
@@ -178,16 +181,28 @@ TABLE: tuple[Row, ...] = (
         "`mediaType`, `filename` of a text or data part",
         "",
     ),
-    ("role", "`user`, `agent`", "`ROLE_USER`, `ROLE_AGENT` (or 1, 2)", ""),
-    ("state", "`submitted`", "`TASK_STATE_SUBMITTED`", ""),
-    ("state", "`working`", "`TASK_STATE_WORKING`", ""),
-    ("state", "`input-required`", "`TASK_STATE_INPUT_REQUIRED`", ""),
-    ("state", "`auth-required`", "`TASK_STATE_AUTH_REQUIRED`", ""),
-    ("state", "`completed`", "`TASK_STATE_COMPLETED`", ""),
-    ("state", "`canceled`", "`TASK_STATE_CANCELED`", ""),
-    ("state", "`failed`", "`TASK_STATE_FAILED`", ""),
-    ("state", "`rejected`", "`TASK_STATE_REJECTED`", ""),
-    ("state", "`unknown`", "`TASK_STATE_UNSPECIFIED`", ""),
+    (
+        "part",
+        "`metadata[CARRY].dataMembers`",
+        '`data` members beside `"value"` of a compat data part',
+        "",
+    ),
+    (
+        "metadata",
+        "`metadata: {}` and a carried value",
+        "`metadata: {}`",
+        "`metadata[CARRY].metadata: {}` says the metadata was there, empty",
+    ),
+    (
+        "role",
+        ", ".join(f"`{role}`" for role in wire.ROLES["0.3"]),
+        ", ".join(f"`{role}`" for role in wire.ROLES["1.0"]) + " (or 1, 2)",
+        "",
+    ),
+    *(
+        ("state", f"`{old}`", f"`{new}`", "")
+        for old, new in zip(wire.STATES["0.3"], wire.STATES["1.0"], strict=True)
+    ),
     ("object", '`{"kind": "message", ...}`', "Message without `kind`", ""),
     ("object", '`{"kind": "task", ...}`', "Task without `kind`", ""),
     ("result", 'send: `{"kind": "task", ...}`', 'send: `{"task": {...}}`', ""),
@@ -199,8 +214,9 @@ TABLE: tuple[Row, ...] = (
         "event",
         '`{"kind": "status-update", "final", ...}`',
         '`{"statusUpdate": {...}}`',
-        "`final` is true on a terminal or interrupted state; another `final` goes to "
-        "`metadata[CARRY].final`",
+        "`final` is true on a terminal or interrupted state; a `final: true` on another "
+        "state goes to `metadata[CARRY].final`; lossy: `final: false` on a terminal or "
+        "interrupted state",
     ),
     (
         "event",
@@ -212,7 +228,14 @@ TABLE: tuple[Row, ...] = (
         "error",
         "`data`: an object",
         "`data`: `[ErrorInfo, Struct, BadRequest]`",
-        "ErrorInfo metadata holds the object's members as strings, Struct the object itself",
+        "ErrorInfo metadata holds the object's members as strings, Struct the object itself; "
+        "ErrorInfo `domain` `a2a-protocol.org` (standard codes) or `switchboard.a2a`",
+    ),
+    (
+        "error",
+        "`data`: not an object (an array, a string, a number)",
+        "`data`: `[ErrorInfo, Value]`",
+        "",
     ),
     (
         "error",
@@ -233,12 +256,269 @@ TABLE: tuple[Row, ...] = (
         "lossy: the offset (same instant); beyond microseconds when converted",
     ),
     (
+        "timestamp",
+        "`status.timestamp` no 1.x SDK reads",
+        "`metadata[CARRY].statusTimestamp` of the task or update",
+        "",
+    ),
+    (
         "header",
         "`X-A2A-Extensions`",
         "`A2A-Extensions`",
-        "merged, deduplicated, renamed for the agent",
+        "merged, deduplicated, renamed for the agent; the agent's answer's header comes back "
+        "under the client's name",
     ),
 )
+
+
+@dataclass(frozen=True)
+class Example:
+    """A machine-readable example of a :data:`TABLE` row: ``v03`` and ``v1`` translate into
+    each other with the function of ``kind`` (``part``, ``message``, ``task``, ``params``,
+    ``result``, ``event``, ``error``, ``timestamp``; ``op`` for params and results). A lossy
+    row sets ``back``: what ``v1`` gives in 0.3 (``v03`` itself otherwise). The tests run
+    every example both ways."""
+
+    kind: str
+    v03: Any
+    v1: Any
+    op: Op | None = None
+    back: Any = None
+    lossy: bool = False
+
+
+_M03 = {
+    "kind": "message",
+    "messageId": "m",
+    "role": "user",
+    "parts": [{"kind": "text", "text": "hi"}],
+}
+_M1 = {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]}
+_T03 = {"kind": "task", "id": "t", "contextId": "c", "status": {"state": "completed"}}
+_T1 = {"id": "t", "contextId": "c", "status": {"state": "TASK_STATE_COMPLETED"}}
+_ENDED03 = {"kind": "status-update", "taskId": "t", "contextId": "c", "final": True}
+_ENDED1 = {"taskId": "t", "contextId": "c"}
+_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
+
+# Examples of the rows of the areas part, metadata, object, params, result, event, error and
+# timestamp, keyed by (area, A2A 0.3 cell) of their row (tests/test_translate.py runs them).
+EXAMPLES: dict[tuple[str, str], Example] = {
+    ("params", "`configuration.blocking: false`"): Example(
+        "params",
+        {"message": _M03, "configuration": {"blocking": False}},
+        {"message": _M1, "configuration": {"returnImmediately": True}},
+        Op.SEND,
+    ),
+    ("params", "`configuration.historyLength: n` (n > 0)"): Example(
+        "params", {"id": "t", "historyLength": 3}, {"id": "t", "historyLength": 3}, Op.GET
+    ),
+    ("params", "`historyLength: 0` (0.3: no limit)"): Example(
+        "params", {"id": "t", "historyLength": 0}, {"id": "t"}, Op.GET, {"id": "t"}, True
+    ),
+    (
+        "params",
+        "`configuration.pushNotificationConfig` `{id, url, token, authentication: {schemes, "
+        "credentials}}`",
+    ): Example(
+        "params",
+        {
+            "message": _M03,
+            "configuration": {
+                "pushNotificationConfig": {
+                    "url": "https://h",
+                    "authentication": {"schemes": ["Bearer"]},
+                }
+            },
+        },
+        {
+            "message": _M1,
+            "configuration": {
+                "taskPushNotificationConfig": {
+                    "url": "https://h",
+                    "authentication": {"scheme": "Bearer"},
+                }
+            },
+        },
+        Op.SEND,
+    ),
+    ("params", "`params.metadata[CARRY].tenant`"): Example(
+        "params",
+        {"id": "t", "metadata": {CARRY_KEY: {"tenant": "acme"}}},
+        {"id": "t", "tenant": "acme"},
+        Op.SUBSCRIBE,
+    ),
+    ("params", "`metadata` of `tasks/get`, `tasks/resubscribe`"): Example(
+        "params", {"id": "t", "metadata": {"x": 1}}, {"id": "t"}, Op.GET, {"id": "t"}, True
+    ),
+    ("part", '`{"kind": "text", "text"}`'): Example(
+        "part", {"kind": "text", "text": "hi"}, {"text": "hi"}
+    ),
+    ("part", '`{"kind": "file", "file": {"bytes", "mimeType", "name"}}`'): Example(
+        "part",
+        {"kind": "file", "file": {"bytes": "AAAA", "mimeType": "image/png", "name": "p.png"}},
+        {"raw": "AAAA", "mediaType": "image/png", "filename": "p.png"},
+    ),
+    ("part", '`{"kind": "file", "file": {"uri", "mimeType", "name"}}`'): Example(
+        "part",
+        {"kind": "file", "file": {"uri": "https://h/p.png", "mimeType": "image/png"}},
+        {"url": "https://h/p.png", "mediaType": "image/png"},
+    ),
+    ("part", '`{"kind": "data", "data": {...}}`'): Example(
+        "part", {"kind": "data", "data": {"n": 1}}, {"data": {"n": 1}}
+    ),
+    (
+        "part",
+        '`{"kind": "data", "data": {"value": v}, "metadata": {"data_part_compat": true}}`',
+    ): Example(
+        "part",
+        {"kind": "data", "data": {"value": [1, 2]}, "metadata": {DATA_COMPAT_KEY: True}},
+        {"data": [1, 2]},
+    ),
+    ("part", "`metadata[CARRY]` `{mediaType, filename}`"): Example(
+        "part",
+        {"kind": "text", "text": "# hi", "metadata": {CARRY_KEY: {"mediaType": "text/markdown"}}},
+        {"text": "# hi", "mediaType": "text/markdown"},
+    ),
+    ("part", "`metadata[CARRY].dataMembers`"): Example(
+        "part",
+        {
+            "kind": "data",
+            "data": {"value": "v", "note": "n"},
+            "metadata": {DATA_COMPAT_KEY: True},
+        },
+        {"data": "v", "metadata": {CARRY_KEY: {"dataMembers": {"note": "n"}}}},
+    ),
+    ("metadata", "`metadata: {}` and a carried value"): Example(
+        "part",
+        {
+            "kind": "text",
+            "text": "x",
+            "metadata": {CARRY_KEY: {"metadata": {}, "filename": "x.md"}},
+        },
+        {"text": "x", "filename": "x.md", "metadata": {}},
+    ),
+    ("object", '`{"kind": "message", ...}`'): Example("message", _M03, _M1),
+    ("object", '`{"kind": "task", ...}`'): Example("task", _T03, _T1),
+    ("result", 'send: `{"kind": "task", ...}`'): Example("result", _T03, {"task": _T1}, Op.SEND),
+    ("result", 'send: `{"kind": "message", ...}`'): Example(
+        "result", _M03, {"message": _M1}, Op.SEND
+    ),
+    ("result", "get, cancel: Task with `kind`"): Example("result", _T03, _T1, Op.CANCEL),
+    ("event", '`{"kind": "task", ...}`'): Example("event", _T03, {"task": _T1}),
+    ("event", '`{"kind": "message", ...}`'): Example("event", _M03, {"message": _M1}),
+    ("event", '`{"kind": "status-update", "final", ...}`'): Example(
+        "event",
+        {**_ENDED03, "status": {"state": "working"}},
+        {
+            "statusUpdate": {
+                **_ENDED1,
+                "status": {"state": "TASK_STATE_WORKING"},
+                "metadata": {CARRY_KEY: {"final": True}},
+            }
+        },
+    ),
+    ("event", '`{"kind": "artifact-update", ...}`'): Example(
+        "event",
+        {
+            "kind": "artifact-update",
+            "taskId": "t",
+            "contextId": "c",
+            "artifact": {"artifactId": "a", "parts": []},
+            "append": True,
+        },
+        {
+            "artifactUpdate": {
+                "taskId": "t",
+                "contextId": "c",
+                "artifact": {"artifactId": "a", "parts": []},
+                "append": True,
+            }
+        },
+    ),
+    ("error", "`data`: an object"): Example(
+        "error",
+        {"code": -32001, "message": "m", "data": {"taskId": "t", "tries": [1]}},
+        {
+            "code": -32001,
+            "message": "m",
+            "data": [
+                {
+                    "@type": _INFO,
+                    "reason": "TASK_NOT_FOUND",
+                    "domain": "a2a-protocol.org",
+                    "metadata": {"taskId": "t", "tries": "[1]"},
+                },
+                {"@type": STRUCT_TYPE, "value": {"taskId": "t", "tries": [1]}},
+            ],
+        },
+    ),
+    ("error", "`data`: not an object (an array, a string, a number)"): Example(
+        "error",
+        {"code": -32603, "message": "m", "data": ["a", 1]},
+        {
+            "code": -32603,
+            "message": "m",
+            "data": [
+                {
+                    "@type": _INFO,
+                    "reason": "INTERNAL_ERROR",
+                    "domain": "a2a-protocol.org",
+                    "metadata": {},
+                },
+                {"@type": VALUE_TYPE, "value": ["a", 1]},
+            ],
+        },
+    ),
+    ("error", "`data.fieldViolations`"): Example(
+        "error",
+        {
+            "code": -32602,
+            "message": "m",
+            "data": {"fieldViolations": [{"field": "id", "description": "d"}]},
+        },
+        {
+            "code": -32602,
+            "message": "m",
+            "data": [
+                {
+                    "@type": _INFO,
+                    "reason": "INVALID_PARAMS",
+                    "domain": "a2a-protocol.org",
+                    "metadata": {},
+                },
+                {
+                    "@type": BAD_REQUEST_TYPE,
+                    "fieldViolations": [{"field": "id", "description": "d"}],
+                },
+            ],
+        },
+    ),
+    ("error", "`data[CARRY]` `{reason, domain, details}`"): Example(
+        "error",
+        {
+            "code": -32001,
+            "message": "m",
+            "data": {CARRY_KEY: {"reason": "GONE", "domain": "a.org"}},
+        },
+        {
+            "code": -32001,
+            "message": "m",
+            "data": [{"@type": _INFO, "reason": "GONE", "domain": "a.org", "metadata": {}}],
+        },
+    ),
+    ("timestamp", "ISO 8601, any offset or none (UTC)"): Example(
+        "timestamp",
+        "2026-01-02T03:04:05+01:00",
+        "2026-01-02T02:04:05.000000Z",
+        back="2026-01-02T02:04:05.000000Z",
+        lossy=True,
+    ),
+    ("timestamp", "`status.timestamp` no 1.x SDK reads"): Example(
+        "task",
+        {**_T03, "status": {"state": "completed", "timestamp": "noon"}},
+        {**_T1, "metadata": {CARRY_KEY: {"statusTimestamp": "noon"}}},
+    ),
+}
 
 _STREAM_KEYS = {kind: key for key, kind in wire.V1_EVENT_KEYS.items()}
 _ROLE_PAIRS = tuple(zip(wire.ROLES["0.3"], wire.ROLES["1.0"], strict=True))

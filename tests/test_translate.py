@@ -36,7 +36,9 @@ from router.jsonrpc import (
 from router.translate import (
     CARRY_KEY,
     DATA_COMPAT_KEY,
+    EXAMPLES,
     TABLE,
+    Example,
     asks_no_history,
     error_to,
     event_to,
@@ -46,11 +48,12 @@ from router.translate import (
     push_params_to,
     push_result_to,
     result_to,
+    role_to,
     state_to,
     task_to,
     timestamp_to,
 )
-from router.wire import parse_timestamp
+from router.wire import ROLES, STATES, parse_timestamp
 from tests.helpers import schema_problems
 
 WIRE = Path(__file__).resolve().parent / "fixtures" / "wire"
@@ -1001,6 +1004,61 @@ def doc_rows() -> list[tuple[str, ...]]:
 
 def test_the_docs_table_is_the_code_table() -> None:
     assert doc_rows() == list(TABLE)
+
+
+_EXAMPLE_AREAS = ("part", "metadata", "object", "params", "result", "event", "error", "timestamp")
+
+
+def _translated(example: Example, value: Any, src: str, dst: str) -> Any:
+    """``value`` of ``example``'s kind, translated with the function the row is about."""
+    kind, op = example.kind, example.op
+    if kind == "part":
+        return part_to(value, src, dst)  # type: ignore[arg-type]
+    if kind == "message":
+        return message_to(value, src, dst)  # type: ignore[arg-type]
+    if kind == "task":
+        return task_to(value, src, dst)  # type: ignore[arg-type]
+    if kind == "params":
+        assert op is not None
+        return params_to(op, value, src, dst)  # type: ignore[arg-type]
+    if kind == "result":
+        assert op is not None
+        return result_to(op, value, src, dst)  # type: ignore[arg-type]
+    if kind == "event":
+        return event_to(value, src, dst)  # type: ignore[arg-type]
+    if kind == "error":
+        return error_to(value, src, dst)  # type: ignore[arg-type]
+    assert kind == "timestamp", kind
+    return timestamp_to(value, dst)  # type: ignore[arg-type]
+
+
+def test_every_row_of_the_translating_areas_has_an_example() -> None:
+    rows = {(area, old) for area, old, _, _ in TABLE if area in _EXAMPLE_AREAS}
+    assert rows == set(EXAMPLES)
+
+
+@pytest.mark.parametrize("key", list(EXAMPLES), ids=lambda key: f"{key[0]}:{key[1][:40]}")
+def test_the_table_examples_translate_both_ways(key: tuple[str, str]) -> None:
+    example = EXAMPLES[key]
+    note = next(note for area, old, _, note in TABLE if (area, old) == key)
+    assert not example.lossy or "lossy" in note, "a lossy example belongs to a lossy row"
+    assert _translated(example, example.v03, "0.3", "1.0") == example.v1
+    back = example.back if example.lossy else example.v03
+    assert _translated(example, example.v1, "1.0", "0.3") == back
+
+
+def test_state_and_role_rows_are_the_wire_tables() -> None:
+    states = [(old, new) for area, old, new, _ in TABLE if area == "state"]
+    assert states == [
+        (f"`{old}`", f"`{new}`") for old, new in zip(STATES["0.3"], STATES["1.0"], strict=True)
+    ]
+    for old, new in states:
+        assert state_to(old.strip("`"), "1.0") == new.strip("`")
+        assert state_to(new.strip("`"), "0.3") == old.strip("`")
+    [(old_roles, new_roles)] = [(old, new) for area, old, new, _ in TABLE if area == "role"]
+    for old, new in zip(ROLES["0.3"], ROLES["1.0"], strict=True):
+        assert f"`{old}`" in old_roles and f"`{new}`" in new_roles
+        assert role_to(old, "1.0") == new and role_to(new, "0.3") == old
 
 
 def test_the_method_rows_are_the_method_tables() -> None:
