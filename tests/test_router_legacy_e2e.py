@@ -560,3 +560,31 @@ async def test_prefixed_calls_to_a_03_only_agent(
     assert results[-1]["statusUpdate"]["status"]["state"] == "COMPLETED"
     assert "final" not in json.dumps(results) and "kind" not in json.dumps(results)
     assert "TASK_STATE_" not in json.dumps([sent, got, streamed])
+
+
+async def test_v01_errors_name_the_clients_task_id(
+    router: TestServer, http: aiohttp.ClientSession, sdk03_python: Path
+) -> None:
+    """An error about the task (here: its agent is gone) names it by the client's ID, never
+    by the router's, for answers and for the one error event of a stream."""
+    task_id = str(uuid.uuid4())
+    async with echo_agent("sdk03", router, sdk03_python):
+        sent = await call(http, url(router), "tasks/send", send_params("echo hi", task_id, "s"))
+        router_task = await router.app[ROUTER].ids.alias(task_id)
+        await router.app[REGISTRY].remove("echo")
+        got = await call(http, url(router), "tasks/get", {"id": task_id, "sessionId": "s"})
+        again = {
+            "jsonrpc": "2.0",
+            "id": 8,
+            "method": "tasks/resubscribe",
+            "params": {"id": task_id},
+        }
+        async with http.post(url(router), json=again) as resp:
+            streamed = [event async for event in events(resp)]
+    assert sent["result"]["id"] == task_id and router_task is not None
+    assert got["error"]["code"] == -32052, got
+    assert got["error"]["data"]["taskId"] == task_id
+    assert router_task not in json.dumps(got)
+    [event] = streamed
+    assert event["error"]["code"] == -32052 and event["error"]["data"]["taskId"] == task_id
+    assert router_task not in json.dumps(streamed)
