@@ -7,7 +7,9 @@ maps the task ID the v0.1 client chose to the router's task and returns a
 (``router.proxy._json`` and :meth:`router.sse.SseWriter.send`): each 0.3 answer or event
 becomes the v0.1 one named with the client's ID, and the first router task an answer
 reveals is bound to that ID (persisted, :meth:`router.ids.IdMap.bind_alias`) before the
-client sees it. Other dialects have no codec: their answers are emitted as they are.
+client sees it. An ``A2A.``-prefixed call gets a :class:`PrefixedCodec`, which puts its 1.0
+results into seed 002's draft shapes. Other dialects have no codec: their answers are
+emitted as they are.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from registry.jsonsafe import JsonLimitError, loads_limited
 from registry.records import iso, utcnow
 from router import legacy
 from router.jsonrpc import AGENT_UNAVAILABLE, TASK_NOT_FOUND, Op, Request, RpcError
+from router.tokens import TASK_PREFIX
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -29,15 +32,24 @@ if TYPE_CHECKING:
     from registry.settings import Settings
     from router.ids import IdMap
 
-__all__ = ["LegacyCodec", "close_codec", "current", "open_codec", "v01_card"]
+__all__ = [
+    "ClientCodec",
+    "LegacyCodec",
+    "PrefixedCodec",
+    "close_codec",
+    "current",
+    "open_codec",
+    "v01_card",
+]
 
-_CURRENT: contextvars.ContextVar[LegacyCodec | None] = contextvars.ContextVar(
+_CURRENT: contextvars.ContextVar[ClientCodec | None] = contextvars.ContextVar(
     "switchboard_client_codec", default=None
 )
 
 
-def current() -> LegacyCodec | None:
-    """The codec of the call being answered in this task, if its client speaks v0.1."""
+def current() -> ClientCodec | None:
+    """The codec of the call being answered in this task, if its client speaks a legacy
+    dialect (v0.1, or the ``A2A.``-prefixed names)."""
     return _CURRENT.get()
 
 
@@ -48,7 +60,7 @@ def close_codec() -> None:
 
 async def open_codec(
     ids: IdMap, rpc: Request, *, header: str | None
-) -> tuple[Request, LegacyCodec | None]:
+) -> tuple[Request, ClientCodec | None]:
     """The call to dispatch, and the codec its answers go through (set as :func:`current`).
 
     A v0.1 send continues the router task its ``id`` names, if any (else it starts one); a
@@ -58,8 +70,12 @@ async def open_codec(
     """
     if rpc.dialect == "0.3" and rpc.op in (Op.GET, Op.CANCEL, Op.SUBSCRIBE) and not header:
         task_id = rpc.params.get("id")
-        if await ids.task(task_id) is None and await ids.alias(task_id) is not None:
+        if await _is_alias(ids, task_id):
             rpc = dataclasses.replace(rpc, dialect="0.1", client_task_id=task_id)
+    if rpc.dialect == "1.0-prefixed":
+        prefixed = PrefixedCodec(rpc.op)
+        _CURRENT.set(prefixed)
+        return rpc, prefixed
     if rpc.dialect != "0.1" or rpc.op is Op.CARD or rpc.client_task_id is None:
         return rpc, None
     client_id = rpc.client_task_id
@@ -81,7 +97,51 @@ async def open_codec(
     return dataclasses.replace(rpc, params=params), codec
 
 
-class LegacyCodec:
+async def _is_alias(ids: IdMap, task_id: Any) -> bool:
+    """Whether a header-less 0.3 call's ``id`` is a v0.1 client's task ID. A router task
+    token (``t1.``) says itself that it is none, with no lookup; another ID is looked up as
+    an alias (misses are cached briefly, :meth:`router.ids.IdMap.alias`)."""
+    if not isinstance(task_id, str) or task_id.startswith(TASK_PREFIX):
+        return False
+    return await ids.alias(task_id) is not None
+
+
+class ClientCodec:
+    """What a legacy-dialect client sees of one call's answers (the base does nothing)."""
+
+    def answer(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A JSON-RPC answer in the client's dialect."""
+        return body
+
+    async def events(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        """One stream event (a JSON-RPC answer) as the events to write."""
+        return [body]
+
+    async def flush(self) -> None:
+        """Persist what the answers taught (before the client sees them)."""
+
+
+class PrefixedCodec(ClientCodec):
+    """Answers of one ``A2A.``-prefixed call: 1.0 results in seed 002's draft shapes
+    (:func:`router.legacy.prefixed_result`); errors are 1.0's."""
+
+    def __init__(self, op: Op) -> None:
+        self.op = op
+
+    def answer(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A 1.0 answer with its result in the draft's shape."""
+        if "result" not in body:
+            return body
+        return {**body, "result": legacy.prefixed_result(self.op, body["result"])}
+
+    async def events(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        """A 1.0 stream event with the object it wraps in the draft's shape."""
+        if not isinstance(body, dict) or "result" not in body:
+            return [body]
+        return [{**body, "result": legacy.prefixed_event(body["result"])}]
+
+
+class LegacyCodec(ClientCodec):
     """Answers of one v0.1 call: 0.3 bodies in, v0.1 bodies out, named ``client_task_id``.
 
     ``task_id`` is the router task the client's ID stands for (None until an answer names
@@ -99,10 +159,10 @@ class LegacyCodec:
         self._indexes: dict[str, int] = {}  # artifact ID -> v0.1 index, for a whole stream
 
     def answer(self, body: dict[str, Any]) -> dict[str, Any]:
-        """A JSON-RPC answer in v0.1 (errors are the same in both). Call :meth:`flush`
-        before the client can see it."""
+        """A JSON-RPC answer in v0.1 (errors are the same in both, the router's task ID
+        named by the client's). Call :meth:`flush` before the client can see it."""
         if "result" not in body:
-            return body
+            return self._error(body)
         self._learn(body["result"])
         result = legacy.v03_result_to_v01(
             body["result"], self.client_task_id, self.session_id, iso(utcnow())
@@ -113,13 +173,20 @@ class LegacyCodec:
         """One 0.3 stream event (a JSON-RPC answer) as the v0.1 events to write, the task
         ID already bound."""
         if not isinstance(body, dict) or "result" not in body:
-            return [body]
+            return [self._error(body)]
         self._learn(body["result"])
         await self.flush()
         results = legacy.v03_event_to_v01(
             body["result"], self.client_task_id, self.session_id, self._indexes, iso(utcnow())
         )
         return [{**body, "result": result} for result in results]
+
+    def _error(self, body: Any) -> Any:
+        """An error answer with the router's task ID replaced by the client's, in its
+        message and anywhere in its ``data``."""
+        if self.task_id is None or not isinstance(body, dict) or "error" not in body:
+            return body
+        return {**body, "error": _replaced(body["error"], self.task_id, self.client_task_id)}
 
     async def flush(self) -> None:
         """Persist the binding of the client's task ID learnt from an answer (once)."""
@@ -140,6 +207,17 @@ class LegacyCodec:
             task_id = None
         if isinstance(task_id, str) and task_id:
             self.task_id = task_id
+
+
+def _replaced(value: Any, old: str, new: str) -> Any:
+    """``value`` (JSON) with the string ``old`` replaced by ``new`` in every string."""
+    if isinstance(value, str):
+        return value.replace(old, new) if old in value else value
+    if isinstance(value, list):
+        return [_replaced(item, old, new) for item in value]
+    if isinstance(value, dict):
+        return {key: _replaced(item, old, new) for key, item in value.items()}
+    return value
 
 
 async def v01_card(

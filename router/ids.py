@@ -66,6 +66,9 @@ MAX_PAGE_SIZE = 100
 _NO_AGENT = ""  # agent_id of the row marking a router context that no agent serves yet
 _TOKEN_MAX = 2048
 _AGENTS_TTL = 30.0  # seconds; another replica may add an agent to a context meanwhile
+# seconds an unknown v0.1 alias stays unknown without asking the database again (in this
+# process a binding ends it at once; another replica's binding is seen after this)
+_ALIAS_MISS_TTL = 2.0
 
 # 0.3 task states and their 1.0 names; states are stored in the 1.0 spelling
 _STATES_03 = {
@@ -191,6 +194,7 @@ class IdMap:
         self._known_ctx: LRUCache[str, bool] = LRUCache(cache_size)
         self._agents: TTLCache[str, frozenset[str]] = TTLCache(cache_size, _AGENTS_TTL)
         self._aliases: LRUCache[str, str] = LRUCache(cache_size)
+        self._alias_misses: TTLCache[str, bool] = TTLCache(cache_size, _ALIAS_MISS_TTL)
 
     # --- lifecycle ---
 
@@ -481,6 +485,8 @@ class IdMap:
         task_id = self._aliases.get(client_task_id)
         if task_id is not None:
             return task_id
+        if client_task_id in self._alias_misses:
+            return None
         async with self.store.session() as session:
             row: TaskAliasEntry | TaskAliasRow | None = await session.get(
                 TaskAliasEntry, client_task_id
@@ -488,6 +494,7 @@ class IdMap:
             if row is None:
                 row = await session.get(TaskAliasRow, client_task_id)
         if row is None:
+            self._alias_misses[client_task_id] = True
             return None
         self._aliases[client_task_id] = row.task_id
         return row.task_id
@@ -496,6 +503,7 @@ class IdMap:
         """Make a v0.1 client's task ID stand for router task ``task_id``, unless it already
         stands for one: the first binding wins, in any process. The bound router task."""
         _check_id(client_task_id, "client task id")
+        self._alias_misses.pop(client_task_id, None)
         known = await self.alias(client_task_id)
         if known is not None:
             return known
@@ -505,6 +513,7 @@ class IdMap:
                     TaskAliasEntry(alias=client_task_id, task_id=task_id, created_at=utcnow())
                 )
         except IntegrityError:  # another request or replica bound it first
+            self._alias_misses.pop(client_task_id, None)
             known = await self.alias(client_task_id)
             if known is None:
                 raise

@@ -28,6 +28,7 @@ from aiohttp import web
 from registry.jsonsafe import JsonLimitError, loads_limited
 
 __all__ = [
+    "A2A_ERROR_DOMAIN",
     "AGENT_UNAVAILABLE",
     "BAD_ROUTING_HINT",
     "CONTENT_TYPE",
@@ -56,6 +57,7 @@ __all__ = [
     "client_version",
     "equivalent_method",
     "error_body",
+    "error_domain",
     "error_object",
     "method_name",
     "read_request",
@@ -90,11 +92,22 @@ BAD_ROUTING_HINT = -32051
 AGENT_UNAVAILABLE = -32052
 STREAM_FAILED = -32053
 
-ERROR_DOMAIN = "switchboard.a2a"
+ERROR_DOMAIN = "switchboard.a2a"  # the ErrorInfo domain of Switchboard's own codes (-3205x)
+A2A_ERROR_DOMAIN = "a2a-protocol.org"  # the spec's and the 1.x SDK's, for the standard codes
 ERROR_INFO_TYPE = "type.googleapis.com/google.rpc.ErrorInfo"
 BAD_REQUEST_TYPE = "type.googleapis.com/google.rpc.BadRequest"
 STRUCT_TYPE = "type.googleapis.com/google.protobuf.Struct"
 VALUE_TYPE = "type.googleapis.com/google.protobuf.Value"
+
+
+def error_domain(code: int) -> str:
+    """The ErrorInfo ``domain`` of an error code: ``a2a-protocol.org`` for the JSON-RPC
+    (-32700..-32600) and A2A (-32001..-32009) codes, as the 1.0 spec and the 1.x SDK say;
+    :data:`ERROR_DOMAIN` for Switchboard's own and any other code."""
+    if -32700 <= code <= -32600 or -32009 <= code <= -32001:
+        return A2A_ERROR_DOMAIN
+    return ERROR_DOMAIN
+
 
 # ErrorInfo reasons per code; the A2A ones are those the official SDK uses.
 REASONS: dict[int, str] = {
@@ -336,7 +349,7 @@ def _shape_v1(error: RpcError) -> list[dict[str, Any]]:
         {
             "@type": ERROR_INFO_TYPE,
             "reason": error.reason,
-            "domain": ERROR_DOMAIN,
+            "domain": error_domain(error.code),
             "metadata": {str(key): _metadata_value(value) for key, value in facts.items()},
         }
     ]

@@ -12,7 +12,9 @@ their own shape (docs/dialects.md):
   (:mod:`router.codec`), so the functions here take the ID to answer with.
 - **``A2A.``-prefixed 1.0 names** (a 1.0 draft: ``A2A.SendMessage``, ``A2A.GetTask``...):
   the 1.0 method, with the draft's unambiguous spellings normalized
-  (:func:`prefixed_to_v1`); answers are plain 1.0.
+  (:func:`prefixed_to_v1`); answers go back into the draft's shapes where seed 002 is
+  unambiguous (:func:`prefixed_result`: a bare Task with ``taskId``, bare states, roles
+  ``user``/``agent``, ``structuredData`` and ``mimeType`` parts).
 
 Nothing here changes its input; fields the client or agent sent that have no counterpart
 pass through where they were.
@@ -43,10 +45,15 @@ __all__ = [
     "V01_ONLY_METHODS",
     "V01Call",
     "card_to_v01",
+    "message_to_prefixed",
     "message_to_v01",
+    "part_to_prefixed",
     "part_to_v01",
+    "prefixed_event",
+    "prefixed_result",
     "prefixed_to_v1",
     "state_to_v01",
+    "task_to_prefixed",
     "task_to_v01",
     "v01_to_v03",
     "v03_event_to_v01",
@@ -82,6 +89,7 @@ _STATES_TO_V01 = {  # 0.3 state -> v0.1 state; the lossy ones keep the original 
     "unknown": "unknown",
 }
 _TERMINAL = frozenset({"completed", "canceled", "failed", "rejected"})
+_INTERRUPTED = frozenset({"input-required", "auth-required"})
 _PART_TYPES = ("text", "file", "data")
 _V03_ID_FIELDS = ("kind", "taskId", "contextId", "referenceTaskIds")  # not in v0.1 messages
 
@@ -397,7 +405,11 @@ def v03_event_to_v01(
 def _status_event(event: Mapping[str, Any], task_id: str) -> dict[str, Any]:
     extra: dict[str, Any] = {}
     out: dict[str, Any] = {"id": task_id, "status": _status_to_v01(event.get("status"), extra)}
-    out["final"] = event.get("final") is True
+    status = event.get("status")
+    state = status.get("state") if isinstance(status, dict) else None
+    # an interrupted task waits for the client: the v0.1 stream ends there, whatever an
+    # a2a-sdk 0.3 agent said (TaskUpdater.requires_input sends final: false by default)
+    out["final"] = event.get("final") is True or state in _TERMINAL or state in _INTERRUPTED
     if isinstance(event.get("metadata"), dict) or extra:
         out["metadata"] = dict(event.get("metadata") or {})
     return _with_metadata(out, extra)
@@ -572,6 +584,142 @@ def _part_to_v1(part: Any) -> Any:
     if "mimeType" in out and "mediaType" not in out:
         out["mediaType"] = out.pop("mimeType")
     return out
+
+
+# --- 1.0 answers -> the draft's shapes (A2A.-prefixed calls) ---------------------------------
+
+_ROLES_DRAFT = {"ROLE_USER": "user", "ROLE_AGENT": "agent", 1: "user", 2: "agent"}
+_STATE_PREFIX = "TASK_STATE_"
+
+
+def prefixed_result(op: Op, result: Any) -> Any:
+    """The 1.0 ``result`` of ``op`` in the shape seed 002's draft gives it.
+
+    SendMessage: the bare Task or Message (not ``{"task"}``/``{"message"}``); GetTask,
+    CancelTask: the Task; ListTasks: each task of ``tasks``; streams: as
+    :func:`prefixed_event`. Other results (push configs) are left as they are.
+    """
+    if not isinstance(result, dict):
+        return result
+    if op is Op.SEND:
+        if isinstance(result.get("task"), dict):
+            return task_to_prefixed(result["task"])
+        if isinstance(result.get("message"), dict):
+            return message_to_prefixed(result["message"])
+        return result
+    if op in (Op.GET, Op.CANCEL):
+        return task_to_prefixed(result)
+    if op is Op.LIST and isinstance(result.get("tasks"), list):
+        return {**result, "tasks": [task_to_prefixed(task) for task in result["tasks"]]}
+    if op in (Op.STREAM, Op.SUBSCRIBE):
+        return prefixed_event(result)
+    return result
+
+
+def prefixed_event(event: Any) -> Any:
+    """A 1.0 stream response with the object it wraps in the draft's shape (the wrapper is
+    the draft's ``StreamResponse`` too)."""
+    if not isinstance(event, dict):
+        return event
+    out = dict(event)
+    if isinstance(out.get("task"), dict):
+        out["task"] = task_to_prefixed(out["task"])
+    if isinstance(out.get("message"), dict):
+        out["message"] = message_to_prefixed(out["message"])
+    if isinstance(out.get("statusUpdate"), dict):
+        update = dict(out["statusUpdate"])
+        if "status" in update:
+            update["status"] = _status_to_prefixed(update["status"])
+        out["statusUpdate"] = update
+    if isinstance(out.get("artifactUpdate"), dict):
+        update = dict(out["artifactUpdate"])
+        if "artifact" in update:
+            update["artifact"] = _artifact_to_prefixed(update["artifact"])
+        out["artifactUpdate"] = update
+    return out
+
+
+def task_to_prefixed(task: Any) -> Any:
+    """A 1.0 Task in the draft's shape: ``taskId`` (not ``id``), bare states, the status
+    message as its text, draft parts in history and artifacts."""
+    if not isinstance(task, dict):
+        return task
+    out: dict[str, Any] = {}
+    for key, value in task.items():
+        if key == "id":
+            out["taskId"] = value
+        elif key == "status":
+            out["status"] = _status_to_prefixed(value)
+        elif key == "history" and isinstance(value, list):
+            out["history"] = [message_to_prefixed(message) for message in value]
+        elif key == "artifacts" and isinstance(value, list):
+            out["artifacts"] = [_artifact_to_prefixed(artifact) for artifact in value]
+        else:
+            out[key] = value
+    return out
+
+
+def message_to_prefixed(message: Any) -> Any:
+    """A 1.0 Message in the draft's shape: roles ``user``/``agent``, draft parts."""
+    if not isinstance(message, dict):
+        return message
+    out = dict(message)
+    role = out.get("role")
+    if isinstance(role, str | int) and not isinstance(role, bool) and role in _ROLES_DRAFT:
+        out["role"] = _ROLES_DRAFT[role]
+    if isinstance(out.get("parts"), list):
+        out["parts"] = [part_to_prefixed(part) for part in out["parts"]]
+    return out
+
+
+def part_to_prefixed(part: Any) -> Any:
+    """A 1.0 part in the draft's shape: ``{"structuredData"}`` for data, ``{"file": {"uri"
+    or "bytes", "name"}}`` for url/raw, ``mimeType`` for ``mediaType`` (top level)."""
+    if not isinstance(part, dict):
+        return part
+    out: dict[str, Any] = {}
+    file: dict[str, Any] = {}
+    for key, value in part.items():
+        if key == "data":
+            out["structuredData"] = value
+        elif key == "url":
+            file["uri"] = value
+        elif key == "raw":
+            file["bytes"] = value
+        elif key == "filename" and ("url" in part or "raw" in part):
+            file["name"] = value
+        elif key == "mediaType":
+            out["mimeType"] = value
+        else:
+            out[key] = value
+    if file:
+        out["file"] = file
+    return out
+
+
+def _status_to_prefixed(status: Any) -> Any:
+    if not isinstance(status, dict):
+        return status
+    out = dict(status)
+    state = out.get("state")
+    if isinstance(state, str) and state.startswith(_STATE_PREFIX):
+        out["state"] = state.removeprefix(_STATE_PREFIX)
+    message = out.get("message")
+    if isinstance(message, dict):  # the draft's status message is a string
+        parts = message.get("parts")
+        texts = [
+            part["text"]
+            for part in (parts if isinstance(parts, list) else [])
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+        ]
+        out["message"] = "\n".join(texts)
+    return out
+
+
+def _artifact_to_prefixed(artifact: Any) -> Any:
+    if not isinstance(artifact, dict) or not isinstance(artifact.get("parts"), list):
+        return artifact
+    return {**artifact, "parts": [part_to_prefixed(part) for part in artifact["parts"]]}
 
 
 # --- helpers ----------------------------------------------------------------------------------

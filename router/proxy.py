@@ -18,7 +18,7 @@ import contextlib
 import functools
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 from aiohttp import web
@@ -46,10 +46,11 @@ from router.jsonrpc import (
     read_request,
     request_version,
     result_body,
+    version_of,
 )
 from router.matcher import Choice, Matcher
 from router.sse import SseWriter
-from router.upstream import Upstream, forward_headers
+from router.upstream import EXTENSIONS_HEADER, Upstream, forward_headers
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +79,12 @@ class Router:
 
     async def handle(self, request: web.Request, pinned: str | None = None) -> web.StreamResponse:
         """Answer one JSON-RPC call (``pinned``: the agent of a per-agent endpoint)."""
+        try:
+            return await self._handle(request, pinned)
+        finally:
+            codec.close_codec()  # after the error bodies too: they go through the codec
+
+    async def _handle(self, request: web.Request, pinned: str | None) -> web.StreamResponse:
         version: Version = "0.3"
         rpc: Request | None = None
         try:
@@ -107,8 +114,6 @@ class Router:
             log.exception("internal error answering %s", rpc.method if rpc else "a request")
             error = RpcError(INTERNAL, "Switchboard failed internally; see its log", {})
             request_id = rpc.id if rpc is not None else None
-        finally:
-            codec.close_codec()
         body = error_body(version, request_id, error)
         if rpc is not None and rpc.op in (Op.STREAM, Op.SUBSCRIBE):
             return await _one_event_stream(request, body, rpc)
@@ -244,36 +249,52 @@ class Router:
         rewriter: Rewriter,
         params: dict[str, Any],
     ) -> web.Response:
-        answer = await self._call_upstream(request, rpc, choice, rpc.op, params)
-        if "error" in answer:
+        extensions: list[str] = []
+        answer = await self._call_upstream(request, rpc, choice, rpc.op, params, extensions)
+        headers = _extensions_header(extensions, rpc.version)
+        if "error" in answer:  # IDs rewritten in the agent's shape, then translated
             error = await rewriter.error_from_upstream(answer["error"])
-            return _json({"jsonrpc": "2.0", "id": rpc.id, "error": error})
+            error = translate.error_to(error, choice.target.version, rpc.version)
+            return _json({"jsonrpc": "2.0", "id": rpc.id, "error": error}, headers)
         result = await rewriter.result_from_upstream(rpc.op, answer.get("result"))
         await self._record(rpc, result)
-        return _json(result_body(rpc.id, result))
+        return _json(result_body(rpc.id, result), headers)
 
     async def _call_upstream(
-        self, request: web.Request, rpc: Request, choice: Choice, op: Op, params: dict[str, Any]
+        self,
+        request: web.Request,
+        rpc: Request,
+        choice: Choice,
+        op: Op,
+        params: dict[str, Any],
+        extensions: list[str] | None = None,
     ) -> dict[str, Any]:
         """One JSON-RPC call to the chosen agent, in its version's method name and headers.
 
-        ``params`` are in the client's version and so is the answer: when the agent speaks
-        the other version, both are translated (:mod:`router.translate`).
+        ``params`` are in the client's version and so is the answer's ``result``: when the
+        agent speaks the other version, both are translated (:mod:`router.translate`); an
+        ``error`` is left in the agent's shape (IDs are rewritten before it is translated).
         """
         target = choice.target
         translating = target.version != rpc.version
+        no_history = False
         if translating:
-            params = translate.params_to(op, params, rpc.version, target.version)
+            no_history = target.version == "0.3" and translate.asks_no_history(op, params)
+            params = _translated_params(op, params, rpc.version, choice)
         answer = await self.upstream.call(
             target,
             method_name(target.version, op),
             params,
             request_id=rpc.id,
             headers=forward_headers(request.headers, target.version),
+            extensions=extensions,
         )
-        if not translating:
+        if not translating or "result" not in answer:
             return answer
-        return _answer_to(answer, op, target.version, rpc.version)
+        result = translate.result_to(
+            op, answer["result"], target.version, rpc.version, no_history=no_history
+        )
+        return {**answer, "result": result}
 
     async def _stream(
         self,
@@ -291,16 +312,33 @@ class Router:
             )
         target = choice.target
         if target.version != rpc.version:
-            params = translate.params_to(rpc.op, params, rpc.version, target.version)
-        events = self.upstream.stream(
+            params = _translated_params(rpc.op, params, rpc.version, choice)
+        replied = asyncio.Event()
+        extensions: list[str] = []
+
+        def on_headers(found: list[str]) -> None:
+            extensions.extend(found)
+            replied.set()
+
+        upstream_events = self.upstream.stream(
             target,
             method_name(target.version, rpc.op),
             params,
             request_id=rpc.id,
             headers=forward_headers(request.headers, target.version),
+            on_headers=on_headers,
         )
         self._streams += 1
-        writer = SseWriter(keepalive=self.settings.sse_keepalive)
+        try:
+            # the agent's response headers first (they name the activated extensions)
+            events = await _after_headers(upstream_events, replied)
+        except BaseException:
+            self._streams -= 1
+            with contextlib.suppress(Exception):
+                await upstream_events.aclose()
+            raise
+        headers = _extensions_header(extensions, rpc.version)
+        writer = SseWriter(keepalive=self.settings.sse_keepalive, headers=headers)
         try:
             await writer.prepare(request)
             await self._pump(rpc, events, rewriter, writer, target.version)
@@ -326,10 +364,12 @@ class Router:
         try:
             async for upstream_answer in _until_lost(events, writer):
                 answer = upstream_answer
-                if source != rpc.version:
-                    answer = _answer_to(upstream_answer, rpc.op, source, rpc.version)
-                if "error" in answer:
+                if source != rpc.version and "result" in answer:
+                    result = translate.result_to(rpc.op, answer["result"], source, rpc.version)
+                    answer = {**answer, "result": result}
+                if "error" in answer:  # IDs rewritten in the agent's shape, then translated
                     error = await rewriter.error_from_upstream(answer["error"])
+                    error = translate.error_to(error, source, rpc.version)
                     await writer.send(
                         {"jsonrpc": "2.0", "id": rpc.id, "error": error}, event=_error_event(rpc)
                     )
@@ -422,14 +462,76 @@ class Router:
         return task if isinstance(task, dict) else fallback
 
 
-def _answer_to(answer: dict[str, Any], op: Op, src: Version, dst: Version) -> dict[str, Any]:
-    """An agent's JSON-RPC response (or stream event) translated from ``src`` to ``dst``."""
-    out = dict(answer)
-    if isinstance(out.get("error"), dict):
-        out["error"] = translate.error_to(out["error"], src, dst)
-    elif "result" in out:
-        out["result"] = translate.result_to(op, out["result"], src, dst)
+def _translated_params(
+    op: Op, params: dict[str, Any], client: Version, choice: Choice
+) -> dict[str, Any]:
+    """The client's params in the agent's version; for a 1.0 agent, with the tenant of the
+    chosen interface when the client named none."""
+    target = choice.target
+    out = translate.params_to(op, params, client, target.version)
+    if target.version == "1.0" and "tenant" not in out:
+        tenant = target.tenant or _interface_tenant(choice)
+        if tenant:
+            out["tenant"] = tenant
     return out
+
+
+def _interface_tenant(choice: Choice) -> str | None:
+    """The tenant of the interface ``choice.target`` names, on the agent's card."""
+    target = choice.target
+    for interface in choice.agent.card.interfaces:
+        if (
+            interface.url == target.url
+            and interface.binding == "JSONRPC"
+            and version_of(interface.protocol_version) == target.version
+        ):
+            return interface.tenant
+    return None
+
+
+def _extensions_header(extensions: list[str], version: Version) -> dict[str, str]:
+    """The agent's activated extensions, under the client version's header name."""
+    return {EXTENSIONS_HEADER[version]: ", ".join(extensions)} if extensions else {}
+
+
+async def _after_headers(events: AsyncGenerator[Any, None], replied: asyncio.Event) -> _Resumed:
+    """``events``, once the agent's response headers are in (``replied``) or its first
+    item (or failure) is: that first read goes on and is the first item."""
+    first = asyncio.ensure_future(anext(events))
+    waiting = asyncio.ensure_future(replied.wait())
+    try:
+        await asyncio.wait({first, waiting}, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:
+        first.cancel()
+        raise
+    finally:
+        waiting.cancel()
+    return _Resumed(first, events)
+
+
+class _Resumed:
+    """An upstream event stream whose first read has already started."""
+
+    def __init__(self, first: asyncio.Future[Any], events: AsyncGenerator[Any, None]) -> None:
+        self._first: asyncio.Future[Any] | None = first
+        self._events = events
+
+    def __aiter__(self) -> _Resumed:
+        return self
+
+    async def __anext__(self) -> Any:
+        if self._first is not None:
+            first, self._first = self._first, None
+            return await first  # StopAsyncIteration too, if the agent sent nothing
+        return await anext(self._events)
+
+    async def aclose(self) -> None:
+        """Stop the first read if it still runs, and close the upstream stream."""
+        if self._first is not None:
+            self._first.cancel()
+            with contextlib.suppress(BaseException):
+                await self._first
+        await self._events.aclose()
 
 
 async def _one_event_stream(
@@ -446,13 +548,14 @@ async def _one_event_stream(
     return writer.response
 
 
-def _json(body: dict[str, Any]) -> web.Response:
+def _json(body: dict[str, Any], headers: dict[str, str] | None = None) -> web.Response:
     """A JSON answer that is always valid JSON (no NaN/Infinity), as the spec requires, in
     the client's dialect (:func:`router.codec.current`)."""
     client = codec.current()
     if client is not None:
         body = client.answer(body)
-    return web.json_response(body, dumps=functools.partial(json.dumps, allow_nan=False))
+    dumps = functools.partial(json.dumps, allow_nan=False)
+    return web.json_response(body, dumps=dumps, headers=headers)
 
 
 def _wants_detail(rpc: Request) -> bool:

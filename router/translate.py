@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC
 from typing import Any
 
 from router import wire
 from router.jsonrpc import (
     BAD_REQUEST_TYPE,
-    ERROR_DOMAIN,
     ERROR_INFO_TYPE,
     REASONS,
     STRUCT_TYPE,
@@ -34,14 +34,18 @@ from router.jsonrpc import (
     RpcError,
     Version,
     equivalent_method,
+    error_domain,
     error_object,
 )
 
 __all__ = [
     "CARRY_KEY",
     "DATA_COMPAT_KEY",
+    "EXAMPLES",
     "TABLE",
+    "Example",
     "Row",
+    "asks_no_history",
     "error_to",
     "event_to",
     "message_to",
@@ -127,8 +131,8 @@ TABLE: tuple[Row, ...] = (
         "params",
         "`historyLength: 0` (0.3: no limit)",
         "`historyLength` omitted",
-        "1.0 `historyLength: 0` (no history) is omitted for a 0.3 agent: lossy, "
-        "the agent may return history",
+        'lossy: 0.3 `0` becomes "not set"; a 1.0 `historyLength: 0` (no history) is '
+        "omitted for a 0.3 agent and Switchboard leaves `history` out of the Task it returns",
     ),
     (
         "params",
@@ -142,8 +146,8 @@ TABLE: tuple[Row, ...] = (
         "params",
         "`params.metadata[CARRY].tenant`",
         "`tenant`",
-        "carried on `message/send`, `message/stream`, `tasks/get`, `tasks/cancel`; lossy on "
-        "`tasks/resubscribe` (no metadata)",
+        "carried on `message/send`, `message/stream`, `tasks/get`, `tasks/cancel`, "
+        "`tasks/resubscribe`; a 1.0 agent's interface tenant is set when the client names none",
     ),
     (
         "params",
@@ -177,16 +181,28 @@ TABLE: tuple[Row, ...] = (
         "`mediaType`, `filename` of a text or data part",
         "",
     ),
-    ("role", "`user`, `agent`", "`ROLE_USER`, `ROLE_AGENT` (or 1, 2)", ""),
-    ("state", "`submitted`", "`TASK_STATE_SUBMITTED`", ""),
-    ("state", "`working`", "`TASK_STATE_WORKING`", ""),
-    ("state", "`input-required`", "`TASK_STATE_INPUT_REQUIRED`", ""),
-    ("state", "`auth-required`", "`TASK_STATE_AUTH_REQUIRED`", ""),
-    ("state", "`completed`", "`TASK_STATE_COMPLETED`", ""),
-    ("state", "`canceled`", "`TASK_STATE_CANCELED`", ""),
-    ("state", "`failed`", "`TASK_STATE_FAILED`", ""),
-    ("state", "`rejected`", "`TASK_STATE_REJECTED`", ""),
-    ("state", "`unknown`", "`TASK_STATE_UNSPECIFIED`", ""),
+    (
+        "part",
+        "`metadata[CARRY].dataMembers`",
+        '`data` members beside `"value"` of a compat data part',
+        "",
+    ),
+    (
+        "metadata",
+        "`metadata: {}` and a carried value",
+        "`metadata: {}`",
+        "`metadata[CARRY].metadata: {}` says the metadata was there, empty",
+    ),
+    (
+        "role",
+        ", ".join(f"`{role}`" for role in wire.ROLES["0.3"]),
+        ", ".join(f"`{role}`" for role in wire.ROLES["1.0"]) + " (or 1, 2)",
+        "",
+    ),
+    *(
+        ("state", f"`{old}`", f"`{new}`", "")
+        for old, new in zip(wire.STATES["0.3"], wire.STATES["1.0"], strict=True)
+    ),
     ("object", '`{"kind": "message", ...}`', "Message without `kind`", ""),
     ("object", '`{"kind": "task", ...}`', "Task without `kind`", ""),
     ("result", 'send: `{"kind": "task", ...}`', 'send: `{"task": {...}}`', ""),
@@ -198,8 +214,9 @@ TABLE: tuple[Row, ...] = (
         "event",
         '`{"kind": "status-update", "final", ...}`',
         '`{"statusUpdate": {...}}`',
-        "`final` is true on a terminal or interrupted state; another `final` goes to "
-        "`metadata[CARRY].final`",
+        "`final` is true on a terminal or interrupted state; a `final: true` on another "
+        "state goes to `metadata[CARRY].final`; lossy: `final: false` on a terminal or "
+        "interrupted state",
     ),
     (
         "event",
@@ -211,7 +228,14 @@ TABLE: tuple[Row, ...] = (
         "error",
         "`data`: an object",
         "`data`: `[ErrorInfo, Struct, BadRequest]`",
-        "ErrorInfo metadata holds the object's members as strings, Struct the object itself",
+        "ErrorInfo metadata holds the object's members as strings, Struct the object itself; "
+        "ErrorInfo `domain` `a2a-protocol.org` (standard codes) or `switchboard.a2a`",
+    ),
+    (
+        "error",
+        "`data`: not an object (an array, a string, a number)",
+        "`data`: `[ErrorInfo, Value]`",
+        "",
     ),
     (
         "error",
@@ -232,12 +256,269 @@ TABLE: tuple[Row, ...] = (
         "lossy: the offset (same instant); beyond microseconds when converted",
     ),
     (
+        "timestamp",
+        "`status.timestamp` no 1.x SDK reads",
+        "`metadata[CARRY].statusTimestamp` of the task or update",
+        "",
+    ),
+    (
         "header",
         "`X-A2A-Extensions`",
         "`A2A-Extensions`",
-        "merged, deduplicated, renamed for the agent",
+        "merged, deduplicated, renamed for the agent; the agent's answer's header comes back "
+        "under the client's name",
     ),
 )
+
+
+@dataclass(frozen=True)
+class Example:
+    """A machine-readable example of a :data:`TABLE` row: ``v03`` and ``v1`` translate into
+    each other with the function of ``kind`` (``part``, ``message``, ``task``, ``params``,
+    ``result``, ``event``, ``error``, ``timestamp``; ``op`` for params and results). A lossy
+    row sets ``back``: what ``v1`` gives in 0.3 (``v03`` itself otherwise). The tests run
+    every example both ways."""
+
+    kind: str
+    v03: Any
+    v1: Any
+    op: Op | None = None
+    back: Any = None
+    lossy: bool = False
+
+
+_M03 = {
+    "kind": "message",
+    "messageId": "m",
+    "role": "user",
+    "parts": [{"kind": "text", "text": "hi"}],
+}
+_M1 = {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]}
+_T03 = {"kind": "task", "id": "t", "contextId": "c", "status": {"state": "completed"}}
+_T1 = {"id": "t", "contextId": "c", "status": {"state": "TASK_STATE_COMPLETED"}}
+_ENDED03 = {"kind": "status-update", "taskId": "t", "contextId": "c", "final": True}
+_ENDED1 = {"taskId": "t", "contextId": "c"}
+_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
+
+# Examples of the rows of the areas part, metadata, object, params, result, event, error and
+# timestamp, keyed by (area, A2A 0.3 cell) of their row (tests/test_translate.py runs them).
+EXAMPLES: dict[tuple[str, str], Example] = {
+    ("params", "`configuration.blocking: false`"): Example(
+        "params",
+        {"message": _M03, "configuration": {"blocking": False}},
+        {"message": _M1, "configuration": {"returnImmediately": True}},
+        Op.SEND,
+    ),
+    ("params", "`configuration.historyLength: n` (n > 0)"): Example(
+        "params", {"id": "t", "historyLength": 3}, {"id": "t", "historyLength": 3}, Op.GET
+    ),
+    ("params", "`historyLength: 0` (0.3: no limit)"): Example(
+        "params", {"id": "t", "historyLength": 0}, {"id": "t"}, Op.GET, {"id": "t"}, True
+    ),
+    (
+        "params",
+        "`configuration.pushNotificationConfig` `{id, url, token, authentication: {schemes, "
+        "credentials}}`",
+    ): Example(
+        "params",
+        {
+            "message": _M03,
+            "configuration": {
+                "pushNotificationConfig": {
+                    "url": "https://h",
+                    "authentication": {"schemes": ["Bearer"]},
+                }
+            },
+        },
+        {
+            "message": _M1,
+            "configuration": {
+                "taskPushNotificationConfig": {
+                    "url": "https://h",
+                    "authentication": {"scheme": "Bearer"},
+                }
+            },
+        },
+        Op.SEND,
+    ),
+    ("params", "`params.metadata[CARRY].tenant`"): Example(
+        "params",
+        {"id": "t", "metadata": {CARRY_KEY: {"tenant": "acme"}}},
+        {"id": "t", "tenant": "acme"},
+        Op.SUBSCRIBE,
+    ),
+    ("params", "`metadata` of `tasks/get`, `tasks/resubscribe`"): Example(
+        "params", {"id": "t", "metadata": {"x": 1}}, {"id": "t"}, Op.GET, {"id": "t"}, True
+    ),
+    ("part", '`{"kind": "text", "text"}`'): Example(
+        "part", {"kind": "text", "text": "hi"}, {"text": "hi"}
+    ),
+    ("part", '`{"kind": "file", "file": {"bytes", "mimeType", "name"}}`'): Example(
+        "part",
+        {"kind": "file", "file": {"bytes": "AAAA", "mimeType": "image/png", "name": "p.png"}},
+        {"raw": "AAAA", "mediaType": "image/png", "filename": "p.png"},
+    ),
+    ("part", '`{"kind": "file", "file": {"uri", "mimeType", "name"}}`'): Example(
+        "part",
+        {"kind": "file", "file": {"uri": "https://h/p.png", "mimeType": "image/png"}},
+        {"url": "https://h/p.png", "mediaType": "image/png"},
+    ),
+    ("part", '`{"kind": "data", "data": {...}}`'): Example(
+        "part", {"kind": "data", "data": {"n": 1}}, {"data": {"n": 1}}
+    ),
+    (
+        "part",
+        '`{"kind": "data", "data": {"value": v}, "metadata": {"data_part_compat": true}}`',
+    ): Example(
+        "part",
+        {"kind": "data", "data": {"value": [1, 2]}, "metadata": {DATA_COMPAT_KEY: True}},
+        {"data": [1, 2]},
+    ),
+    ("part", "`metadata[CARRY]` `{mediaType, filename}`"): Example(
+        "part",
+        {"kind": "text", "text": "# hi", "metadata": {CARRY_KEY: {"mediaType": "text/markdown"}}},
+        {"text": "# hi", "mediaType": "text/markdown"},
+    ),
+    ("part", "`metadata[CARRY].dataMembers`"): Example(
+        "part",
+        {
+            "kind": "data",
+            "data": {"value": "v", "note": "n"},
+            "metadata": {DATA_COMPAT_KEY: True},
+        },
+        {"data": "v", "metadata": {CARRY_KEY: {"dataMembers": {"note": "n"}}}},
+    ),
+    ("metadata", "`metadata: {}` and a carried value"): Example(
+        "part",
+        {
+            "kind": "text",
+            "text": "x",
+            "metadata": {CARRY_KEY: {"metadata": {}, "filename": "x.md"}},
+        },
+        {"text": "x", "filename": "x.md", "metadata": {}},
+    ),
+    ("object", '`{"kind": "message", ...}`'): Example("message", _M03, _M1),
+    ("object", '`{"kind": "task", ...}`'): Example("task", _T03, _T1),
+    ("result", 'send: `{"kind": "task", ...}`'): Example("result", _T03, {"task": _T1}, Op.SEND),
+    ("result", 'send: `{"kind": "message", ...}`'): Example(
+        "result", _M03, {"message": _M1}, Op.SEND
+    ),
+    ("result", "get, cancel: Task with `kind`"): Example("result", _T03, _T1, Op.CANCEL),
+    ("event", '`{"kind": "task", ...}`'): Example("event", _T03, {"task": _T1}),
+    ("event", '`{"kind": "message", ...}`'): Example("event", _M03, {"message": _M1}),
+    ("event", '`{"kind": "status-update", "final", ...}`'): Example(
+        "event",
+        {**_ENDED03, "status": {"state": "working"}},
+        {
+            "statusUpdate": {
+                **_ENDED1,
+                "status": {"state": "TASK_STATE_WORKING"},
+                "metadata": {CARRY_KEY: {"final": True}},
+            }
+        },
+    ),
+    ("event", '`{"kind": "artifact-update", ...}`'): Example(
+        "event",
+        {
+            "kind": "artifact-update",
+            "taskId": "t",
+            "contextId": "c",
+            "artifact": {"artifactId": "a", "parts": []},
+            "append": True,
+        },
+        {
+            "artifactUpdate": {
+                "taskId": "t",
+                "contextId": "c",
+                "artifact": {"artifactId": "a", "parts": []},
+                "append": True,
+            }
+        },
+    ),
+    ("error", "`data`: an object"): Example(
+        "error",
+        {"code": -32001, "message": "m", "data": {"taskId": "t", "tries": [1]}},
+        {
+            "code": -32001,
+            "message": "m",
+            "data": [
+                {
+                    "@type": _INFO,
+                    "reason": "TASK_NOT_FOUND",
+                    "domain": "a2a-protocol.org",
+                    "metadata": {"taskId": "t", "tries": "[1]"},
+                },
+                {"@type": STRUCT_TYPE, "value": {"taskId": "t", "tries": [1]}},
+            ],
+        },
+    ),
+    ("error", "`data`: not an object (an array, a string, a number)"): Example(
+        "error",
+        {"code": -32603, "message": "m", "data": ["a", 1]},
+        {
+            "code": -32603,
+            "message": "m",
+            "data": [
+                {
+                    "@type": _INFO,
+                    "reason": "INTERNAL_ERROR",
+                    "domain": "a2a-protocol.org",
+                    "metadata": {},
+                },
+                {"@type": VALUE_TYPE, "value": ["a", 1]},
+            ],
+        },
+    ),
+    ("error", "`data.fieldViolations`"): Example(
+        "error",
+        {
+            "code": -32602,
+            "message": "m",
+            "data": {"fieldViolations": [{"field": "id", "description": "d"}]},
+        },
+        {
+            "code": -32602,
+            "message": "m",
+            "data": [
+                {
+                    "@type": _INFO,
+                    "reason": "INVALID_PARAMS",
+                    "domain": "a2a-protocol.org",
+                    "metadata": {},
+                },
+                {
+                    "@type": BAD_REQUEST_TYPE,
+                    "fieldViolations": [{"field": "id", "description": "d"}],
+                },
+            ],
+        },
+    ),
+    ("error", "`data[CARRY]` `{reason, domain, details}`"): Example(
+        "error",
+        {
+            "code": -32001,
+            "message": "m",
+            "data": {CARRY_KEY: {"reason": "GONE", "domain": "a.org"}},
+        },
+        {
+            "code": -32001,
+            "message": "m",
+            "data": [{"@type": _INFO, "reason": "GONE", "domain": "a.org", "metadata": {}}],
+        },
+    ),
+    ("timestamp", "ISO 8601, any offset or none (UTC)"): Example(
+        "timestamp",
+        "2026-01-02T03:04:05+01:00",
+        "2026-01-02T02:04:05.000000Z",
+        back="2026-01-02T02:04:05.000000Z",
+        lossy=True,
+    ),
+    ("timestamp", "`status.timestamp` no 1.x SDK reads"): Example(
+        "task",
+        {**_T03, "status": {"state": "completed", "timestamp": "noon"}},
+        {**_T1, "metadata": {CARRY_KEY: {"statusTimestamp": "noon"}}},
+    ),
+}
 
 _STREAM_KEYS = {kind: key for key, kind in wire.V1_EVENT_KEYS.items()}
 _ROLE_PAIRS = tuple(zip(wire.ROLES["0.3"], wire.ROLES["1.0"], strict=True))
@@ -252,11 +533,16 @@ _SEND_OPS = (Op.SEND, Op.STREAM)
 
 
 def _carry(obj: dict[str, Any], values: Mapping[str, Any]) -> None:
-    """Put ``values`` under ``obj["metadata"][CARRY_KEY]`` (``obj`` is a fresh copy)."""
+    """Put ``values`` under ``obj["metadata"][CARRY_KEY]`` (``obj`` is a fresh copy).
+
+    An empty ``metadata: {}`` the object had is remembered (``"metadata": {}`` in the carried
+    values), so that :func:`_uncarry` leaves it rather than dropping it."""
     if not values:
         return
     metadata = dict(obj.get("metadata") or {})
     carried = dict(metadata.get(CARRY_KEY) or {})
+    if obj.get("metadata") == {}:
+        carried["metadata"] = {}
     carried.update(values)
     metadata[CARRY_KEY] = carried
     obj["metadata"] = metadata
@@ -269,11 +555,19 @@ def _uncarry(obj: dict[str, Any]) -> dict[str, Any]:
         return {}
     metadata = dict(metadata)
     carried = dict(metadata.pop(CARRY_KEY))
-    if metadata:
+    keep_empty = carried.pop("metadata", None) == {}
+    if metadata or keep_empty:
         obj["metadata"] = metadata
     else:
         del obj["metadata"]
     return carried
+
+
+def _carried(obj: Any) -> dict[str, Any]:
+    """What :func:`_carry` put in ``obj``, read without changing it."""
+    metadata = obj.get("metadata") if isinstance(obj, dict) else None
+    carried = metadata.get(CARRY_KEY) if isinstance(metadata, dict) else None
+    return carried if isinstance(carried, dict) else {}
 
 
 # --- small shapes -----------------------------------------------------------------------------
@@ -341,6 +635,7 @@ def part_to(part: Any, src: Version, dst: Version) -> Any:
 
 def _part_to_v1(part: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in part.items() if k not in ("kind", "file")}
+    keep_empty = _carried(part).get("metadata") == {}
     carried = _uncarry(out)
     kind = part.get("kind") or next((k for k in ("text", "file", "data") if k in part), None)
     if kind == "file" and isinstance(part.get("file"), dict):
@@ -359,12 +654,19 @@ def _part_to_v1(part: dict[str, Any]) -> dict[str, Any]:
         out["file"] = part.get("file")  # not a file object: left for the agent to refuse
     elif kind == "data":
         metadata = out.get("metadata")
-        if isinstance(metadata, dict) and metadata.get(DATA_COMPAT_KEY) is True:
-            data = part.get("data")
-            if isinstance(data, dict) and "value" in data:
-                out["data"] = data["value"]
+        data = part.get("data")
+        if (
+            isinstance(metadata, dict)
+            and metadata.get(DATA_COMPAT_KEY) is True
+            and isinstance(data, dict)
+            and "value" in data
+        ):
+            out["data"] = data["value"]
+            others = {k: v for k, v in data.items() if k != "value"}
+            if others:  # members beside "value" have no place in 1.0: carried
+                carried["dataMembers"] = others
             rest = {k: v for k, v in metadata.items() if k != DATA_COMPAT_KEY}
-            if rest:
+            if rest or keep_empty:
                 out["metadata"] = rest
             else:
                 del out["metadata"]
@@ -400,7 +702,10 @@ def _part_to_v03(part: dict[str, Any]) -> dict[str, Any]:
         if isinstance(data, dict):
             out["data"] = data
         else:
-            out["data"] = {"value": data}
+            members = carried.pop("dataMembers", None)
+            out["data"] = {**(members if isinstance(members, dict) else {}), "value": data}
+            if part.get("metadata") == {}:
+                carried["metadata"] = {}  # kept through the compat marker
             out["metadata"] = {**(out.get("metadata") or {}), DATA_COMPAT_KEY: True}
     _carry(out, {**carried, **extra})
     return out
@@ -426,7 +731,10 @@ def message_to(message: Any, src: Version, dst: Version) -> Any:
     return out
 
 
-def _status(status: Any, src: Version, dst: Version) -> Any:
+def _status(status: Any, src: Version, dst: Version, carried: dict[str, Any]) -> Any:
+    """A TaskStatus in ``dst``'s shape. A 0.3 timestamp a 1.0 SDK could not read goes into
+    ``carried`` (``statusTimestamp``: for the enclosing task's or event's metadata) and comes
+    back from it (``carried`` is the enclosing object's carried values, 1.0 -> 0.3)."""
     if not isinstance(status, dict):
         return status
     out = dict(status)
@@ -435,7 +743,31 @@ def _status(status: Any, src: Version, dst: Version) -> Any:
     if "message" in out:
         out["message"] = message_to(out["message"], src, dst)
     if "timestamp" in out:
-        out["timestamp"] = timestamp_to(out["timestamp"], dst)
+        stamp = timestamp_to(out["timestamp"], dst)
+        if dst == "1.0" and not _readable_timestamp(stamp):
+            carried["statusTimestamp"] = out.pop("timestamp")
+        else:
+            out["timestamp"] = stamp
+    if dst == "0.3" and "statusTimestamp" in carried and "timestamp" not in out:
+        out["timestamp"] = carried.pop("statusTimestamp")
+    return out
+
+
+def _readable_timestamp(value: Any) -> bool:
+    """Whether a 1.x SDK reads ``value`` as a google.protobuf.Timestamp."""
+    return isinstance(value, str) and wire.parse_timestamp(value) is not None
+
+
+def _with_status(out: dict[str, Any], src: Version, dst: Version) -> dict[str, Any]:
+    """``out`` (a fresh copy of a task or status update) with its status in ``dst``'s shape,
+    and the carried values of its metadata taken out (0.3) or put in (1.0)."""
+    carried = _uncarry(out) if dst == "0.3" else {}
+    found: dict[str, Any] = {}
+    if "status" in out:
+        out["status"] = _status(out["status"], src, dst, carried if dst == "0.3" else found)
+    if dst == "0.3" and "statusTimestamp" in carried:  # no status to put it back in
+        found["statusTimestamp"] = carried.pop("statusTimestamp")
+    _carry(out, {**carried, **found})
     return out
 
 
@@ -452,9 +784,8 @@ def task_to(task: Any, src: Version, dst: Version) -> Any:
     out = {k: v for k, v in task.items() if k != "kind"}
     if dst == "0.3":
         out = {"kind": "task", **out}
-    if "status" in out:
-        out["status"] = _status(out["status"], src, dst)
-    elif dst == "0.3":
+    out = _with_status(out, src, dst)
+    if "status" not in out and dst == "0.3":
         out["status"] = {"state": "unknown"}  # required in 0.3; a 1.0 task may omit it
     if isinstance(out.get("history"), list):
         out["history"] = [message_to(m, src, dst) for m in out["history"]]
@@ -464,21 +795,19 @@ def task_to(task: Any, src: Version, dst: Version) -> Any:
 
 
 def _status_update(event: dict[str, Any], src: Version, dst: Version) -> dict[str, Any]:
+    """A status update; 0.3 ``final`` is implied by the state in 1.0 (see :data:`TABLE`)."""
     out = {k: v for k, v in event.items() if k not in ("kind", "final")}
-    if "status" in out:
-        out["status"] = _status(out["status"], src, dst)
     status = out.get("status")
     state = status.get("state") if isinstance(status, dict) else None
-    ends = wire.is_terminal_state(dst, state) or wire.is_interrupted_state(dst, state)
+    ends = wire.is_terminal_state(src, state) or wire.is_interrupted_state(src, state)
+    if dst == "1.0" and event.get("final") is True and not ends:
+        _carry(out, {"final": True})  # a 0.3 stream that ends where 1.0 would not
+    out = _with_status(out, src, dst)
     if dst == "0.3":
         carried = _uncarry(out)
         final = carried.pop("final", ends)
-        if carried:
-            _carry(out, carried)
+        _carry(out, carried)
         return {"kind": "status-update", **out, "final": final}
-    final = event.get("final")
-    if isinstance(final, bool) and final != ends:
-        _carry(out, {"final": final})
     return out
 
 
@@ -517,19 +846,39 @@ def event_to(event: Any, src: Version, dst: Version) -> Any:
     return inner if dst == "0.3" else {_STREAM_KEYS[kind]: inner}
 
 
-def result_to(op: Op, result: Any, src: Version, dst: Version) -> Any:
+def result_to(op: Op, result: Any, src: Version, dst: Version, *, no_history: bool = False) -> Any:
     """The ``result`` of a send/stream/subscribe/get/cancel answer in ``dst``'s shape.
 
     Send: 0.3 Task or Message with ``kind`` vs 1.0 ``{"task"}``/``{"message"}``; get and
-    cancel: a Task (1.0 bare); stream/subscribe: as :func:`event_to`.
+    cancel: a Task (1.0 bare); stream/subscribe: as :func:`event_to`. ``no_history``: the
+    1.0 client asked for ``historyLength: 0`` (see :func:`asks_no_history`), which a 0.3
+    agent cannot be told: the Task's ``history`` is left out here.
     """
     if src == dst or not isinstance(result, dict):
         return result
     if op in (Op.GET, Op.CANCEL):
         if src == "1.0" and "id" not in result and isinstance(result.get("task"), dict):
             result = result["task"]  # tolerate a wrapped task
-        return task_to(result, src, dst)
-    return event_to(result, src, dst)
+        out = task_to(result, src, dst)
+        if no_history and dst == "1.0" and isinstance(out, dict):
+            out.pop("history", None)
+        return out
+    out = event_to(result, src, dst)
+    if no_history and dst == "1.0" and isinstance(out, dict) and isinstance(out.get("task"), dict):
+        out["task"] = {k: v for k, v in out["task"].items() if k != "history"}
+    return out
+
+
+def asks_no_history(op: Op, params: Mapping[str, Any]) -> bool:
+    """Whether 1.0 ``params`` of a send or get ask for ``historyLength: 0`` (no history)."""
+    if op in (Op.SEND, Op.STREAM):
+        config = params.get("configuration")
+        value = config.get("historyLength") if isinstance(config, dict) else None
+    elif op is Op.GET:
+        value = params.get("historyLength")
+    else:
+        return False
+    return value is not None and _no_history_limit(value)
 
 
 # --- params ------------------------------------------------------------------------------------
@@ -570,7 +919,7 @@ def params_to(op: Op, params: Mapping[str, Any], src: Version, dst: Version) -> 
         del out["historyLength"]
     if dst == "1.0" and op in (Op.GET, Op.SUBSCRIBE):
         out.pop("metadata", None)  # GetTask and SubscribeToTask have no metadata
-    if tenant_to_carry and op is not Op.SUBSCRIBE:
+    if tenant_to_carry:  # 0.3 TaskIdParams and TaskQueryParams have metadata too
         _carry(out, tenant_to_carry)
     return out
 
@@ -713,8 +1062,8 @@ def error_to(error: Any, src: Version, dst: Version) -> Any:
 
 
 def _error_data_to_v1(code: Any, message: Any, data: Any) -> Any:
-    if data is None or isinstance(data, list):
-        return data  # nothing, or already a detail list
+    if data is None:
+        return data
     facts = dict(data) if isinstance(data, dict) else data
     carried: dict[str, Any] = {}
     violations: list[tuple[str, str]] = []
@@ -761,7 +1110,11 @@ def _error_data_to_v03(code: Any, details: list[Any]) -> Any:
             metadata = detail.get("metadata")
             if isinstance(metadata, dict):
                 out.update(metadata)
-            defaults = {"reason": REASONS.get(code, "UNKNOWN_ERROR"), "domain": ERROR_DOMAIN}
+            number = code if isinstance(code, int) and not isinstance(code, bool) else 0
+            defaults = {
+                "reason": REASONS.get(code, "UNKNOWN_ERROR"),
+                "domain": error_domain(number),
+            }
             for key, default in defaults.items():
                 if isinstance(detail.get(key), str) and detail[key] != default:
                     carried[key] = detail[key]

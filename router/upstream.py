@@ -25,7 +25,7 @@ import errno as errno_mod
 import json
 import math
 import os
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -53,6 +53,7 @@ __all__ = [
     "Target",
     "Upstream",
     "forward_headers",
+    "reply_extensions",
 ]
 
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
@@ -99,6 +100,7 @@ class Target:
     agent_id: str
     url: str
     version: Version
+    tenant: str | None = None  # the interface's tenant (1.0 cards), set into 1.0 params
 
 
 def forward_headers(incoming: Mapping[str, str], target_version: Version) -> dict[str, str]:
@@ -130,6 +132,19 @@ def forward_headers(incoming: Mapping[str, str], target_version: Version) -> dic
     if target_version == "1.0":
         out["A2A-Version"] = "1.0"
     return out
+
+
+def reply_extensions(headers: Mapping[str, str]) -> list[str]:
+    """The extension URIs of an agent's ``A2A-Extensions``/``X-A2A-Extensions`` response
+    headers (several headers, comma lists), deduplicated in order."""
+    found: list[str] = []
+    for name, value in headers.items():
+        if name.lower() in _EXTENSION_NAMES:
+            for token in value.split(","):
+                uri = token.strip()
+                if uri and uri not in found:
+                    found.append(uri)
+    return found
 
 
 class HealthObserver(Protocol):
@@ -232,9 +247,12 @@ class Upstream:
         *,
         request_id: Any,
         headers: Mapping[str, str],
+        extensions: list[str] | None = None,
     ) -> dict[str, Any]:
         """POST one JSON-RPC request; return the agent's response object (``result`` or
-        ``error``). Raises RpcError (-32052, -32006) as described in the module docstring."""
+        ``error``). Raises RpcError (-32052, -32006) as described in the module docstring.
+        ``extensions`` (if given) receives the extensions the agent's answer says it
+        activated (its ``A2A-Extensions``/``X-A2A-Extensions`` headers)."""
         session = self._require_session()
         url = self._check_url(target)
         try:
@@ -244,6 +262,8 @@ class Upstream:
                 headers=self._headers(target, headers, "application/json"),
                 allow_redirects=False,
             ) as resp:
+                if extensions is not None:
+                    extensions.extend(reply_extensions(resp.headers))
                 raw = await self._read_body(target, resp)
                 return self._response_object(target, resp, raw)
         except _TRANSPORT_ERRORS as exc:
@@ -257,12 +277,15 @@ class Upstream:
         *,
         request_id: Any,
         headers: Mapping[str, str],
+        on_headers: Callable[[list[str]], None] | None = None,
     ) -> AsyncGenerator[dict[str, Any], None]:
         """POST a streaming JSON-RPC request; yield each SSE event's JSON-RPC object as soon as
         its blank line arrives (a last event cut short by EOF included). A plain JSON answer
         (typically a JSON-RPC error) is yielded as the only item. The generator ends when the
         agent ends the stream; ``aclose()`` closes the agent connection at once.
         Raises RpcError (-32052 before the first event, -32053 after, -32006 for bad data).
+        ``on_headers`` (if given) is called once the agent's response headers are in, with
+        the extensions they say the agent activated.
         """
         session = self._require_session(streams=True)
         url = self._check_url(target)
@@ -278,6 +301,8 @@ class Upstream:
                 )
             except _TRANSPORT_ERRORS as exc:
                 raise self._unreachable(target, exc) from None
+            if on_headers is not None:
+                on_headers(reply_extensions(resp.headers))
 
             if not (200 <= resp.status < 300 and resp.content_type == "text/event-stream"):
                 try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from registry.settings import Settings
 ADMIN = "test-admin-token"
 AUTH = {"Authorization": f"Bearer {ADMIN}"}
 FIXTURES = Path(__file__).parent / "fixtures"
+SCHEMA_03 = json.loads(Path("/work/shared/protocol/v0.3/a2a.schema.json").read_text())
 
 
 def make_settings(database_url: str, **overrides: Any) -> Settings:
@@ -110,3 +112,59 @@ def card_v03(base_url: str, name: str = "Invoice Reader", **extra: Any) -> dict[
     }
     card.update(extra)
     return card
+
+
+_TYPES = {
+    "object": dict,
+    "array": list,
+    "string": str,
+    "boolean": bool,
+    "integer": int,
+    "number": (int, float),
+}
+
+
+def schema_problems(
+    value: Any, schema: dict[str, Any], where: str = "", *, closed: bool = False
+) -> list[str]:
+    """The subset of JSON Schema the A2A 0.3 schema uses: $ref, type, required, properties,
+    items, anyOf, enum, const, additionalProperties (``jsonschema`` is not a dependency).
+    ``closed``: an object schema with ``properties`` and no ``additionalProperties`` admits
+    no other member (stricter than JSON Schema: catches members 0.3 does not have)."""
+    if "$ref" in schema:
+        name = schema["$ref"].rsplit("/", 1)[-1]
+        return schema_problems(value, SCHEMA_03["definitions"][name], where, closed=closed)
+    problems: list[str] = []
+    if "anyOf" in schema:
+        options = schema["anyOf"]
+        if all(schema_problems(value, option, where, closed=closed) for option in options):
+            problems.append(f"{where}: matches none of anyOf")
+        return problems
+    kind = schema.get("type")
+    if kind is not None:
+        expected = _TYPES[kind]
+        if not isinstance(value, expected) or (kind != "boolean" and isinstance(value, bool)):
+            return [f"{where}: expected {kind}, got {type(value).__name__}"]
+    if "enum" in schema and value not in schema["enum"]:
+        problems.append(f"{where}: {value!r} not in {schema['enum']}")
+    if "const" in schema and value != schema["const"]:
+        problems.append(f"{where}: {value!r} is not {schema['const']!r}")
+    if isinstance(value, dict):
+        for name in schema.get("required", []):
+            if name not in value:
+                problems.append(f"{where}.{name}: required")
+        properties = schema.get("properties", {})
+        extra = schema.get("additionalProperties")
+        for name, item in value.items():
+            if name in properties:
+                problems += schema_problems(
+                    item, properties[name], f"{where}.{name}", closed=closed
+                )
+            elif isinstance(extra, dict):
+                problems += schema_problems(item, extra, f"{where}.{name}", closed=closed)
+            elif closed and properties and extra is None:
+                problems.append(f"{where}.{name}: not a member in A2A 0.3")
+    if isinstance(value, list) and "items" in schema:
+        for n, item in enumerate(value):
+            problems += schema_problems(item, schema["items"], f"{where}[{n}]", closed=closed)
+    return problems

@@ -260,12 +260,15 @@ async def agent03(
     port: int = 0,
     name: str | None = None,
     echo_parts: bool = False,
+    sdk_final: bool = False,
 ) -> AsyncIterator[Agent03]:
     """Run the 0.3 echo agent on 127.0.0.1; stop it at exit (``echo_parts``: file and data
-    parts come back in an artifact ``parts``)."""
+    parts come back in an artifact ``parts``; ``sdk_final``: input-required is sent with the
+    SDK's default ``final: false``)."""
     args = ["--port", str(port)] + (["--gated"] if gated else [])
     args += ["--name", name] if name else []
     args += ["--echo-parts"] if echo_parts else []
+    args += ["--sdk-final"] if sdk_final else []
     process = await asyncio.create_subprocess_exec(
         str(python),
         "-I",

@@ -497,6 +497,9 @@ async def test_aliases_persist_and_the_first_binding_wins(store: Store) -> None:
     assert await ids.bind_alias("client-1", "router-b") == "router-a"
     restarted = IdMap(store)  # another replica, or after a restart
     assert await restarted.alias("client-1") == "router-a"
+    assert await ids.alias("client-9") is None  # a miss, remembered briefly...
+    assert await ids.bind_alias("client-9", "router-c") == "router-c"  # ...not past a binding
+    assert await ids.alias("client-9") == "router-c"
     racing = await asyncio.gather(
         *(IdMap(store).bind_alias("client-2", f"router-{n}") for n in range(5))
     )
@@ -514,7 +517,21 @@ async def test_codec_binds_the_clients_id_before_answering(store: Store) -> None
     await codec.flush()
     assert await ids.alias("client-1") == "router-task"
     error = {"jsonrpc": "2.0", "id": 1, "error": {"code": -32001, "message": "x"}}
-    assert codec.answer(error) is error
+    assert codec.answer(error) == error
+    # the router's task ID never reaches the v0.1 client, in errors either
+    refused = {
+        "code": -32002,
+        "message": "Task router-task cannot be canceled",
+        "data": {"taskId": "router-task", "tasks": [{"id": "router-task"}]},
+    }
+    mapped = codec.answer({"jsonrpc": "2.0", "id": 1, "error": refused})["error"]
+    assert mapped == {
+        "code": -32002,
+        "message": "Task client-1 cannot be canceled",
+        "data": {"taskId": "client-1", "tasks": [{"id": "client-1"}]},
+    }
+    [event] = await codec.events({"jsonrpc": "2.0", "id": 1, "error": refused})
+    assert event["error"] == mapped
 
     streamed = LegacyCodec(ids, "client-2", None, None)
     update = {
@@ -529,3 +546,63 @@ async def test_codec_binds_the_clients_id_before_answering(store: Store) -> None
     message = LegacyCodec(ids, "client-3", None, None)
     await message.events({"jsonrpc": "2.0", "id": 3, "result": {"kind": "message", "parts": []}})
     assert await ids.alias("client-3") is None  # no task: nothing to bind
+
+
+def test_prefixed_answers_take_the_drafts_shapes() -> None:
+    task = {
+        "id": "t",
+        "contextId": "c",
+        "status": {
+            "state": "TASK_STATE_INPUT_REQUIRED",
+            "message": {"messageId": "q", "role": "ROLE_AGENT", "parts": [{"text": "Which?"}]},
+            "timestamp": "2026-01-02T03:04:05Z",
+        },
+        "history": [
+            {
+                "messageId": "m",
+                "role": "ROLE_USER",
+                "parts": [
+                    {"data": {"n": 1}, "mediaType": "application/json"},
+                    {"url": "https://x/p.png", "filename": "p.png", "mediaType": "image/png"},
+                    {"raw": "AAAA"},
+                ],
+            }
+        ],
+        "artifacts": [{"artifactId": "a", "parts": [{"text": "x", "filename": "x.txt"}]}],
+    }
+    draft = {
+        "taskId": "t",
+        "contextId": "c",
+        "status": {
+            "state": "INPUT_REQUIRED",
+            "message": "Which?",
+            "timestamp": task["status"]["timestamp"],
+        },
+        "history": [
+            {
+                "messageId": "m",
+                "role": "user",
+                "parts": [
+                    {"structuredData": {"n": 1}, "mimeType": "application/json"},
+                    {"file": {"uri": "https://x/p.png", "name": "p.png"}, "mimeType": "image/png"},
+                    {"file": {"bytes": "AAAA"}},
+                ],
+            }
+        ],
+        "artifacts": [{"artifactId": "a", "parts": [{"text": "x", "filename": "x.txt"}]}],
+    }
+    assert legacy.prefixed_result(Op.SEND, {"task": task}) == draft
+    assert legacy.prefixed_result(Op.GET, task) == draft
+    assert legacy.prefixed_result(Op.LIST, {"tasks": [task], "nextPageToken": ""}) == {
+        "tasks": [draft],
+        "nextPageToken": "",
+    }
+    message = {"messageId": "r", "role": "ROLE_AGENT", "parts": [{"text": "hi"}]}
+    assert legacy.prefixed_result(Op.SEND, {"message": message})["role"] == "agent"
+    update = {"statusUpdate": {"taskId": "t", "status": {"state": "TASK_STATE_WORKING"}}}
+    assert legacy.prefixed_result(Op.STREAM, update) == {
+        "statusUpdate": {"taskId": "t", "status": {"state": "WORKING"}}
+    }
+    # prefixed_to_v1 reads what prefixed_result writes: the parts round trip
+    back = legacy.prefixed_to_v1("A2A.SendMessage", {"message": draft["history"][0]})[1]
+    assert back["message"]["parts"] == task["history"][0]["parts"]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,55 +24,10 @@ from registry.store import Store
 from router.card import agent_card_via_router, router_card
 from router.matcher import ROUTING_EXTENSION
 from seeds.demo_agents import caption_card, currency_card, translate_card
-from tests.helpers import card_v03, card_v1, make_settings
+from tests.helpers import card_v03, card_v1, make_settings, schema_problems
 
 BASE = "https://switchboard.example"
-SCHEMA_03 = json.loads(Path("/work/shared/protocol/v0.3/a2a.schema.json").read_text())
 KEY = generate_key("ES256", kid="owner-key")
-
-_TYPES = {
-    "object": dict,
-    "array": list,
-    "string": str,
-    "boolean": bool,
-    "integer": int,
-    "number": (int, float),
-}
-
-
-def schema_problems(value: Any, schema: dict[str, Any], where: str = "") -> list[str]:
-    """The subset of JSON Schema the A2A 0.3 schema uses: $ref, type, required, properties,
-    items, anyOf, enum, additionalProperties (``jsonschema`` is not a dependency)."""
-    if "$ref" in schema:
-        name = schema["$ref"].rsplit("/", 1)[-1]
-        return schema_problems(value, SCHEMA_03["definitions"][name], where)
-    problems: list[str] = []
-    if "anyOf" in schema:
-        if all(schema_problems(value, option, where) for option in schema["anyOf"]):
-            problems.append(f"{where}: matches none of anyOf")
-        return problems
-    kind = schema.get("type")
-    if kind is not None:
-        expected = _TYPES[kind]
-        if not isinstance(value, expected) or (kind != "boolean" and isinstance(value, bool)):
-            return [f"{where}: expected {kind}, got {type(value).__name__}"]
-    if "enum" in schema and value not in schema["enum"]:
-        problems.append(f"{where}: {value!r} not in {schema['enum']}")
-    if isinstance(value, dict):
-        for name in schema.get("required", []):
-            if name not in value:
-                problems.append(f"{where}.{name}: required")
-        properties = schema.get("properties", {})
-        extra = schema.get("additionalProperties")
-        for name, item in value.items():
-            if name in properties:
-                problems += schema_problems(item, properties[name], f"{where}.{name}")
-            elif isinstance(extra, dict):
-                problems += schema_problems(item, extra, f"{where}.{name}")
-    if isinstance(value, list) and "items" in schema:
-        for n, item in enumerate(value):
-            problems += schema_problems(item, schema["items"], f"{where}[{n}]")
-    return problems
 
 
 def check_v03(card: dict[str, Any]) -> types_v03.AgentCard:

@@ -204,7 +204,7 @@ def test_error_body_v1_metadata_values_are_strings() -> None:
         {
             "@type": ERROR_INFO,
             "reason": "INVALID_REQUEST",
-            "domain": "switchboard.a2a",
+            "domain": "a2a-protocol.org",
             "metadata": {"n": "1", "ok": "true", "none": "null", "s": "x"},
         }
     ]
@@ -216,7 +216,7 @@ def test_error_body_v1_without_data_still_has_error_info() -> None:
         {
             "@type": ERROR_INFO,
             "reason": "TASK_NOT_FOUND",
-            "domain": "switchboard.a2a",
+            "domain": "a2a-protocol.org",
             "metadata": {},
         }
     ]

@@ -481,8 +481,8 @@ async def test_prefixed_send_message_and_get_task(
         )
         bad = await call(http, url(router), "A2A.GetTask", {}, headers=headers)
         unknown = await call(http, url(router), "A2A.Frobnicate", {}, headers=headers)
-    message = sent["result"]["message"]  # the 1.0 shape: {"message": ...}
-    assert message["role"] == "ROLE_AGENT"
+    message = sent["result"]  # the draft's shape: the bare Message, its role "agent"
+    assert message["role"] == "agent"
     assert message["parts"][0]["text"] == "echo: echo hello prefixed"
     assert missing["error"]["code"] == -32001
     assert missing["error"]["data"][0]["reason"] == "TASK_NOT_FOUND"  # 1.0 error details
@@ -495,7 +495,8 @@ async def test_prefixed_send_and_get_of_a_task(
     router: TestServer, http: aiohttp.ClientSession
 ) -> None:
     """A2A.SendMessage (seed 002's ``structuredData`` part too) and A2A.GetTask by the
-    draft's ``taskId``, without A2A-Version, answered in 1.0."""
+    draft's ``taskId``, without A2A-Version, answered in the draft's shapes: a bare Task
+    named by ``taskId``, bare states, ``structuredData`` parts, roles ``user``/``agent``."""
     async with echo_agent("tasks-v1-only", router, None):
         sent = await call(
             http,
@@ -510,11 +511,80 @@ async def test_prefixed_send_and_get_of_a_task(
                 "configuration": {"blocking": True},
             },
         )
-        task_id = sent["result"]["task"]["id"]
+        task_id = sent["result"]["taskId"]
         got = await call(http, url(router), "A2A.GetTask", {"taskId": task_id})
-    task = sent["result"]["task"]
-    assert task["status"]["state"] == "TASK_STATE_COMPLETED", sent
+    task = sent["result"]
+    assert "id" not in task and task["status"]["state"] == "COMPLETED", sent
     assert task["artifacts"][0]["parts"][0]["text"].startswith("echo: echo ok")
-    assert got["result"]["id"] == task_id
-    assert got["result"]["status"]["state"] == "TASK_STATE_COMPLETED"
-    assert got["result"]["history"][0]["parts"][1]["data"] == {"n": 1}
+    assert got["result"]["taskId"] == task_id
+    assert got["result"]["status"]["state"] == "COMPLETED"
+    assert got["result"]["history"][0]["role"] == "user"
+    assert got["result"]["history"][0]["parts"][1] == {"structuredData": {"n": 1}}
+    assert "TASK_STATE_" not in json.dumps([sent, got]) and "ROLE_" not in json.dumps(got)
+
+
+async def test_prefixed_calls_to_a_03_only_agent(
+    router: TestServer, http: aiohttp.ClientSession, sdk03_python: Path
+) -> None:
+    """A2A.-prefixed calls reach an a2a-sdk 0.3 agent translated (1.0 -> 0.3 and back) and
+    are answered in the draft's shapes, streams included."""
+    stream_body = {
+        "jsonrpc": "2.0",
+        "id": 9,
+        "method": "A2A.SendStreamingMessage",
+        "params": {
+            "message": {
+                "messageId": "m-9",
+                "role": "user",
+                "parts": [{"text": "echo two words"}, {"structuredData": {"k": "v"}}],
+            }
+        },
+    }
+    async with echo_agent("sdk03", router, sdk03_python) as agent:
+        sent = await call(
+            http,
+            url(router),
+            "A2A.SendMessage",
+            {"message": {"messageId": "m-8", "role": "user", "parts": [{"text": "echo hi"}]}},
+        )
+        got = await call(http, url(router), "A2A.GetTask", {"taskId": sent["result"]["taskId"]})
+        async with http.post(url(router), json=stream_body) as resp:
+            streamed = [event async for event in events(resp)]
+        posted = [r["body"] for r in await agent.wait_for("requests", 3) if r["method"] == "POST"]
+    assert [p["method"] for p in posted] == ["message/send", "tasks/get", "message/stream"]
+    assert sent["result"]["status"]["state"] == "COMPLETED", sent
+    assert sent["result"]["status"]["message"] == "done"  # the draft's status message: text
+    assert got["result"]["taskId"] == sent["result"]["taskId"]
+    results = [e["result"] for e in streamed]
+    assert list(results[0]) == ["task"] and results[0]["task"]["status"]["state"] == "SUBMITTED"
+    assert results[-1]["statusUpdate"]["status"]["state"] == "COMPLETED"
+    assert "final" not in json.dumps(results) and "kind" not in json.dumps(results)
+    assert "TASK_STATE_" not in json.dumps([sent, got, streamed])
+
+
+async def test_v01_errors_name_the_clients_task_id(
+    router: TestServer, http: aiohttp.ClientSession, sdk03_python: Path
+) -> None:
+    """An error about the task (here: its agent is gone) names it by the client's ID, never
+    by the router's, for answers and for the one error event of a stream."""
+    task_id = str(uuid.uuid4())
+    async with echo_agent("sdk03", router, sdk03_python):
+        sent = await call(http, url(router), "tasks/send", send_params("echo hi", task_id, "s"))
+        router_task = await router.app[ROUTER].ids.alias(task_id)
+        await router.app[REGISTRY].remove("echo")
+        got = await call(http, url(router), "tasks/get", {"id": task_id, "sessionId": "s"})
+        again = {
+            "jsonrpc": "2.0",
+            "id": 8,
+            "method": "tasks/resubscribe",
+            "params": {"id": task_id},
+        }
+        async with http.post(url(router), json=again) as resp:
+            streamed = [event async for event in events(resp)]
+    assert sent["result"]["id"] == task_id and router_task is not None
+    assert got["error"]["code"] == -32052, got
+    assert got["error"]["data"]["taskId"] == task_id
+    assert router_task not in json.dumps(got)
+    [event] = streamed
+    assert event["error"]["code"] == -32052 and event["error"]["data"]["taskId"] == task_id
+    assert router_task not in json.dumps(streamed)

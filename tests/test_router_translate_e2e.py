@@ -504,3 +504,70 @@ async def test_v1_client_and_v1_agent_pass_through(
     assert task.status.state == TaskState.TASK_STATE_COMPLETED
     assert answer(got) == "echo: echo as it is"
     assert agent.messages[-1]["parts"] == [{"text": "echo as it is"}]
+
+
+# --- an a2a-sdk 0.3 agent's default final: false on input-required ----------------------------
+
+
+async def sse_results(
+    http: httpx.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str]
+) -> list[dict[str, Any]]:
+    """Every ``data:`` event of an SSE answer, as JSON."""
+    found: list[dict[str, Any]] = []
+    async with http.stream("POST", url, json=body, headers=headers) as resp:
+        assert resp.headers["content-type"].startswith("text/event-stream")
+        async for line in resp.aiter_lines():
+            if line.startswith("data: "):
+                found.append(json.loads(line[len("data: ") :]))
+    return found
+
+
+async def test_sdk_default_final_false_on_input_required(
+    router: TestServer, sdk03_python: Path, http: httpx.AsyncClient
+) -> None:
+    """``TaskUpdater.requires_input()`` sends ``final: false``: a 1.0 client sees no carried
+    ``final`` (the state implies the end), a v0.1 client's stream ends with ``final: true``."""
+    async with agent03(sdk03_python, sdk_final=True) as agent:
+        await router.app[REGISTRY].register_url(agent.base_url, "echo03")
+        message = {
+            "messageId": "m-1",
+            "role": "ROLE_USER",
+            "parts": [{"text": "echo need input please"}],
+        }
+        new = await sse_results(
+            http,
+            base(router) + "/",
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "SendStreamingMessage",
+                "params": {"message": message},
+            },
+            {"A2A-Version": "1.0"},
+        )
+        old = await sse_results(
+            http,
+            base(router) + "/",
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tasks/sendSubscribe",
+                "params": {
+                    "id": "v01-task-1",
+                    "message": {
+                        "role": "user",
+                        "parts": [{"type": "text", "text": "echo need input too"}],
+                    },
+                },
+            },
+            {},
+        )
+        posted = await agent.wait_for("requests", 2)
+    assert all(r["body"]["method"] == "message/stream" for r in posted if r["method"] == "POST")
+    last = new[-1]["result"]["statusUpdate"]
+    assert last["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    assert CARRY_KEY not in json.dumps(new)
+    statuses = [e["result"] for e in old if "status" in e["result"]]
+    assert statuses[-1]["status"]["state"] == "input-required"
+    assert statuses[-1]["final"] is True
+    assert statuses[-1]["id"] == "v01-task-1"

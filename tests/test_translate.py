@@ -7,13 +7,18 @@ at 200 characters, so they are not used; subscribe events have the shapes of str
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import re
 from pathlib import Path
 from typing import Any
 
+import a2a.types as v1types
 import pytest
+from google.protobuf import any_pb2
+from google.protobuf.json_format import ParseDict
+from google.rpc import error_details_pb2  # noqa: F401 (registers ErrorInfo, BadRequest for Any)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,6 +28,7 @@ from router.jsonrpc import (
     METHODS,
     STRUCT_TYPE,
     UNSUPPORTED,
+    VALUE_TYPE,
     Op,
     RpcError,
     equivalent_method,
@@ -30,7 +36,10 @@ from router.jsonrpc import (
 from router.translate import (
     CARRY_KEY,
     DATA_COMPAT_KEY,
+    EXAMPLES,
     TABLE,
+    Example,
+    asks_no_history,
     error_to,
     event_to,
     message_to,
@@ -39,10 +48,13 @@ from router.translate import (
     push_params_to,
     push_result_to,
     result_to,
+    role_to,
     state_to,
     task_to,
     timestamp_to,
 )
+from router.wire import ROLES, STATES, parse_timestamp
+from tests.helpers import schema_problems
 
 WIRE = Path(__file__).resolve().parent / "fixtures" / "wire"
 DOC = Path(__file__).resolve().parent.parent / "docs" / "translation.md"
@@ -134,11 +146,8 @@ def test_golden_stream_events(v03: str) -> None:
 def test_golden_error_round_trip() -> None:
     error = wire_json("v1_send_noversion.out")["error"]
     old = error_to(error, "1.0", "0.3")
-    assert old == {
-        "code": -32009,
-        "message": error["message"],
-        "data": {CARRY_KEY: {"domain": "a2a-protocol.org"}},
-    }
+    # the SDK's domain for the A2A codes is the default: nothing to carry for the 0.3 client
+    assert old == {"code": -32009, "message": error["message"], "data": {}}
     assert error_to(old, "0.3", "1.0") == error
 
 
@@ -302,7 +311,10 @@ def test_task_params() -> None:
         "tenant": "acme",
         "metadata": {"x": 1},
     }
-    assert params_to(Op.SUBSCRIBE, {"id": "t", "tenant": "acme"}, "1.0", "0.3") == {"id": "t"}
+    # 0.3 tasks/resubscribe takes TaskIdParams {id, metadata}: the tenant is carried there
+    subscribe = params_to(Op.SUBSCRIBE, {"id": "t", "tenant": "acme"}, "1.0", "0.3")
+    assert subscribe == {"id": "t", "metadata": {CARRY_KEY: {"tenant": "acme"}}}
+    assert params_to(Op.SUBSCRIBE, subscribe, "0.3", "1.0") == {"id": "t", "tenant": "acme"}
 
 
 def test_methods_without_a_counterpart_are_unsupported() -> None:
@@ -419,6 +431,76 @@ def test_errors_both_ways() -> None:
     )
 
 
+def test_review_fixes() -> None:
+    # an a2a-sdk 0.3 agent's input-required with final: false (TaskUpdater's default) is
+    # what the state implies: nothing carried; only a final: true that 1.0 cannot imply is
+    asked = {
+        "kind": "status-update",
+        "taskId": "t",
+        "contextId": "c",
+        "status": {"state": "input-required"},
+        "final": False,
+    }
+    new = event_to(asked, "0.3", "1.0")
+    assert new == {
+        "statusUpdate": {
+            "taskId": "t",
+            "contextId": "c",
+            "status": {"state": "TASK_STATE_INPUT_REQUIRED"},
+        }
+    }
+    assert event_to(new, "1.0", "0.3")["final"] is True  # lossy: the 1.0 stream ends there
+    # the ErrorInfo domain: a2a-protocol.org for standard codes, switchboard.a2a for ours
+    for code, domain in (
+        (-32001, "a2a-protocol.org"),
+        (-32700, "a2a-protocol.org"),
+        (-32052, "switchboard.a2a"),
+    ):
+        info = error_to({"code": code, "message": "m", "data": {}}, "0.3", "1.0")["data"][0]
+        assert info["domain"] == domain
+        back = error_to({"code": code, "message": "m", "data": [info]}, "1.0", "0.3")
+        assert back["data"] == {}  # the default domain is not carried
+    # 0.3 error data that is an array: a Value detail, and back
+    listed = {"code": -32603, "message": "m", "data": [1, "two"]}
+    new_error = error_to(listed, "0.3", "1.0")
+    assert new_error["data"][1] == {"@type": VALUE_TYPE, "value": [1, "two"]}
+    assert error_to(new_error, "1.0", "0.3") == listed
+    # a 0.3 timestamp no 1.x SDK reads is carried in the event's metadata, not in status
+    odd = {
+        "kind": "status-update",
+        "taskId": "t",
+        "contextId": "c",
+        "status": {"state": "working", "timestamp": "yesterday"},
+        "final": False,
+        "metadata": {},
+    }
+    new = event_to(odd, "0.3", "1.0")["statusUpdate"]
+    assert new["status"] == {"state": "TASK_STATE_WORKING"}
+    assert new["metadata"] == {CARRY_KEY: {"metadata": {}, "statusTimestamp": "yesterday"}}
+    assert event_to({"statusUpdate": new}, "1.0", "0.3") == odd
+    # a compat data part's members beside "value" are carried, not dropped
+    compat = {
+        "kind": "data",
+        "data": {"value": [1], "note": "x"},
+        "metadata": {DATA_COMPAT_KEY: True},
+    }
+    new_part = part_to(compat, "0.3", "1.0")
+    assert new_part == {"data": [1], "metadata": {CARRY_KEY: {"dataMembers": {"note": "x"}}}}
+    assert part_to(new_part, "1.0", "0.3") == compat
+    # historyLength 0 from a 1.0 client: a 0.3 agent's history is trimmed
+    assert asks_no_history(Op.GET, {"id": "t", "historyLength": 0})
+    assert asks_no_history(Op.SEND, {"configuration": {"historyLength": "0"}})
+    assert not asks_no_history(Op.GET, {"id": "t", "historyLength": 2})
+    task = {"kind": "task", "id": "t", "contextId": "c", "status": {"state": "completed"}}
+    with_history = {
+        **task,
+        "history": [{"kind": "message", "messageId": "m", "role": "user", "parts": []}],
+    }
+    assert "history" not in result_to(Op.GET, with_history, "0.3", "1.0", no_history=True)
+    sent = result_to(Op.SEND, with_history, "0.3", "1.0", no_history=True)
+    assert "history" not in sent["task"]
+
+
 def test_same_version_is_untouched() -> None:
     event = {"statusUpdate": {"taskId": "t"}}
     assert event_to(event, "1.0", "1.0") is event
@@ -437,9 +519,10 @@ _json = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3),
     max_leaves=8,
 )
-_metadata = st.dictionaries(
-    _text.filter(lambda k: k not in (CARRY_KEY, DATA_COMPAT_KEY)), _json, min_size=1, max_size=3
+_metadata = st.dictionaries(  # {} too: an empty metadata survives the round trip
+    _text.filter(lambda k: k not in (CARRY_KEY, DATA_COMPAT_KEY)), _json, max_size=3
 )
+_base64 = st.binary(max_size=12).map(lambda b: base64.b64encode(b).decode())
 _media = st.sampled_from(["text/plain", "image/png", "application/pdf"])
 
 
@@ -456,7 +539,7 @@ def parts03(draw: Any) -> dict[str, Any]:
     elif kind == "data":
         part = {"kind": "data", "data": draw(st.dictionaries(_text, _json, max_size=3))}
     else:
-        file: dict[str, Any] = {kind: draw(_text)}
+        file: dict[str, Any] = {kind: draw(_base64 if kind == "bytes" else _text)}
         _optional(draw, file, "mimeType", _media)
         _optional(draw, file, "name", _text)
         part = {"kind": "file", "file": file}
@@ -496,7 +579,12 @@ _states03 = st.sampled_from(
         "unknown",
     ]
 )
-_stamps = st.datetimes(timezones=st.none()).map(lambda d: d.strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
+_stamps = st.datetimes(timezones=st.none()).map(
+    lambda d: d.isoformat(timespec="microseconds") + "Z"
+)
+
+
+_ENDS_STREAM = ("input-required", "auth-required", "completed", "canceled", "failed", "rejected")
 
 
 @st.composite
@@ -535,12 +623,14 @@ def tasks03(draw: Any) -> dict[str, Any]:
 @st.composite
 def updates03(draw: Any) -> dict[str, Any]:
     if draw(st.booleans()):
+        status = draw(statuses03())
+        ends = status["state"] in _ENDS_STREAM  # 1.0 implies final: true there (lossy)
         event: dict[str, Any] = {
             "kind": "status-update",
             "taskId": draw(_ids),
             "contextId": draw(_ids),
-            "status": draw(statuses03()),
-            "final": draw(st.booleans()),
+            "status": status,
+            "final": True if ends else draw(st.booleans()),
         }
     else:
         event = {
@@ -578,6 +668,7 @@ def errors03(draw: Any) -> dict[str, Any]:
             _text.filter(lambda k: k not in ("fieldViolations", CARRY_KEY)), _json, max_size=3
         )
         | _scalars.filter(lambda v: v is not None)
+        | st.lists(_json, max_size=3)  # an array: a google.protobuf.Value detail in 1.0
     )
     if isinstance(data, dict) and draw(st.booleans()):
         violation = st.fixed_dictionaries({"field": _text, "description": _text})
@@ -586,23 +677,75 @@ def errors03(draw: Any) -> dict[str, Any]:
     return error
 
 
-_PROPERTY = settings(max_examples=75, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+_PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-def _round_trip(value: Any, there: Any, back: Any) -> None:
+def valid_v1(cls: Any) -> Any:
+    """A check that a value is 1.0 ProtoJSON of ``cls`` (an a2a-sdk 1.x protobuf type): no
+    member, enum value or timestamp 1.0 cannot hold (ParseDict refuses unknown fields)."""
+
+    def check(value: Any) -> None:
+        ParseDict(value, cls())
+
+    return check
+
+
+def valid_v1_error(error: Any) -> None:
+    """A 1.0 JSON-RPC error object: each ``data`` detail a google.protobuf.Any."""
+    assert set(error) <= {"code", "message", "data"}
+    assert isinstance(error.get("data", []), list)
+    for detail in error.get("data", []):
+        ParseDict(detail, any_pb2.Any())
+
+
+def valid_v03(definition: str) -> Any:
+    """A check that a value is the 0.3 schema's ``definition``, with no member 0.3 lacks."""
+
+    def check(value: Any) -> None:
+        ref = {"$ref": f"#/definitions/{definition}"}
+        assert schema_problems(value, ref, definition, closed=True) == []
+
+    return check
+
+
+_V03_EVENTS = {
+    "task": "Task",
+    "message": "Message",
+    "status-update": "TaskStatusUpdateEvent",
+    "artifact-update": "TaskArtifactUpdateEvent",
+}
+
+
+def valid_v03_event(event: Any) -> None:
+    valid_v03(_V03_EVENTS[event["kind"]])(event)
+
+
+def _round_trip(
+    value: Any, there: Any, back: Any, check: Any, expected: Any = None, check_in: Any = None
+) -> None:
+    """``back(there(value))`` is ``expected`` (default: ``value``); ``there(value)`` passes
+    ``check`` (valid in the other version: a missing translation cannot pass as identity);
+    ``value`` passes ``check_in`` when given; inputs are never changed."""
+    if check_in is not None:
+        check_in(value)
     before = copy.deepcopy(value)
     new = there(value)
     assert value == before  # inputs are never changed
     json.dumps(new)  # plain JSON
+    check(new)
     again = back(new)
-    assert again == value
+    assert again == (value if expected is None else expected)
 
 
 @_PROPERTY
 @given(messages03())
 def test_messages_round_trip(message: dict[str, Any]) -> None:
     _round_trip(
-        message, lambda m: message_to(m, "0.3", "1.0"), lambda m: message_to(m, "1.0", "0.3")
+        message,
+        lambda m: message_to(m, "0.3", "1.0"),
+        lambda m: message_to(m, "1.0", "0.3"),
+        valid_v1(v1types.Message),
+        check_in=valid_v03("Message"),
     )
 
 
@@ -613,42 +756,186 @@ def test_tasks_round_trip(task: dict[str, Any]) -> None:
         task,
         lambda t: result_to(Op.GET, t, "0.3", "1.0"),
         lambda t: result_to(Op.GET, t, "1.0", "0.3"),
+        valid_v1(v1types.Task),
+        check_in=valid_v03("Task"),
     )
 
 
 @_PROPERTY
 @given(tasks03() | messages03() | updates03())
 def test_events_and_send_results_round_trip(event: dict[str, Any]) -> None:
-    _round_trip(event, lambda e: event_to(e, "0.3", "1.0"), lambda e: event_to(e, "1.0", "0.3"))
+    _round_trip(
+        event,
+        lambda e: event_to(e, "0.3", "1.0"),
+        lambda e: event_to(e, "1.0", "0.3"),
+        valid_v1(v1types.StreamResponse),
+        check_in=valid_v03_event,
+    )
     if event["kind"] in ("task", "message"):
-        wrapped = result_to(Op.SEND, event, "0.3", "1.0")
-        assert list(wrapped) == [event["kind"]]
+        _round_trip(
+            event,
+            lambda e: result_to(Op.SEND, e, "0.3", "1.0"),
+            lambda e: result_to(Op.SEND, e, "1.0", "0.3"),
+            valid_v1(v1types.SendMessageResponse),
+        )
+
+
+_offsets = st.sampled_from(["", "+00:00", "-00:00", "+05:30", "-08:00", "+14:00"])
 
 
 @_PROPERTY
-@given(send_params03())
-def test_send_params_round_trip(params: dict[str, Any]) -> None:
+@given(st.datetimes(timezones=st.none()), _offsets, st.sampled_from(["working", "completed"]))
+def test_other_timestamps_become_utc_z(moment: Any, offset: str, state: str) -> None:
+    """0.3 timestamps with any offset, or none: the same instant in 1.0's Z form, which a
+    1.x SDK reads; back in 0.3, that Z form (lossy: the spelling, not the instant)."""
+    stamp = moment.isoformat(timespec="microseconds") + offset
+    given_update = {
+        "kind": "status-update",
+        "taskId": "t",
+        "contextId": "c",
+        "status": {"state": state, "timestamp": stamp},
+        "final": state == "completed",
+    }
+    new = event_to(given_update, "0.3", "1.0")
+    status = new["statusUpdate"]["status"]
+    if "timestamp" not in status:  # beyond 1.0's range once in UTC: carried, as unreadable
+        assert new["statusUpdate"]["metadata"][CARRY_KEY] == {"statusTimestamp": stamp}
+        assert event_to(new, "1.0", "0.3") == given_update
+        return
+    valid_v1(v1types.StreamResponse)(new)
+    assert status["timestamp"].endswith("Z")
+    assert parse_timestamp(status["timestamp"]) == parse_timestamp(stamp if offset else stamp + "Z")
+    back = event_to(new, "1.0", "0.3")
+    assert back == {**given_update, "status": {"state": state, "timestamp": status["timestamp"]}}
+
+
+_push_auth = st.fixed_dictionaries(
+    {"schemes": st.lists(st.sampled_from(["Bearer", "Basic"]), min_size=1, max_size=1)},
+    optional={"credentials": _text},
+)
+
+
+@st.composite
+def send_params03_any(draw: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Send params with the defaults 1.0 cannot tell from "not set" too: (params, what the
+    round trip gives back)."""
+    params = draw(send_params03())
+    expected = copy.deepcopy(params)
+    config = params.get("configuration")
+    if config is not None:
+        if draw(st.booleans()):
+            config["blocking"] = True  # the default: omitted in 1.0 (lossy)
+            expected["configuration"].pop("blocking", None)
+        if draw(st.booleans()):
+            config["historyLength"] = 0  # 0.3 "no limit": omitted for 1.0 (lossy)
+            expected["configuration"].pop("historyLength", None)
+    return params, expected
+
+
+@_PROPERTY
+@given(send_params03_any())
+def test_send_params_round_trip(pair: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    params, expected = pair
     _round_trip(
         params,
         lambda p: params_to(Op.SEND, p, "0.3", "1.0"),
         lambda p: params_to(Op.SEND, p, "1.0", "0.3"),
+        valid_v1(v1types.SendMessageRequest),
+        expected,
+        check_in=valid_v03("MessageSendParams"),
     )
 
 
 @_PROPERTY
-@given(st.fixed_dictionaries({"id": _ids}, optional={"historyLength": st.integers(1, 99)}))
-def test_get_params_round_trip(params: dict[str, Any]) -> None:
+@given(
+    st.fixed_dictionaries({"id": _ids}, optional={"historyLength": st.integers(0, 99)}),
+    st.sampled_from([Op.GET, Op.CANCEL, Op.SUBSCRIBE]),
+    st.none() | _metadata,
+)
+def test_task_params_round_trip(params: dict[str, Any], op: Op, metadata: Any) -> None:
+    """get (TaskQueryParams), cancel and resubscribe (TaskIdParams). Lossy: historyLength 0
+    (0.3 "no limit") and the metadata of get and resubscribe (1.0 has none there)."""
+    params = dict(params)
+    if op is not Op.GET:
+        params.pop("historyLength", None)
+    if metadata is not None:
+        params["metadata"] = metadata
+    expected = dict(params)
+    if params.get("historyLength") == 0:
+        del expected["historyLength"]
+    if op is not Op.CANCEL:
+        expected.pop("metadata", None)
+    kinds = {
+        Op.GET: (v1types.GetTaskRequest, "TaskQueryParams"),
+        Op.CANCEL: (v1types.CancelTaskRequest, "TaskIdParams"),
+        Op.SUBSCRIBE: (v1types.SubscribeToTaskRequest, "TaskIdParams"),
+    }
     _round_trip(
         params,
-        lambda p: params_to(Op.GET, p, "0.3", "1.0"),
-        lambda p: params_to(Op.GET, p, "1.0", "0.3"),
+        lambda p: params_to(op, p, "0.3", "1.0"),
+        lambda p: params_to(op, p, "1.0", "0.3"),
+        valid_v1(kinds[op][0]),
+        expected,
+        check_in=valid_v03(kinds[op][1]),
     )
+
+
+@_PROPERTY
+@given(
+    st.fixed_dictionaries(
+        {"url": st.just("https://client.example/hook")},
+        optional={"id": _ids, "token": _text, "authentication": _push_auth},
+    ),
+    _ids,
+    _ids,
+)
+def test_push_params_round_trip(config: dict[str, Any], task_id: str, config_id: str) -> None:
+    cases = [
+        (
+            "tasks/pushNotificationConfig/set",
+            {"taskId": task_id, "pushNotificationConfig": config},
+            v1types.TaskPushNotificationConfig,
+            "TaskPushNotificationConfig",
+        ),
+        (
+            "tasks/pushNotificationConfig/get",
+            {"id": task_id, "pushNotificationConfigId": config_id},
+            v1types.GetTaskPushNotificationConfigRequest,
+            "GetTaskPushNotificationConfigParams",
+        ),
+        (
+            "tasks/pushNotificationConfig/delete",
+            {"id": task_id, "pushNotificationConfigId": config_id},
+            v1types.DeleteTaskPushNotificationConfigRequest,
+            "DeleteTaskPushNotificationConfigParams",
+        ),
+        (
+            "tasks/pushNotificationConfig/list",
+            {"id": task_id},
+            v1types.ListTaskPushNotificationConfigsRequest,
+            "ListTaskPushNotificationConfigParams",
+        ),
+    ]
+    for method, params, cls, definition in cases:
+        _round_trip(
+            params,
+            lambda p, m=method: push_params_to(m, p, "0.3", "1.0"),
+            lambda p, m=method: push_params_to(m, p, "1.0", "0.3"),
+            valid_v1(cls),
+            check_in=valid_v03(definition),
+        )
 
 
 @_PROPERTY
 @given(errors03())
 def test_errors_round_trip(error: dict[str, Any]) -> None:
-    _round_trip(error, lambda e: error_to(e, "0.3", "1.0"), lambda e: error_to(e, "1.0", "0.3"))
+    _round_trip(
+        error,
+        lambda e: error_to(e, "0.3", "1.0"),
+        lambda e: error_to(e, "1.0", "0.3"),
+        valid_v1_error,
+        check_in=valid_v03("JSONRPCError"),
+    )
 
 
 # --- properties: 1.0 -> 0.3 -> 1.0 too, carrying what 0.3 cannot say ---------------------------
@@ -657,7 +944,8 @@ def test_errors_round_trip(error: dict[str, Any]) -> None:
 @st.composite
 def parts1(draw: Any) -> dict[str, Any]:
     key = draw(st.sampled_from(["text", "raw", "url", "data"]))
-    part: dict[str, Any] = {key: draw(_json if key == "data" else _text)}
+    value = {"data": _json, "raw": _base64}.get(key, _text)
+    part: dict[str, Any] = {key: draw(value)}
     _optional(draw, part, "mediaType", _media)
     _optional(draw, part, "filename", _text)
     _optional(draw, part, "metadata", _metadata)
@@ -693,7 +981,13 @@ def events1(draw: Any) -> dict[str, Any]:
 @_PROPERTY
 @given(events1())
 def test_v1_events_round_trip(event: dict[str, Any]) -> None:
-    _round_trip(event, lambda e: event_to(e, "1.0", "0.3"), lambda e: event_to(e, "0.3", "1.0"))
+    _round_trip(
+        event,
+        lambda e: event_to(e, "1.0", "0.3"),
+        lambda e: event_to(e, "0.3", "1.0"),
+        valid_v03_event,
+        check_in=valid_v1(v1types.StreamResponse),
+    )
 
 
 # --- the docs table ----------------------------------------------------------------------------
@@ -710,6 +1004,61 @@ def doc_rows() -> list[tuple[str, ...]]:
 
 def test_the_docs_table_is_the_code_table() -> None:
     assert doc_rows() == list(TABLE)
+
+
+_EXAMPLE_AREAS = ("part", "metadata", "object", "params", "result", "event", "error", "timestamp")
+
+
+def _translated(example: Example, value: Any, src: str, dst: str) -> Any:
+    """``value`` of ``example``'s kind, translated with the function the row is about."""
+    kind, op = example.kind, example.op
+    if kind == "part":
+        return part_to(value, src, dst)  # type: ignore[arg-type]
+    if kind == "message":
+        return message_to(value, src, dst)  # type: ignore[arg-type]
+    if kind == "task":
+        return task_to(value, src, dst)  # type: ignore[arg-type]
+    if kind == "params":
+        assert op is not None
+        return params_to(op, value, src, dst)  # type: ignore[arg-type]
+    if kind == "result":
+        assert op is not None
+        return result_to(op, value, src, dst)  # type: ignore[arg-type]
+    if kind == "event":
+        return event_to(value, src, dst)  # type: ignore[arg-type]
+    if kind == "error":
+        return error_to(value, src, dst)  # type: ignore[arg-type]
+    assert kind == "timestamp", kind
+    return timestamp_to(value, dst)  # type: ignore[arg-type]
+
+
+def test_every_row_of_the_translating_areas_has_an_example() -> None:
+    rows = {(area, old) for area, old, _, _ in TABLE if area in _EXAMPLE_AREAS}
+    assert rows == set(EXAMPLES)
+
+
+@pytest.mark.parametrize("key", list(EXAMPLES), ids=lambda key: f"{key[0]}:{key[1][:40]}")
+def test_the_table_examples_translate_both_ways(key: tuple[str, str]) -> None:
+    example = EXAMPLES[key]
+    note = next(note for area, old, _, note in TABLE if (area, old) == key)
+    assert not example.lossy or "lossy" in note, "a lossy example belongs to a lossy row"
+    assert _translated(example, example.v03, "0.3", "1.0") == example.v1
+    back = example.back if example.lossy else example.v03
+    assert _translated(example, example.v1, "1.0", "0.3") == back
+
+
+def test_state_and_role_rows_are_the_wire_tables() -> None:
+    states = [(old, new) for area, old, new, _ in TABLE if area == "state"]
+    assert states == [
+        (f"`{old}`", f"`{new}`") for old, new in zip(STATES["0.3"], STATES["1.0"], strict=True)
+    ]
+    for old, new in states:
+        assert state_to(old.strip("`"), "1.0") == new.strip("`")
+        assert state_to(new.strip("`"), "0.3") == old.strip("`")
+    [(old_roles, new_roles)] = [(old, new) for area, old, new, _ in TABLE if area == "role"]
+    for old, new in zip(ROLES["0.3"], ROLES["1.0"], strict=True):
+        assert f"`{old}`" in old_roles and f"`{new}`" in new_roles
+        assert role_to(old, "1.0") == new and role_to(new, "0.3") == old
 
 
 def test_the_method_rows_are_the_method_tables() -> None:

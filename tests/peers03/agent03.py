@@ -1,6 +1,6 @@
 """An a2a-sdk 0.3.26 echo agent, run by the python of the 0.3 test venv (see tests/peers03.py).
 
-Usage: ``agent03.py [--host H] [--port P] [--gated] [--name N] [--echo-parts]``
+Usage: ``agent03.py [--host H] [--port P] [--gated] [--name N] [--echo-parts] [--sdk-final]``
 
 It serves its card at ``/.well-known/agent-card.json`` (and the older ``agent.json``) and
 JSON-RPC at ``POST /`` with the official ``A2AStarletteApplication``. A message is answered by
@@ -8,6 +8,9 @@ a task: ``task`` (submitted), ``status-update`` working, one ``artifact-update``
 ``echo: <text>`` (artifact id ``echo``, ``append`` after the first, ``lastChunk`` on the last),
 then ``status-update`` completed (``final``). A message whose text contains ``need input``
 first stops in ``input-required`` (``final``); the next message on that task completes it.
+
+With ``--sdk-final`` the input-required update has the SDK's default ``final: false``
+(``TaskUpdater.requires_input``), as most a2a-sdk 0.3 agents send it.
 
 With ``--echo-parts`` the file and data parts of a message also come back, as they came, in
 an artifact ``parts`` before the final event.
@@ -85,9 +88,12 @@ class LoggedQueueManager(InMemoryQueueManager):
 class EchoExecutor(AgentExecutor):
     """Streams task, working, one artifact chunk per word, completed."""
 
-    def __init__(self, gate: asyncio.Semaphore | None, echo_parts: bool = False) -> None:
+    def __init__(
+        self, gate: asyncio.Semaphore | None, echo_parts: bool = False, sdk_final: bool = False
+    ) -> None:
         self.gate = gate
         self.echo_parts = echo_parts
+        self.sdk_final = sdk_final
         self.running: dict[str, EventQueue] = {}
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
@@ -112,7 +118,10 @@ class EchoExecutor(AgentExecutor):
         updater = TaskUpdater(event_queue, task.id, task.context_id)
         if "need input" in text and not resumed:
             question = new_agent_text_message("What else?", task.context_id, task.id)
-            await updater.requires_input(question, final=True)
+            if self.sdk_final:
+                await updater.requires_input(question)  # final=False, the SDK's default
+            else:
+                await updater.requires_input(question, final=True)
             return
         self.running[task.id] = event_queue
         try:
@@ -225,6 +234,7 @@ async def main() -> None:
     parser.add_argument("--gated", action="store_true")
     parser.add_argument("--name", default="Echo agent (a2a-sdk 0.3)")
     parser.add_argument("--echo-parts", action="store_true")
+    parser.add_argument("--sdk-final", action="store_true")
     args = parser.parse_args()
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -235,7 +245,7 @@ async def main() -> None:
 
     gate = asyncio.Semaphore(0)
     handler = DefaultRequestHandler(
-        agent_executor=EchoExecutor(gate if args.gated else None, args.echo_parts),
+        agent_executor=EchoExecutor(gate if args.gated else None, args.echo_parts, args.sdk_final),
         task_store=InMemoryTaskStore(),
         queue_manager=LoggedQueueManager(),
     )
