@@ -36,7 +36,7 @@ from router.jsonrpc import (
     Op,
     RpcError,
 )
-from router.wire import MAX_ID_LENGTH, params_error
+from router.wire import MAX_ID_LENGTH, json_type, params_error
 
 __all__ = [
     "PREFIX",
@@ -218,7 +218,7 @@ def _message_to_v03(
 
 def _part_to_v03(part: Any, field: str, violations: list[tuple[str, str]]) -> Any:
     if not isinstance(part, dict):
-        violations.append((field, f"must be an object, not {_json_type(part)}"))
+        violations.append((field, f"must be an object, not {json_type(part)}"))
         return part
     kind = part.get("type", part.get("kind"))  # a 0.3 kind-tagged part is accepted as well
     if kind not in _PART_TYPES:
@@ -725,29 +725,17 @@ def _artifact_to_prefixed(artifact: Any) -> Any:
 # --- helpers ----------------------------------------------------------------------------------
 
 
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    return "an array" if isinstance(value, list) else "an object"
-
-
 def _missing_or(value: Any, wanted: str) -> str:
     if value is None:
         return "is required"
     if value == "":
         return "must not be empty"
-    return f"must be {wanted}, not {_json_type(value)}"
+    return f"must be {wanted}, not {json_type(value)}"
 
 
 def _check_object(value: Any, field: str, violations: list[tuple[str, str]]) -> None:
     if value is not None and not isinstance(value, dict):
-        violations.append((field, f"must be an object, not {_json_type(value)}"))
+        violations.append((field, f"must be an object, not {json_type(value)}"))
 
 
 def _check_history_length(value: Any, field: str, violations: list[tuple[str, str]]) -> bool:

@@ -47,6 +47,9 @@ CTX_UPSTREAM = 1  # the token of (agent, this upstream context)
 CTX_ROUTER = 2  # this router context, as it is
 
 
+_SECRET_ROW = 1  # the one row of the key
+
+
 class IdSecretRow(SQLModel, table=True):
     """The key that seals router IDs (base64url), shared by every replica."""
 
@@ -116,16 +119,17 @@ class Sealer:
 
 
 async def load_id_secret(store: Store) -> bytes:
-    """The database's ID key, generated on first use (race-safe: the oldest row wins)."""
+    """The database's ID key, generated on first use. Race-safe: the key is row 1, so of two
+    processes starting together one inserts it and the other reads that one."""
     secret = await _oldest(store)
     if secret is not None:
         return secret
     fresh = base64.urlsafe_b64encode(os.urandom(_SECRET_BYTES)).decode("ascii")
     try:
         async with store.session() as session, session.begin():
-            session.add(IdSecretRow(secret=fresh, created_at=utcnow()))
-    except IntegrityError:  # pragma: no cover - ids are the database's own
-        pass
+            session.add(IdSecretRow(id=_SECRET_ROW, secret=fresh, created_at=utcnow()))
+    except IntegrityError:
+        pass  # another process inserted it first: use theirs
     secret = await _oldest(store)
     assert secret is not None
     return secret
@@ -133,6 +137,6 @@ async def load_id_secret(store: Store) -> bytes:
 
 async def _oldest(store: Store) -> bytes | None:
     async with store.session() as session:
-        query = select(IdSecretRow).order_by(col(IdSecretRow.created_at), col(IdSecretRow.id))
+        query = select(IdSecretRow).order_by(col(IdSecretRow.id))
         row = (await session.exec(query)).first()
     return base64.urlsafe_b64decode(row.secret) if row is not None else None

@@ -40,6 +40,7 @@ __all__ = [
     "event_task_state",
     "is_interrupted_state",
     "is_terminal_state",
+    "json_type",
     "list_tasks_query",
     "message_of",
     "message_task_id",
@@ -126,7 +127,8 @@ def is_interrupted_state(version: Version, state: str | None) -> bool:
 # --- params checks --------------------------------------------------------------------------
 
 
-def _json_type(value: Any) -> str:
+def json_type(value: Any) -> str:
+    """The JSON type of ``value`` with its article, for error messages ("a string")."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -161,7 +163,7 @@ def _missing_or(value: Any, wanted: str) -> str:
         return "is required"
     if value == "":
         return "must not be empty"
-    return f"must be {wanted}, not {_json_type(value)}"
+    return f"must be {wanted}, not {json_type(value)}"
 
 
 def _require_str(
@@ -188,7 +190,7 @@ def _require_id(value: Any, field: str, violations: list[tuple[str, str]]) -> No
 def _check_object(value: Any, field: str, violations: list[tuple[str, str]]) -> None:
     """An optional JSON object (``metadata``: a google.protobuf.Struct)."""
     if value is not None and not isinstance(value, dict):
-        violations.append((field, f"must be an object, not {_json_type(value)}"))
+        violations.append((field, f"must be an object, not {json_type(value)}"))
 
 
 def message_of(version: Version, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -256,7 +258,7 @@ def check_send_params(version: Version, params: Mapping[str, Any]) -> None:
     _check_object(params.get("metadata"), "metadata", violations)
     config = params.get("configuration")
     if config is not None and not isinstance(config, dict):
-        violations.append(("configuration", f"must be an object, not {_json_type(config)}"))
+        violations.append(("configuration", f"must be an object, not {json_type(config)}"))
     elif isinstance(config, dict):
         _configuration_violations(version, config, violations)
     if violations:
@@ -290,7 +292,7 @@ def _configuration_violations(
     flag = "blocking" if version == "0.3" else "returnImmediately"
     value = config.get(flag)
     if value is not None and not isinstance(value, bool):
-        violations.append((f"configuration.{flag}", f"must be a boolean, not {_json_type(value)}"))
+        violations.append((f"configuration.{flag}", f"must be a boolean, not {json_type(value)}"))
 
 
 def _check_history_length(
@@ -355,7 +357,7 @@ def _check_parts(version: Version, parts: Any, violations: list[tuple[str, str]]
     if parts is None:
         violations.append(("message.parts", "is required"))
     elif not isinstance(parts, list):
-        violations.append(("message.parts", f"must be an array, not {_json_type(parts)}"))
+        violations.append(("message.parts", f"must be an array, not {json_type(parts)}"))
     elif not parts:
         violations.append(("message.parts", "must hold at least one part"))
     else:
@@ -376,7 +378,7 @@ def _kind_v03(part: Mapping[str, Any]) -> str | None:
 
 def _part_problem_v03(part: Any) -> str | None:
     if not isinstance(part, dict):
-        return f"must be an object, not {_json_type(part)}"
+        return f"must be an object, not {json_type(part)}"
     kind = _kind_v03(part)
     if kind is None and "kind" not in part:
         if "raw" in part or "url" in part:
@@ -405,7 +407,7 @@ def _file_problem_v03(file: Any) -> str | None:
 
 def _part_problem_v1(part: Any) -> str | None:
     if not isinstance(part, dict):
-        return f"must be an object, not {_json_type(part)}"
+        return f"must be an object, not {json_type(part)}"
     present = [key for key in _V1_CONTENT if key in part]
     if not present:
         if "kind" in part or "file" in part:
@@ -481,7 +483,7 @@ def accepted_output_modes(version: Version, params: Mapping[str, Any]) -> list[s
     if config is None:
         return []
     if not isinstance(config, dict):
-        raise _params_error([("configuration", f"must be an object, not {_json_type(config)}")])
+        raise _params_error([("configuration", f"must be an object, not {json_type(config)}")])
     modes = config.get("acceptedOutputModes")
     if modes is None:
         return []
@@ -563,7 +565,7 @@ def list_tasks_query(params: Mapping[str, Any]) -> ListQuery:
     for key in ("contextId", "pageToken", "statusTimestampAfter"):
         value = params.get(key)
         if value is not None and not isinstance(value, str):
-            violations.append((key, f"must be a string, not {_json_type(value)}"))
+            violations.append((key, f"must be a string, not {json_type(value)}"))
     stamp = params.get("statusTimestampAfter")
     after = parse_timestamp(stamp) if isinstance(stamp, str) and stamp else None
     if isinstance(stamp, str) and stamp and after is None:
@@ -579,7 +581,7 @@ def list_tasks_query(params: Mapping[str, Any]) -> ListQuery:
     history_length = _check_history_length(params, "historyLength", violations)
     include = params.get("includeArtifacts", False)
     if not isinstance(include, bool):
-        violations.append(("includeArtifacts", f"must be a boolean, not {_json_type(include)}"))
+        violations.append(("includeArtifacts", f"must be a boolean, not {json_type(include)}"))
     if violations:
         raise _params_error(violations)
     return ListQuery(
