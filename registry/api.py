@@ -474,8 +474,18 @@ async def list_skills(request: web.Request) -> web.Response:
     """Search skills, one row per skill with its agent."""
     query, limit, cursor = parse_query(request)
     registry = request.app[REGISTRY]
-    hits = _healthy_only(request, registry.catalog.skills(query), lambda hit: hit.agent.id)
-    page = paginate(hits, SKILLS, query, limit, cursor)
+    if query.q and not query.skill_filters():
+        # ranked text alone: walk the index best first for this page only
+        health = _choice_param("health", request.rel_url.query.get("health"), _HEALTH)
+        keep = (
+            None
+            if health is None
+            else lambda hit: registry.health_of(hit.agent.id).status == health  # type: ignore[misc]
+        )
+        page = registry.catalog.skills_page(query, limit, cursor, keep)
+    else:
+        hits = _healthy_only(request, registry.catalog.skills(query), lambda hit: hit.agent.id)
+        page = paginate(hits, SKILLS, query, limit, cursor)
     skills = []
     for hit in page.items:
         row = {"agent": {"id": hit.agent.id, "name": hit.agent.card.name}}

@@ -212,6 +212,37 @@ class Snapshot:
         hits.sort(key=lambda h: (-h.score, h.agent.id, h.position))
         return hits
 
+    def ranked_skills(
+        self,
+        query: Query,
+        limit: int,
+        after: list[Any] | None = None,
+        keep: Callable[[SkillHit], bool] | None = None,
+    ) -> tuple[list[SkillHit], bool]:
+        """The first ``limit`` skills after sort key ``after`` of a ranked text query (``q``),
+        and whether more follow: the same page as :meth:`skills` gives, found by walking the
+        index best first (:meth:`TextIndex.ranked`) instead of scoring and sorting every skill
+        that shares a word with ``q``. ``keep`` is a further filter (e.g. health)."""
+        assert query.q
+        collected: list[SkillHit] = []
+        for row, raw_score in self._skill_index.ranked(query.q):
+            score = round(raw_score, 6)
+            if score <= 0:
+                break
+            if len(collected) > limit and score < collected[limit].score:
+                break  # nothing left can enter the page (ties with its last place included)
+            agent, position, skill = self._skills[row]
+            if not _agent_ok(agent, query) or not _skill_ok(skill, query):
+                continue
+            hit = SkillHit(agent, skill, position, score)
+            if (keep is not None and not keep(hit)) or (
+                after is not None and _skill_key(hit) <= after
+            ):
+                continue
+            collected.append(hit)
+        collected.sort(key=_skill_key)
+        return collected[:limit], len(collected) > limit
+
     def _candidate_agents(
         self,
         query: Query,
@@ -471,6 +502,21 @@ class Catalog:
         if key not in self._cache:
             self._cache[key] = snapshot.agents_for(query)
         return self._cache[key]
+
+    def skills_page(
+        self,
+        query: Query,
+        limit: int,
+        cursor: str | None,
+        keep: Callable[[SkillHit], bool] | None = None,
+    ) -> Page[SkillHit]:
+        """A page of a ranked text search of skills (see :meth:`Snapshot.ranked_skills`),
+        with the same cursors as :func:`paginate` over :meth:`skills`."""
+        scope = SKILLS.scope(query)
+        after = decode_cursor(cursor, scope, SKILLS.shape) if cursor else None
+        hits, more = self.snapshot.ranked_skills(query, limit, after, keep)
+        next_cursor = encode_cursor(scope, _skill_key(hits[-1])) if more and hits else None
+        return Page(hits, next_cursor)
 
     def skills(self, query: Query) -> list[SkillHit]:
         """Cached :meth:`Snapshot.skills` on the current snapshot."""

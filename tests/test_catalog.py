@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from registry import mediatypes
@@ -144,3 +146,47 @@ def test_text_query_lists_only_matching_skills() -> None:
     assert hit.skills == ("radar-image",)
     (hit,) = snap.agents_for(Query(q="weather agent"))  # the agent's own name
     assert hit.score > 0
+
+
+def _random_catalog(seed: int, agents: int = 40) -> Snapshot:
+    """Agents whose skills draw words from a small vocabulary: many ties and shared words."""
+    rnd = random.Random(seed)
+    words = ["rain", "sun", "map", "tide", "wind", "storm", "city", "report", "data", "image"]
+    cards = []
+    for n in range(agents):
+        card = card_v1(f"https://a{n}.example", name=f"Agent {rnd.choice(words)} {n}")
+        card["capabilities"] = {"streaming": rnd.random() < 0.5}
+        card["skills"] = [
+            {
+                "id": f"s{k}",
+                "name": " ".join(rnd.sample(words, 2)),
+                "description": " ".join(rnd.choices(words, k=rnd.randint(0, 6))),
+                "tags": rnd.sample(words, rnd.randint(0, 2)),
+            }
+            for k in range(rnd.randint(1, 4))
+        ]
+        cards.append(card)
+    return _snapshot(*cards)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_ranked_walk_pages_like_the_full_scan(seed: int) -> None:
+    """Every page of a ranked text search found best first equals that page of the full,
+    sorted scan, cursors included (ties across page boundaries too)."""
+    snapshot = _random_catalog(seed)
+    rnd = random.Random(seed)
+    for text in ("rain", "storm city", "map data image", "tide", "nothing here"):
+        for streaming in (None, True):
+            query = Query(q=text, streaming=streaming)
+            full = snapshot.skills(query)
+            limit = rnd.randint(1, 7)
+            walked, after = [], None
+            while True:
+                page, more = snapshot.ranked_skills(query, limit, after)
+                walked += page
+                if not more:
+                    break
+                after = SKILLS.key(page[-1])
+            assert [(h.agent.id, h.skill.id, h.score) for h in walked] == [
+                (h.agent.id, h.skill.id, h.score) for h in full
+            ]
