@@ -225,6 +225,15 @@ def parse_query(request: web.Request) -> tuple[Query, int, str | None]:
     return query, limit, params.get("cursor") or None
 
 
+def _health_keep(request: web.Request) -> Callable[[Any], bool] | None:
+    """The ``health`` filter as a predicate on hits (None without the filter)."""
+    wanted = _choice_param("health", request.rel_url.query.get("health"), _HEALTH)
+    if wanted is None:
+        return None
+    registry = request.app[REGISTRY]
+    return lambda hit: registry.health_of(hit.agent.id).status == wanted
+
+
 def _healthy_only(
     request: web.Request, hits: list[Any], agent_id: Callable[[Any], str]
 ) -> list[Any]:
@@ -299,8 +308,12 @@ async def list_agents(request: web.Request) -> web.Response:
     """Search agents; ``{"agents": [...], "next_cursor": ...}``."""
     query, limit, cursor = parse_query(request)
     registry = request.app[REGISTRY]
-    hits = _healthy_only(request, registry.catalog.agents(query), lambda hit: hit.agent.id)
-    page = paginate(hits, AGENTS, query, limit, cursor)
+    if query.q and not query.skill_filters():
+        # ranked text alone: walk the index best first for this page only
+        page = registry.catalog.agents_page(query, limit, cursor, _health_keep(request))
+    else:
+        hits = _healthy_only(request, registry.catalog.agents(query), lambda hit: hit.agent.id)
+        page = paginate(hits, AGENTS, query, limit, cursor)
     agents = []
     for hit in page.items:
         view = agent_view(request.app[REGISTRY], hit.agent)
@@ -476,13 +489,7 @@ async def list_skills(request: web.Request) -> web.Response:
     registry = request.app[REGISTRY]
     if query.q and not query.skill_filters():
         # ranked text alone: walk the index best first for this page only
-        health = _choice_param("health", request.rel_url.query.get("health"), _HEALTH)
-        keep = (
-            None
-            if health is None
-            else lambda hit: registry.health_of(hit.agent.id).status == health  # type: ignore[misc]
-        )
-        page = registry.catalog.skills_page(query, limit, cursor, keep)
+        page = registry.catalog.skills_page(query, limit, cursor, _health_keep(request))
     else:
         hits = _healthy_only(request, registry.catalog.skills(query), lambda hit: hit.agent.id)
         page = paginate(hits, SKILLS, query, limit, cursor)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import heapq
 import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -242,6 +243,69 @@ class Snapshot:
             collected.append(hit)
         collected.sort(key=_skill_key)
         return collected[:limit], len(collected) > limit
+
+    def ranked_agents(
+        self,
+        query: Query,
+        limit: int,
+        after: list[Any] | None = None,
+        keep: Callable[[AgentHit], bool] | None = None,
+    ) -> tuple[list[AgentHit], bool]:
+        """The first ``limit`` agents after sort key ``after`` of a ranked text query without
+        skill filters, and whether more follow: the same page as :meth:`agents_for` gives.
+
+        An agent's score is its best skill's text score plus half its own. Skills are walked
+        best first; an agent not met yet can score at most the current skill score plus half
+        the best agent score, so the walk stops once the page (ties included) is decided."""
+        assert query.q and not query.skill_filters()
+        q = query.q
+        agent_scores = self._agent_index.scores(q)
+        half_best = 0.5 * max(agent_scores.values(), default=0.0)
+        seen: set[str] = set()
+        totals: list[tuple[float, str]] = []  # (score, agent id) of agents that pass
+        top: list[float] = []  # min-heap of the best limit+1 scores so far
+
+        def consider(agent_id: str, skill_score: float) -> None:
+            seen.add(agent_id)
+            agent = self.agents[agent_id]
+            row = self._agent_rows[agent_id]
+            score = round(skill_score + 0.5 * agent_scores.get(row, 0.0), 6)
+            if score <= 0 or not _agent_ok(agent, query):
+                return
+            if after is not None and [-score, agent_id] <= after:
+                return
+            if keep is not None and not keep(AgentHit(agent, score)):
+                return
+            totals.append((score, agent_id))
+            heapq.heappush(top, score)
+            if len(top) > limit + 1:
+                heapq.heappop(top)
+
+        exhausted = True
+        for row, skill_score in self._skill_index.ranked(q):
+            if len(top) > limit and round(skill_score + half_best, 6) < top[0]:
+                exhausted = False
+                break  # no agent not met yet can enter the page
+            agent_id = self._skills[row][0].id
+            if agent_id not in seen:
+                consider(agent_id, skill_score)
+        if exhausted:  # agents whose own text matches but none of their skills'
+            for row in agent_scores:
+                if self._agent_ids[row] not in seen:
+                    consider(self._agent_ids[row], 0.0)
+        totals.sort(key=lambda t: (-t[0], t[1]))
+        hits = []
+        for score, agent_id in totals:
+            agent = self.agents[agent_id]
+            matched = tuple(
+                s.id
+                for s in agent.card.skills
+                if self._skill_index.score_of(q, self._skill_rows[(agent_id, s.id)]) > 0
+            )
+            hits.append(AgentHit(agent, score, matched))
+            if len(hits) > limit:
+                break
+        return hits[:limit], len(hits) > limit
 
     def _candidate_agents(
         self,
@@ -502,6 +566,21 @@ class Catalog:
         if key not in self._cache:
             self._cache[key] = snapshot.agents_for(query)
         return self._cache[key]
+
+    def agents_page(
+        self,
+        query: Query,
+        limit: int,
+        cursor: str | None,
+        keep: Callable[[AgentHit], bool] | None = None,
+    ) -> Page[AgentHit]:
+        """A page of a ranked text search of agents (see :meth:`Snapshot.ranked_agents`),
+        with the same cursors as :func:`paginate` over :meth:`agents`."""
+        scope = AGENTS.scope(query)
+        after = decode_cursor(cursor, scope, AGENTS.shape) if cursor else None
+        hits, more = self.snapshot.ranked_agents(query, limit, after, keep)
+        next_cursor = encode_cursor(scope, _agent_key(hits[-1])) if more and hits else None
+        return Page(hits, next_cursor)
 
     def skills_page(
         self,

@@ -123,6 +123,11 @@ class TextIndex:
                     score = sum(lookup.get(doc, 0.0) for lookup in lookups)
                     heapq.heappush(heap, (-score, doc))
 
+    def score_of(self, query: str, doc: int) -> float:
+        """The BM25 score of one document for ``query`` (0 if no word matches)."""
+        tokens = [t for t in dict.fromkeys(tokenize(query)) if t in self._impacts]
+        return sum(self._lookup(t).get(doc, 0.0) for t in tokens)
+
     def _sorted(self, token: str) -> list[tuple[int, float]]:
         found = self._by_impact.get(token)
         if found is None:

@@ -190,3 +190,24 @@ def test_the_ranked_walk_pages_like_the_full_scan(seed: int) -> None:
             assert [(h.agent.id, h.skill.id, h.score) for h in walked] == [
                 (h.agent.id, h.skill.id, h.score) for h in full
             ]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_ranked_walk_pages_agents_like_the_full_scan(seed: int) -> None:
+    snapshot = _random_catalog(seed, agents=60)
+    rnd = random.Random(seed)
+    for text in ("rain", "storm city", "map data image", "agent", "tide wind", "nothing here"):
+        for streaming in (None, False):
+            query = Query(q=text, streaming=streaming)
+            full = snapshot.agents_for(query)
+            limit = rnd.randint(1, 9)
+            walked, after = [], None
+            while True:
+                page, more = snapshot.ranked_agents(query, limit, after)
+                walked += page
+                if not more:
+                    break
+                after = AGENTS.key(page[-1])
+            assert [(h.agent.id, h.score, h.skills) for h in walked] == [
+                (h.agent.id, h.score, h.skills) for h in full
+            ]

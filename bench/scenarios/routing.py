@@ -184,7 +184,11 @@ async def measure(url: str, agents: list[AgentRecord], calls: int) -> dict[str, 
             lambda: snapshot.agents_for(Query(skill=skill_ids[i % len(skill_ids)]))
         ),
         "agents by tag": lambda i: lambda: snapshot.agents_for(Query(tags=(f"topic{i % 5000}",))),
-        "agents by text": lambda i: lambda: snapshot.agents_for(Query(q=_text(i))),
+        "agents by text (full list)": lambda i: lambda: snapshot.agents_for(Query(q=_text(i))),
+        # what GET /api/v1/agents?q= computes: its first page of 50, walked best first
+        "agents by text (API page)": lambda i: (
+            lambda: snapshot.ranked_agents(Query(q=_text(i)), 50)
+        ),
         "skills by text (full list)": lambda i: lambda: snapshot.skills(Query(q=_text(i))),
         # what GET /api/v1/skills?q= computes: its first page of 50, walked best first
         "skills by text (API page)": lambda i: (
