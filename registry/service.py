@@ -100,9 +100,11 @@ class Registry:
         rows = await self.store.refresh_rows(-1 if full else self._health_version)
         health = {} if full else dict(self.health)
         for row in rows:
-            known = health.get(row.agent_id)
-            if full or known is None or known.revision <= row.revision:
-                health[row.agent_id] = _health(row)  # never over a newer local install
+            known = self.health.get(row.agent_id)
+            if known is not None and known.revision > row.revision:
+                health[row.agent_id] = known  # installed here while we were reading
+            else:
+                health[row.agent_id] = _health(row)
         self.health = health
         self._health_version = max(self._health_version, version)
 

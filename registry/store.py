@@ -8,6 +8,7 @@ and reloads when another process changed the catalog (see ``Registry.sync``).
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -236,6 +237,13 @@ def create_engine(url: str) -> AsyncEngine:
         engine = create_async_engine(
             full, connect_args={"timeout": 30}, pool_size=1, max_overflow=0, pool_timeout=60
         )
+
+        if sqlite3.sqlite_version_info < (3, 35):
+            raise RegistryError(
+                f"SQLite {sqlite3.sqlite_version} is too old: Switchboard needs 3.35 or newer "
+                "(UPDATE ... RETURNING); use a newer Python build, or PostgreSQL",
+                code="sqlite_too_old",
+            )
 
         @event.listens_for(engine.sync_engine, "connect")
         def _pragmas(dbapi_connection: Any, _record: Any) -> None:

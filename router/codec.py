@@ -101,8 +101,10 @@ async def _is_alias(ids: IdMap, task_id: Any) -> bool:
     """Whether a header-less 0.3 call's ``id`` is a v0.1 client's task ID. A router task
     token (``t1.``) says itself that it is none, with no lookup; another ID is looked up as
     an alias (misses are cached briefly, :meth:`router.ids.IdMap.alias`)."""
-    if not isinstance(task_id, str) or task_id.startswith(TASK_PREFIX):
+    if not isinstance(task_id, str):
         return False
+    if task_id.startswith(TASK_PREFIX) and (await ids.sealer()).open_task(task_id) is not None:
+        return False  # one of ours (a client's own ID may start with "t1." too)
     return await ids.alias(task_id) is not None
 
 

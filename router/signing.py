@@ -38,6 +38,9 @@ class SigningKeyRow(SQLModel, table=True):
     __tablename__ = "router_signing_keys"
 
     kid: str = Field(primary_key=True, max_length=128)
+    # the one generated key has slot 1 (unique): of two replicas starting together, one
+    # inserts it and the other reads that one
+    slot: int | None = Field(default=None, unique=True)
     jwk: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
     created_at: datetime = Field(sa_type=DateTime(timezone=True))
 
@@ -135,11 +138,12 @@ async def load_signing_key(store: Store, key_file: str | None) -> JWK:
     new = generate_key("ES256")
     try:
         async with store.session() as session, session.begin():
-            row = SigningKeyRow(kid=new["kid"], jwk=json.loads(new.export()), created_at=utcnow())
+            row = SigningKeyRow(
+                kid=new["kid"], jwk=json.loads(new.export()), created_at=utcnow(), slot=1
+            )
             session.add(row)
     except IntegrityError:
-        pass
-    # another replica may have generated one at the same moment: the oldest wins everywhere
+        pass  # another replica generated it at the same moment: use theirs
     key = await _oldest(store)
     assert key is not None
     return key
@@ -147,8 +151,9 @@ async def load_signing_key(store: Store, key_file: str | None) -> JWK:
 
 async def _oldest(store: Store) -> JWK | None:
     async with store.session() as session:
+        # slot 1 first (rows of older versions have none: then the oldest)
         query = select(SigningKeyRow).order_by(
-            col(SigningKeyRow.created_at), col(SigningKeyRow.kid)
+            col(SigningKeyRow.slot).is_(None), col(SigningKeyRow.created_at), col(SigningKeyRow.kid)
         )
         row = (await session.exec(query)).first()
     return JWK(**row.jwk) if row is not None else None

@@ -33,6 +33,7 @@ __all__ = ["RouterTaskEntry", "TaskLog", "TaskWrite"]
 log = logging.getLogger(__name__)
 
 _BATCH = 200  # rows per transaction
+_ATTEMPTS = 3  # failed batch writes before rows are tried one at a time
 _RETRY_MAX = 5.0  # seconds between attempts after a failed write, at most
 
 
@@ -77,6 +78,8 @@ class TaskLog:
         self.store = store
         self.delay = delay  # seconds a queued row waits for others to share its transaction
         self._pending: dict[tuple[str, str], TaskWrite] = {}
+        self._inflight: dict[tuple[str, str], TaskWrite] = {}  # being written: still visible
+        self._failures = 0  # consecutive failed batch writes
         self._lock = asyncio.Lock()
         self._flusher: asyncio.Task[None] | None = None
         self._closed = False
@@ -93,12 +96,13 @@ class TaskLog:
             self._flusher = asyncio.get_running_loop().create_task(self._flush_later())
 
     def pending(self, agent_id: str, upstream_task_id: str) -> TaskWrite | None:
-        """The queued row of a task, if it is not written yet."""
-        return self._pending.get((agent_id, upstream_task_id))
+        """The queued row of a task, if it is not written yet (or being written)."""
+        key = (agent_id, upstream_task_id)
+        return self._pending.get(key) or self._inflight.get(key)
 
     def pending_rows(self) -> list[TaskWrite]:
-        """Every queued row."""
-        return list(self._pending.values())
+        """Every queued row (those being written included)."""
+        return list({**self._inflight, **self._pending}.values())
 
     async def flush(self) -> None:
         """Write every queued row now (what ListTasks waits for); raises if the database
@@ -108,15 +112,44 @@ class TaskLog:
                 batch = dict(list(self._pending.items())[:_BATCH])
                 for key in batch:
                     del self._pending[key]
+                self._inflight = batch
                 try:
                     await self._write(list(batch.values()))
+                    self._failures = 0
+                except Exception:
+                    self._failures += 1
+                    if self._failures < _ATTEMPTS or not await self._write_each(batch):
+                        self._requeue(batch)
+                        raise
                 except BaseException:
-                    for key, write in batch.items():  # back in the queue, older first
-                        later = self._pending.get(key)
-                        if later is not None:
-                            write.merge(later)
-                        self._pending[key] = write
+                    self._requeue(batch)
                     raise
+                finally:
+                    self._inflight = {}
+
+    def _requeue(self, batch: dict[tuple[str, str], TaskWrite]) -> None:
+        for key, write in batch.items():  # back in the queue, older first
+            later = self._pending.get(key)
+            if later is not None:
+                write.merge(later)
+            self._pending[key] = write
+
+    async def _write_each(self, batch: dict[tuple[str, str], TaskWrite]) -> bool:
+        """After repeated failures, write the rows one at a time: a row that alone cannot be
+        written is logged and dropped, so it cannot block the others (and ListTasks) for
+        ever. False if none could be written (the database is down: keep them all)."""
+        failed: list[tuple[str, str]] = []
+        for key, write in batch.items():
+            try:
+                await self._write([write])
+            except Exception:
+                failed.append(key)
+        if len(failed) == len(batch):
+            return False
+        for key in failed:
+            log.error("dropped task row %s of agent %s: it cannot be written", key[1], key[0])
+        self._failures = 0
+        return True
 
     async def close(self) -> None:
         """Stop the timer and write what is queued (at shutdown)."""

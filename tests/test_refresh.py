@@ -659,3 +659,38 @@ async def test_stopping_the_server_releases_the_lease(db_url: str, clock: FakeCl
         assert await store.lease_holder("refresh", refresher.registry.policy.now()) is None
     finally:
         await store.close()
+
+
+async def test_a_full_health_reload_keeps_a_newer_local_write(db_url: str) -> None:
+    """A check recorded while a full reload is reading must survive the reload."""
+    from registry.crawler import Crawler
+    from registry.service import Registry
+    from tests.helpers import card_v03
+
+    registry = Registry(Store(db_url), Crawler(make_settings(db_url)))
+    try:
+        await registry.load()
+        await registry.register_card(card_v03("http://a.example"), "a")
+        store = registry.store
+        read = store.refresh_rows
+        entered, gate = asyncio.Event(), asyncio.Event()
+
+        async def held(since: int = -1) -> Any:
+            rows = await read(since)
+            entered.set()
+            await gate.wait()
+            return rows
+
+        store.refresh_rows = held  # type: ignore[method-assign]
+        reload = asyncio.create_task(registry._reload_health(full=True))
+        await entered.wait()
+        store.refresh_rows = read  # type: ignore[method-assign]
+        await registry._record_failure("a", "boom", schedule=True)
+        gate.set()
+        await reload
+        await registry.sync()
+        row = await store.refresh_row("a")
+        assert row is not None and row.consecutive_failures == 1
+        assert registry.health_of("a").consecutive_failures == 1
+    finally:
+        await registry.store.close()
