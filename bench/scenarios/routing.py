@@ -267,6 +267,12 @@ async def run(opts: Options) -> Section:
                 "ms",
             )
         )
-        worst = max(v["p99_ms"] for k, v in q.items() if not k.startswith("match"))
+        # what the API computes per request: a text search alone serves one page, walked best
+        # first; the full sorted lists are shown for reference (text with other filters)
+        worst = max(
+            v["p99_ms"]
+            for k, v in q.items()
+            if not k.startswith("match") and "(full list)" not in k
+        )
         section.checks.append(Check(f"worst catalog search p99 ({backend})", worst, 20.0, "ms"))
     return section
