@@ -9,6 +9,7 @@ and reloads when another process changed the catalog (see ``Registry.sync``).
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -249,7 +250,7 @@ def create_engine(url: str) -> AsyncEngine:
         def _pragmas(dbapi_connection: Any, _record: Any) -> None:
             dbapi_connection.isolation_level = None  # we issue BEGIN ourselves, below
             cursor = dbapi_connection.cursor()
-            cursor.execute("PRAGMA journal_mode=WAL")
+            _use_wal(cursor)
             cursor.execute("PRAGMA synchronous=NORMAL")  # WAL: safe against crashes, fast commits
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.close()
@@ -262,6 +263,28 @@ def create_engine(url: str) -> AsyncEngine:
 
         return engine
     return create_async_engine(full, pool_pre_ping=True)
+
+
+def _use_wal(cursor: Any) -> None:
+    """Switch a SQLite database to WAL (kept in the file: only its first opening does it).
+
+    The switch needs the database to itself, and SQLite answers "database is locked" at once,
+    without its busy timeout, when several processes open a new file together: retry then.
+    """
+    cursor.execute("PRAGMA journal_mode")
+    if str(cursor.fetchone()[0]).lower() == "wal":
+        return
+    for attempt in range(_WAL_ATTEMPTS):
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except Exception as exc:  # the driver's OperationalError, through SQLAlchemy's adapter
+            if "locked" not in str(exc) or attempt == _WAL_ATTEMPTS - 1:
+                raise
+            time.sleep(0.02 * (attempt + 1))  # only ever while a new database file is created
+
+
+_WAL_ATTEMPTS = 20
 
 
 # --- the store -------------------------------------------------------------------------------
