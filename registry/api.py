@@ -234,15 +234,10 @@ def _health_keep(request: web.Request) -> Callable[[Any], bool] | None:
     return lambda hit: registry.health_of(hit.agent.id).status == wanted
 
 
-def _healthy_only(
-    request: web.Request, hits: list[Any], agent_id: Callable[[Any], str]
-) -> list[Any]:
+def _healthy_only(request: web.Request, hits: list[Any]) -> list[Any]:
     """``hits`` whose agent has the ``health`` status asked for (all without the filter)."""
-    wanted = _choice_param("health", request.rel_url.query.get("health"), _HEALTH)
-    if wanted is None:
-        return hits
-    registry = request.app[REGISTRY]
-    return [hit for hit in hits if registry.health_of(agent_id(hit)).status == wanted]
+    keep = _health_keep(request)
+    return hits if keep is None else [hit for hit in hits if keep(hit)]
 
 
 def _text_param(value: str | None) -> str | None:
@@ -312,7 +307,7 @@ async def list_agents(request: web.Request) -> web.Response:
         # ranked text alone: walk the index best first for this page only
         page = registry.catalog.agents_page(query, limit, cursor, _health_keep(request))
     else:
-        hits = _healthy_only(request, registry.catalog.agents(query), lambda hit: hit.agent.id)
+        hits = _healthy_only(request, registry.catalog.agents(query))
         page = paginate(hits, AGENTS, query, limit, cursor)
     agents = []
     for hit in page.items:
@@ -491,7 +486,7 @@ async def list_skills(request: web.Request) -> web.Response:
         # ranked text alone: walk the index best first for this page only
         page = registry.catalog.skills_page(query, limit, cursor, _health_keep(request))
     else:
-        hits = _healthy_only(request, registry.catalog.skills(query), lambda hit: hit.agent.id)
+        hits = _healthy_only(request, registry.catalog.skills(query))
         page = paginate(hits, SKILLS, query, limit, cursor)
     skills = []
     for hit in page.items:

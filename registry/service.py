@@ -110,7 +110,7 @@ class Registry:
 
     def health_of(self, agent_id: str) -> Health:
         """The agent's current health (``unknown`` if nothing was recorded yet)."""
-        return self.health.get(agent_id) or Health()
+        return self.health.get(agent_id) or _UNKNOWN
 
     def routable(self, record: AgentRecord, *, health: bool = True) -> bool:
         """Whether routing may choose this agent: the ``SWITCHBOARD_REQUIRE_SIGNED_CARDS``
@@ -389,7 +389,8 @@ class Registry:
             fetched = await self.crawler.discover(current.source_url, **conditional)
         generation = self._key_generation
         now = self.policy.now()
-        if fetched.not_modified or _sha(fetched.raw) == current.card_sha256:
+        sha = None if fetched.not_modified else _sha(fetched.raw)
+        if sha is None or sha == current.card_sha256:
             if not (current.card.signatures and (reverify or _remote_keys(current))):
                 # the same card, verified by keys whose changes re-verify every agent anyway:
                 # nothing to parse (a 304 costs nothing more)
@@ -408,7 +409,7 @@ class Registry:
             update={
                 "card": card,
                 "verification": verification,
-                "card_sha256": _sha(raw),
+                "card_sha256": sha,
                 "card_url": fetched.url,
                 "etag": fetched.etag,
                 "last_modified": fetched.last_modified,
@@ -713,6 +714,9 @@ class Registry:
                 raise _duplicate(
                     other.id, f"interface {where} is already registered as agent {other.id!r}"
                 )
+
+
+_UNKNOWN = Health()  # shared: health_of runs on every answer the router relays
 
 
 def _health(row: RefreshRow) -> Health:

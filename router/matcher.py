@@ -494,7 +494,7 @@ class Matcher:
             )
         else:
             decision = self._by_match(
-                index, query, version, op, media, accepted, context_agents, complete
+                index, query, bool(words), version, op, media, accepted, context_agents, complete
             )
         decision.context = context
         return decision
@@ -572,6 +572,7 @@ class Matcher:
         self,
         index: _SkillIndex,
         query: str,
+        has_words: bool,
         version: Version,
         op: Op,
         media: list[str],
@@ -579,7 +580,6 @@ class Matcher:
         context_agents: frozenset[str],
         complete: bool = True,
     ) -> _Decision:
-        has_words = bool(tokenize(query))
         threshold = self.threshold if has_words else None
         if has_words and self.threshold > 0 and not complete:
             # only the best-scoring skills that can take the call, and those tied with the
@@ -595,7 +595,9 @@ class Matcher:
         kept = [(n, c) for n, c in evaluated if c.kept]
         if not kept and not complete:
             # no match: the error lists the closest skills, scored or not (a rare path)
-            return self._by_match(index, query, version, op, media, accepted, context_agents, True)
+            return self._by_match(
+                index, query, has_words, version, op, media, accepted, context_agents, True
+            )
         if not kept:
             return _Decision(
                 None, self._no_match(index, candidates, has_words), _ranked(candidates)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
 
@@ -169,6 +170,18 @@ def _random_catalog(seed: int, agents: int = 40) -> Snapshot:
     return _snapshot(*cards)
 
 
+def _walk(ranked: Any, ordering: Any, query: Query, limit: int) -> list[Any]:
+    """Every page of a ranked walk, each after the last item of the one before."""
+    walked: list[Any] = []
+    after = None
+    while True:
+        page, more = ranked(query, limit, after)
+        walked += page
+        if not more:
+            return walked
+        after = ordering.key(page[-1])
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_the_ranked_walk_pages_like_the_full_scan(seed: int) -> None:
     """Every page of a ranked text search found best first equals that page of the full,
@@ -179,14 +192,7 @@ def test_the_ranked_walk_pages_like_the_full_scan(seed: int) -> None:
         for streaming in (None, True):
             query = Query(q=text, streaming=streaming)
             full = snapshot.skills(query)
-            limit = rnd.randint(1, 7)
-            walked, after = [], None
-            while True:
-                page, more = snapshot.ranked_skills(query, limit, after)
-                walked += page
-                if not more:
-                    break
-                after = SKILLS.key(page[-1])
+            walked = _walk(snapshot.ranked_skills, SKILLS, query, rnd.randint(1, 7))
             assert [(h.agent.id, h.skill.id, h.score) for h in walked] == [
                 (h.agent.id, h.skill.id, h.score) for h in full
             ]
@@ -200,14 +206,7 @@ def test_the_ranked_walk_pages_agents_like_the_full_scan(seed: int) -> None:
         for streaming in (None, False):
             query = Query(q=text, streaming=streaming)
             full = snapshot.agents_for(query)
-            limit = rnd.randint(1, 9)
-            walked, after = [], None
-            while True:
-                page, more = snapshot.ranked_agents(query, limit, after)
-                walked += page
-                if not more:
-                    break
-                after = AGENTS.key(page[-1])
+            walked = _walk(snapshot.ranked_agents, AGENTS, query, rnd.randint(1, 9))
             assert [(h.agent.id, h.score, h.skills) for h in walked] == [
                 (h.agent.id, h.score, h.skills) for h in full
             ]
