@@ -10,6 +10,8 @@ from functools import cache
 from typing import Any
 
 _ID = {"name": "agent_id", "in": "path", "required": True, "schema": {"type": "string"}}
+_SKILL_ID = {"name": "skill_id", "in": "path", "required": True, "schema": {"type": "string"}}
+_EXAMPLE_ID = {"name": "example_id", "in": "path", "required": True, "schema": {"type": "string"}}
 _KEY_ID = {
     "name": "key_id",
     "in": "path",
@@ -267,9 +269,57 @@ _SCHEMAS: dict[str, Any] = {
         "type": "object",
         "properties": {
             "version": {"type": "string"},
+            "matcher": {"type": "string", "description": "semantic (model) or lexical (why)"},
+            "model": {"type": "string"},
+            "floor": {"type": "number"},
+            "margin_needed": {"type": "number"},
+            "score": {"type": "number"},
+            "margin": {"type": ["number", "null"]},
+            "uncertain": {"type": ["string", "null"]},
+            "adjudicator": {"type": "object"},
             "candidates": {"type": "array", "items": {"type": "object"}},
-            "choice": {"type": ["object", "null"]},
+            "choice": {"type": ["object", "null"], "description": "With tier and margin."},
             "error": {"type": ["object", "null"]},
+        },
+    },
+    "Feedback": {
+        "type": "object",
+        "required": ["agent"],
+        "description": 'Exactly one of "task_id", "message", "text".',
+        "properties": {
+            "task_id": {"type": "string", "description": "A task the router gave out."},
+            "message": {"type": "object", "description": "An A2A message (0.3 or 1.0)."},
+            "text": {"type": "string"},
+            "agent": {"type": "string", "description": "The agent that should answer."},
+            "skill": {"type": "string", "description": "Default: the closest skill."},
+            "version": {"type": "string", "enum": ["0.3", "1.0"]},
+        },
+    },
+    "LearnedExample": {
+        "type": "object",
+        "properties": {
+            k: {"type": ["string", "null"]}
+            for k in ("id", "agent_id", "skill_id", "text", "source", "task_id", "created_at")
+        },
+    },
+    "FeedbackResult": {
+        "type": "object",
+        "properties": {
+            "example": {"$ref": "#/components/schemas/LearnedExample"},
+            "learned": {"type": "boolean"},
+            "before": {"type": "object"},
+            "after": {"type": "object"},
+            "warning": {"type": "string"},
+        },
+    },
+    "ExampleList": {
+        "type": "object",
+        "properties": {
+            "examples": {
+                "type": "array",
+                "items": {"$ref": "#/components/schemas/LearnedExample"},
+            },
+            "card_examples": {"type": "array", "items": {"type": "string"}},
         },
     },
     "TrustedKey": {
@@ -377,6 +427,29 @@ def openapi_document() -> dict[str, Any]:
                     ),
                     "security": [{}, {"bearer": []}],
                 }
+            },
+            "/api/v1/route/feedback": {
+                "post": _op(
+                    "Teach the router: a message becomes a learned example of the right skill",
+                    {"201": _json("FeedbackResult", "Learned")},
+                    body="Feedback",
+                    write=True,
+                )
+            },
+            "/api/v1/skills/{agent_id}/{skill_id}/examples": {
+                "parameters": [_ID, _SKILL_ID],
+                "get": _op("A skill's learned examples", {"200": _json("ExampleList")}),
+                "delete": _op(
+                    "Delete every learned example of a skill",
+                    {"204": {"description": "Deleted"}},
+                    write=True,
+                ),
+            },
+            "/api/v1/skills/{agent_id}/{skill_id}/examples/{example_id}": {
+                "parameters": [_ID, _SKILL_ID, _EXAMPLE_ID],
+                "delete": _op(
+                    "Delete one learned example", {"204": {"description": "Deleted"}}, write=True
+                ),
             },
             "/api/v1/stats": {"get": _op("Catalog counts", {"200": _json("Stats")})},
             "/api/v1/keys": {

@@ -18,14 +18,14 @@ import logging
 import re
 import unicodedata
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
 from registry.cards import AgentCard, parse_card
-from registry.catalog import Catalog
+from registry.catalog import Catalog, Snapshot
 from registry.crawler import Crawler, Fetched, is_card_url
 from registry.diff import agent_diff
 from registry.errors import CardError, Conflict, NotFound, RegistryError
@@ -68,6 +68,9 @@ class Registry:
         self._key_generation = 0
         self._reverify_lock = asyncio.Lock()
         self._health_locks: dict[str, asyncio.Lock] = {}
+        self.on_index: Callable[[Snapshot], Awaitable[Any]] | None = None
+        """Called with the new snapshot after every catalog change made or read by this
+        process (the router embeds new skill texts there: :mod:`registry.vectors`)."""
 
     async def load(self) -> None:
         """Create the schema if needed and load the catalog from the database; agents
@@ -83,6 +86,7 @@ class Registry:
         version = await self.store.catalog_version()  # read first: records are at least as new
         self.catalog.replace(await self.store.all(), version)
         await self._reload_health(full=True)
+        await self._indexed()
 
     async def sync(self) -> bool:
         """Reload what another process changed (catalog, health); True if the catalog
@@ -700,6 +704,12 @@ class Registry:
     async def _install(self, record: AgentRecord, version: int) -> None:
         if not self.catalog.upsert(record, version):
             await self.reload()  # another process wrote in between: rebuild from the database
+        else:
+            await self._indexed()
+
+    async def _indexed(self) -> None:
+        if self.on_index is not None:
+            await self.on_index(self.catalog.snapshot)
 
     def _check_interfaces(self, card: AgentCard, exclude: str | None = None) -> None:
         """Refuse a card whose endpoint (URL and tenant) another agent already has."""

@@ -7,7 +7,9 @@ or from the matching ``switchboard serve`` flag (flags win).
 from __future__ import annotations
 
 import ipaddress
-from typing import Annotated
+import os
+from pathlib import Path
+from typing import Annotated, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -15,6 +17,13 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from registry.health import RefreshPolicy
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def default_data_dir() -> str:
+    """Where downloaded models live by default: ``$XDG_DATA_HOME/switchboard``, else
+    ``~/.local/share/switchboard``."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return str(Path(base) / "switchboard")
 
 
 class Settings(BaseSettings):
@@ -58,6 +67,20 @@ class Settings(BaseSettings):
     upstream_max_connections: int = Field(1000, gt=0)
     upstream_max_connections_per_agent: int = Field(100, gt=0)
     sse_keepalive: float = Field(15.0, gt=0)
+
+    # choosing the agent by meaning (see router.semantic, docs/routing.md)
+    matcher: Literal["semantic", "lexical"] = "semantic"
+    data_dir: str = Field(default_factory=default_data_dir)
+    embedding_model: str | None = None
+    embedding_max_tokens: int = Field(128, ge=8, le=512)
+    embeddings_url: str | None = None
+    embeddings_model: str | None = None
+    embeddings_api_key: str | None = None
+    model_fetch: bool = False
+    router_llm_url: str | None = None
+    router_llm_model: str | None = None
+    router_llm_api_key: str | None = None
+    router_llm_timeout: float = Field(2.0, gt=0)
 
     # replicas: how often each process checks the database for other processes' changes
     catalog_sync_interval: float = Field(2.0, gt=0)
