@@ -10,12 +10,14 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from typing import Any
 
 from aiohttp import web
 
 from registry import api
 from registry.api import PASSIVE_HEALTH, REFRESHER, REGISTRY, SETTINGS
 from registry.crawler import Crawler
+from registry.examples import LearnedExamples
 from registry.keys_api import KEYS_CHANGED, TRUST, add_key_routes
 from registry.refresh import PassiveHealth, Refresher, RefreshScheduler
 from registry.seeds import apply_seeds, load_seed_file
@@ -23,8 +25,12 @@ from registry.service import Registry
 from registry.settings import Settings
 from registry.store import Store
 from registry.trust import TrustStore
+from registry.vectors import SkillVectors
 from router.endpoints import ROUTER, SIGNER, add_router_routes
+from router.feedback import EXAMPLES, add_feedback_routes
+from router.models import load_embedder
 from router.proxy import Router
+from router.semantic import Calibration, Semantic
 from router.signing import CardSigner
 
 log = logging.getLogger(__name__)
@@ -56,6 +62,7 @@ def create_app(settings: Settings) -> web.Application:
         claim_for=2 * (settings.connect_timeout + settings.read_timeout) + 30,
     )
     app[ROUTER] = Router(app[REGISTRY], settings)
+    app[EXAMPLES] = LearnedExamples(store)
     app[PASSIVE_HEALTH] = PassiveHealth(app[REGISTRY])
     app[ROUTER].upstream.health = app[PASSIVE_HEALTH]
     app[SIGNER] = CardSigner()
@@ -70,6 +77,7 @@ def create_app(settings: Settings) -> web.Application:
     api.add_routes(app)
     add_key_routes(app)
     add_router_routes(app)
+    add_feedback_routes(app)
     return app
 
 
@@ -78,6 +86,7 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
     await registry.crawler.start()
     try:
         await registry.load()
+        await _start_semantic(app)
         await app[TRUST].load()
         await app[SIGNER].load(registry.store, app[SETTINGS].signing_key_file)
         for path in app[SETTINGS].seeds:
@@ -88,8 +97,36 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
             log.info("seed file %s: %d agent(s) registered", path, len(added))
         yield
     finally:
+        await app[ROUTER].chooser.close()
         await registry.crawler.close()
         await registry.store.close()
+
+
+async def _embed_examples(app: web.Application) -> None:
+    semantic = app[ROUTER].matcher.semantic
+    if semantic is not None:
+        await semantic.vectors.ensure(e.text for e in app[EXAMPLES].all)
+
+
+async def _start_semantic(app: web.Application) -> None:
+    """Load the learned examples and the embedding model; with a model, embed every text of
+    the catalog not embedded yet (stored vectors are read, not recomputed) and from now on
+    each card as it is indexed. Without one, routing goes by words (see router.models)."""
+    registry, router = app[REGISTRY], app[ROUTER]
+    examples = app[EXAMPLES]
+    await examples.load()
+    loaded = await load_embedder(app[SETTINGS])
+    router.matcher.status = loaded.status
+    if loaded.embedder is None:
+        return
+    vectors = SkillVectors(registry.store, loaded.embedder)
+    stored = await vectors.load()
+    semantic = Semantic(loaded.embedder, vectors, examples, Calibration.load())
+    registry.on_index = lambda snapshot: vectors.index(snapshot.agents.values())
+    computed = await vectors.index(registry.catalog.snapshot.agents.values())
+    computed += await vectors.ensure(e.text for e in examples.all)
+    router.matcher.semantic = router.chooser.semantic = semantic
+    log.info("%s: %d stored vector(s) read, %d computed", loaded.status, stored, computed)
 
 
 async def _scheduled_refresh(app: web.Application) -> AsyncIterator[None]:
@@ -128,6 +165,8 @@ async def _catalog_sync(app: web.Application) -> AsyncIterator[None]:
             try:
                 if await registry.sync():
                     log.info("catalog reloaded at version %d", registry.catalog.snapshot.version)
+                if await app[EXAMPLES].sync():  # another replica changed learned examples
+                    await _embed_examples(app)
                 if await trust.reload():  # another replica changed the trusted keys
                     log.info(
                         "trusted keys changed: %d agent(s) re-verified",
@@ -168,9 +207,18 @@ async def readyz(request: web.Request) -> web.Response:
     if not registry.catalog.loaded:
         checks["catalog"] = "not loaded"
     ready = all(value == "ok" for value in checks.values())
-    body = {
+    matcher = request.app[ROUTER].matcher
+    body: dict[str, Any] = {
         "status": "ready" if ready else "not_ready",
         "checks": checks,
         "agents": len(registry.catalog.snapshot),
+        "matcher": matcher.status,
     }
+    warnings = []
+    if "fallback" in matcher.status:
+        warnings.append(f"routing by words only: {matcher.status}")
+    if matcher.semantic is not None and matcher.semantic.vectors.failure:
+        warnings.append(f"embedding at index time failed: {matcher.semantic.vectors.failure}")
+    if warnings:
+        body["warnings"] = warnings
     return web.json_response(body, status=200 if ready else 503)

@@ -135,4 +135,4 @@ async def explain(request: web.Request) -> web.Response:
         raise RegistryError(error.message, code="invalid_version", details=error.data) from None
     params = {k: body[k] for k in ("message", "configuration", "metadata") if k in body}
     op = Op.STREAM if body.get("stream") else Op.SEND
-    return web.json_response(request.app[ROUTER].matcher.explain(version, op, params))
+    return web.json_response(await request.app[ROUTER].chooser.explain(version, op, params))

@@ -29,6 +29,8 @@ from registry.records import iso
 from registry.service import Registry
 from registry.settings import Settings
 from router import codec, translate, wire
+from router.adjudicator import Adjudicator
+from router.chooser import Chooser
 from router.ids import IdMap, Rewriter, TaskRef
 from router.jsonrpc import (
     AGENT_UNAVAILABLE,
@@ -66,6 +68,15 @@ class Router:
         self.settings = settings
         self.ids = IdMap(registry.store)
         self.matcher = Matcher(registry, threshold=settings.match_threshold)
+        adjudicator = None
+        if settings.router_llm_url and settings.router_llm_model:
+            adjudicator = Adjudicator(
+                settings.router_llm_url,
+                settings.router_llm_model,
+                settings.router_llm_api_key,
+                timeout=settings.router_llm_timeout,
+            )
+        self.chooser = Chooser(self.matcher, adjudicator=adjudicator)
         self.upstream = Upstream(
             connect_timeout=settings.upstream_connect_timeout,
             read_timeout=settings.upstream_timeout,
@@ -163,7 +174,7 @@ class Router:
         serving: set[str] = set()
         if isinstance(context_id, str) and context_id:
             serving = await self.ids.context_agents(context_id)
-        return self.matcher.choose(
+        return await self.chooser.choose(
             rpc.version, rpc.op, rpc.params, context_agents=serving, pinned_agent=pinned
         )
 

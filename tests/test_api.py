@@ -520,7 +520,12 @@ async def test_read_token(aiohttp_client: Any, sqlite_url: str) -> None:
 async def test_health_and_readiness(switchboard: TestClient, registered: dict[str, str]) -> None:
     assert await _json(await switchboard.get("/healthz"), 200) == {"status": "ok"}
     ready = await _json(await switchboard.get("/readyz"), 200)
-    assert ready == {"status": "ready", "checks": {"database": "ok", "catalog": "ok"}, "agents": 2}
+    assert ready == {
+        "status": "ready",
+        "checks": {"database": "ok", "catalog": "ok"},
+        "agents": 2,
+        "matcher": "lexical (SWITCHBOARD_MATCHER=lexical)",
+    }
 
 
 async def test_not_ready_when_database_is_gone(switchboard: TestClient) -> None:

@@ -577,11 +577,14 @@ async def test_explain_ranks_every_candidate_with_its_reason(demo: Catalog) -> N
         "agent_id": "currency",
         "skill_id": "convert-currency",
         "via": "match",
+        "tier": "lexical",
         "score": out["candidates"][0]["score"],
+        "margin": None,
         "reason": "the best score",
         "url": "http://127.0.0.1:9101/",
         "version": "1.0",
     }
+    assert out["matcher"].startswith("lexical") and out["uncertain"] is None
     by_agent = {c["agent_id"]: c for c in out["candidates"]}
     assert list(by_agent) == [c["agent_id"] for c in out["candidates"]]
     assert set(by_agent) == {"currency", "translate", "caption"}

@@ -1,0 +1,188 @@
+"""What a routing decision is made of: the candidates, the choice, the decision before it is
+final (:class:`Decision`), and how candidates are ordered for the explain view."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from registry.records import AgentRecord
+from registry.service import Registry
+from router.jsonrpc import Op, RpcError, Version
+from router.skillindex import SkillIndex
+from router.upstream import Target
+
+Via = Literal["hint", "task", "match", "pinned"]
+Tier = Literal["task", "pinned", "hint", "lexical", "semantic", "llm"]
+"""Which tier of the choice decided: a task's owner, a pinned endpoint, a routing hint, words
+(BM25 alone), meaning (embeddings fused with words), or the LLM adjudicator."""
+CLOSEST = 5
+ROUTING_EXTENSION = "urn:a2a-switchboard:routing:v1"
+"""The routing extension's URI: the metadata key of a routing hint (declared in the router card)."""
+"""How many of the closest skills a ``-32050`` error lists."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One skill (``skill_id`` None: an agent as a whole) considered for a call."""
+
+    agent_id: str
+    skill_id: str | None
+    score: float
+    kept: bool
+    reason: str
+    url: str | None = None
+    version: Version | None = None
+    features: dict[str, float] | None = None
+    """What the semantic tier's score is made of (see :func:`router.semantic.fuse`)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The explain view of this candidate."""
+        out = {
+            "agent_id": self.agent_id,
+            "skill_id": self.skill_id,
+            "score": self.score,
+            "kept": self.kept,
+            "reason": self.reason,
+            "url": self.url,
+            "version": self.version,
+        }
+        if self.features is not None:
+            out["features"] = self.features
+        return out
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The agent a call goes to, the interface to use, and how it was chosen."""
+
+    agent: AgentRecord
+    target: Target
+    skill_id: str | None
+    via: Via
+    candidates: list[Candidate] = field(default_factory=list)
+    score: float | None = None
+    reason: str = ""
+    tier: Tier | None = None
+    margin: float | None = None
+    """How far the chosen agent's score leads the next agent's that could take the call
+    (None: no other could)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The explain view of this choice."""
+        return {
+            "agent_id": self.agent.id,
+            "skill_id": self.skill_id,
+            "via": self.via,
+            "tier": self.tier,
+            "score": self.score,
+            "margin": self.margin,
+            "reason": self.reason,
+            "url": self.target.url,
+            "version": self.target.version,
+        }
+
+
+@dataclass
+class Decision:
+    """A decision before it is final: the choice, or the error to answer; ``uncertain`` says
+    why an adjudicator should be asked (a small margin, or a score near the floor), and
+    ``options`` are the candidates it may pick from (best first, one per skill)."""
+
+    choice: Choice | None
+    error: RpcError | None
+    candidates: list[Candidate]
+    context: dict[str, Any] = field(default_factory=dict)
+    uncertain: str | None = None
+    options: list[Candidate] = field(default_factory=list)
+
+
+def ranked(candidates: list[Candidate]) -> list[Candidate]:
+    """Best score first, kept before dropped, then by agent and skill id."""
+    return sorted(candidates, key=lambda c: (-c.score, not c.kept, c.agent_id, c.skill_id or ""))
+
+
+def label(c: Candidate) -> str:
+    """Who a reason is about: the agent alone for agent-wide reasons."""
+    if c.skill_id is None or c.reason.startswith("agent "):
+        return f"agent {c.agent_id!r}"
+    return f"agent {c.agent_id!r} skill {c.skill_id!r}"
+
+
+def options(fitting: list[Candidate], k: int = CLOSEST) -> list[Candidate]:
+    """The best fitting candidates, one per skill of an agent, for an adjudicator."""
+    seen: set[tuple[str, str | None]] = set()
+    out = []
+    for c in fitting:
+        if (c.agent_id, c.skill_id) not in seen:
+            seen.add((c.agent_id, c.skill_id))
+            out.append(c)
+    return out[:k]
+
+
+def rank_key(
+    item: tuple[int, Candidate], index: SkillIndex, context_agents: frozenset[str]
+) -> tuple[float, bool, str, int]:
+    """Best score first; ties: an agent already serving the conversation, then by id."""
+    n, c = item
+    return (-c.score, c.agent_id not in context_agents, c.agent_id, index.rows[n].position)
+
+
+def closest(
+    candidates: list[Candidate], registry: Registry, index: SkillIndex
+) -> list[dict[str, Any]]:
+    """The best-scoring skills of routable agents, with why each was not taken."""
+    routable = [
+        c
+        for c in candidates
+        if c.skill_id is not None and registry.routable(index.snapshot.agents[c.agent_id])
+    ]
+    return [
+        {"agent": c.agent_id, "skill": c.skill_id, "score": c.score, "reason": c.reason}
+        for c in ranked(routable)[:CLOSEST]
+    ]
+
+
+class Evaluator(Protocol):
+    """What matching by meaning needs of the matcher: its candidate checks and answers."""
+
+    registry: Registry
+
+    def evaluate(
+        self,
+        index: SkillIndex,
+        rows: Iterable[int],
+        version: Version,
+        op: Op,
+        media: list[str],
+        accepted: list[str],
+        scores: dict[int, float],
+        threshold: float | None,
+        *,
+        skill_less: bool,
+    ) -> list[tuple[int, Candidate]]: ...
+
+    def finish(
+        self,
+        index: SkillIndex,
+        row: int,
+        best: Candidate,
+        candidates: list[Candidate],
+        via: Via,
+        why: str,
+        version: Version,
+        *,
+        tier: Tier | None = None,
+        margin: float | None = None,
+    ) -> Decision: ...
+
+    def no_match(
+        self,
+        index: SkillIndex,
+        candidates: list[Candidate],
+        has_words: bool,
+        *,
+        floor: float | None = None,
+        score: float | None = None,
+    ) -> RpcError: ...

@@ -1,0 +1,71 @@
+"""Whether an agent or a skill can take a call at all: its interfaces (JSON-RPC of A2A 0.3 or
+1.0, the client's version first) and its media types (input modes against the message's
+parts, output modes against ``acceptedOutputModes``). These are the hard filters applied
+before any score."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import lru_cache
+
+from registry import mediatypes
+from registry.cards import Interface
+from registry.records import AgentRecord
+from router.jsonrpc import VERSIONS, Version, version_of
+
+_TEXT = "text/plain"
+
+
+def jsonrpc_interface(agent: AgentRecord, version: Version) -> Interface | None:
+    """The agent's first JSON-RPC interface of A2A ``version`` (0.x counts as 0.3), if any."""
+    for interface in agent.card.interfaces:
+        if interface.binding == "JSONRPC" and version_of(interface.protocol_version) == version:
+            return interface
+    return None
+
+
+def route_interface(agent: AgentRecord, version: Version) -> tuple[Interface, Version] | None:
+    """The interface a call of A2A ``version`` goes to, and the agent's version there: one of
+    the client's version when the agent has one (pass-through), else one of the other version
+    (the router translates); None if the agent has no JSON-RPC interface of either."""
+    for wanted in (version, *(v for v in VERSIONS if v != version)):
+        interface = jsonrpc_interface(agent, wanted)
+        if interface is not None:
+            return interface, wanted
+    return None
+
+
+def via_note(client: Version, agent: Version) -> str:
+    """How a call reaches an agent interface: as it is, or translated."""
+    if client == agent:
+        return ""
+    return f" (translated: the client speaks A2A {client}, the agent A2A {agent})"
+
+
+def offers(agent: AgentRecord) -> str:
+    """The bindings and versions an agent's interfaces offer, for error messages."""
+    found = [f"{i.binding} {i.protocol_version}" for i in agent.card.interfaces]
+    return ", ".join(dict.fromkeys(found)) or "nothing"
+
+
+@lru_cache(maxsize=4096)
+def _accepts(media_type: str, modes: tuple[str, ...]) -> bool:
+    return not modes or mediatypes.any_match(media_type, modes)
+
+
+def mode_problem(
+    modes_in: Iterable[str], modes_out: Iterable[str], media: list[str], accepted: list[str]
+) -> str | None:
+    """Why a skill (or agent) with these modes cannot take the message, or None."""
+    inputs, outputs = tuple(modes_in), tuple(modes_out)
+    others = [m for m in media if mediatypes.normalize(m) != _TEXT]
+    for media_type in dict.fromkeys(media):
+        if media_type not in others and others:
+            continue  # text next to other parts: the instruction for them
+        if not _accepts(media_type, inputs):
+            return f"does not accept {media_type} (input modes: {', '.join(inputs)})"
+    if accepted and outputs and not any(_accepts(a, outputs) for a in accepted):
+        return (
+            f"outputs {', '.join(outputs)}, none of the acceptedOutputModes ({', '.join(accepted)})"
+        )
+    return None

@@ -1,0 +1,221 @@
+"""Matching by meaning: a message's skills ranked by the fused score of :mod:`router.semantic`,
+the hard filters applied in that order, and the calibrated refusal.
+
+The best skill that can take the call decides, if its score reaches the floor and its agent
+leads the next agent that could take the call by the margin; otherwise the answer is
+``-32050`` listing the closest skills. A score near the floor, or a small margin, marks the
+decision ``uncertain`` for an adjudicator (:mod:`router.chooser`). Only the best rows are
+looked at (in descending order, until the choice, its margin and a few runners-up are known),
+so a decision costs a matrix-vector product and a handful of candidate checks.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from router.choice import (
+    CLOSEST,
+    ROUTING_EXTENSION,
+    Candidate,
+    Decision,
+    Evaluator,
+    closest,
+    options,
+    rank_key,
+    ranked,
+)
+from router.jsonrpc import NO_MATCHING_AGENT, Op, RpcError, Version
+from router.semantic import Semantic, fuse
+from router.skillindex import SkillIndex
+
+
+def by_meaning(
+    matcher: Evaluator,
+    semantic: Semantic,
+    index: SkillIndex,
+    query: str,
+    vector: np.ndarray,
+    version: Version,
+    op: Op,
+    media: list[str],
+    accepted: list[str],
+    context_agents: frozenset[str],
+    complete: bool,
+) -> Decision:
+    """Matching by meaning: skills ranked by the fused score (:mod:`router.semantic`);
+    the best agent must reach the calibrated floor and lead the next by the margin."""
+    cal = semantic.calibration
+    sindex = semantic.index_for(index, index.pairs)
+    skill, agent, example, learned = sindex.features(vector)
+    ranking = _Ranking(cal, index, query, fuse(cal, skill, agent, example, _zero(skill), learned))
+    context: dict[str, Any] = {
+        "model": semantic.model,
+        "floor": cal.floor,
+        "margin_needed": cal.margin,
+    }
+    if sindex.missing:
+        context["skills_without_vector"] = sindex.missing
+    rows: Iterable[tuple[int, float]] = ranking.every() if complete else ranking.descending()
+    evaluated: list[tuple[int, Candidate]] = []
+    best: tuple[int, Candidate] | None = None
+    runner: Candidate | None = None
+    for n, exact in rows:
+        score = round(exact, 6)
+        if not complete and len(evaluated) >= CLOSEST:
+            if best is None and score < cal.floor - cal.llm_band:
+                break  # nothing left can reach the floor
+            if best is not None and (runner is not None or score < best[1].score - cal.margin):
+                break  # the choice, its margin and a few runners-up are known
+        features = {
+            "skill": round(float(skill[n]), 4),
+            "agent": round(float(agent[n]), 4),
+            "example": round(float(example[n]), 4),
+            "lexical": round(ranking.lexical(n), 4),
+            "learned": round(float(learned[n]), 4),
+        }
+        ((_, found),) = matcher.evaluate(
+            index, [n], version, op, media, accepted, {n: score}, None, skill_less=False
+        )
+        found = replace(found, features=features)
+        evaluated.append((n, found))
+        if not found.kept:
+            continue
+        if best is None:
+            best = (n, found)
+        elif runner is None and found.agent_id != best[1].agent_id:
+            runner = found
+    fitting = sorted(
+        ((n, c) for n, c in evaluated if c.kept),
+        key=lambda item: rank_key(item, index, context_agents),
+    )
+    if fitting:
+        best = fitting[0]
+        runner = next((c for _, c in fitting if c.agent_id != best[1].agent_id), None)
+    candidates = [
+        replace(c, kept=False, reason=f"score {c.score:g} is below the floor {cal.floor:g}")
+        if c.kept and c.score < cal.floor
+        else c
+        for _, c in evaluated
+    ]
+    opts = options([c for _, c in fitting])
+    if best is None:
+        error = matcher.no_match(index, candidates, True, floor=cal.floor)
+        return Decision(None, error, ranked(candidates), context)
+    n, top = best
+    margin = round(top.score - runner.score, 6) if runner is not None else None
+    context["score"], context["margin"] = top.score, margin
+    near = abs(top.score - cal.floor) < cal.llm_band
+    if top.score < cal.floor:
+        error = matcher.no_match(index, candidates, True, floor=cal.floor, score=top.score)
+        uncertain = "near the floor" if near else None
+        return Decision(None, error, ranked(candidates), context, uncertain, opts)
+    if margin is not None and margin < cal.margin:
+        error = RpcError(
+            NO_MATCHING_AGENT,
+            f"no agent can be chosen with confidence: the best two agents score "
+            f"{top.score:g} and {runner.score:g} (margin {margin:g}, needed "  # type: ignore[union-attr]
+            f"{cal.margin:g}); say more, or name a skill or agent with the routing extension",
+            {
+                "reason": "ambiguous",
+                "tier": "refused",
+                "extension": ROUTING_EXTENSION,
+                "score": top.score,
+                "margin": margin,
+                "floor": cal.floor,
+                "closest": closest(candidates, matcher.registry, index),
+            },
+        )
+        return Decision(None, error, ranked(candidates), context, "small margin", opts)
+    why = f"the best score by meaning and words ({top.score:g}, floor {cal.floor:g})"
+    if margin is not None:
+        why += f", ahead of the next agent by {margin:g}"
+    decision = matcher.finish(
+        index, n, top, candidates, "match", why, version, tier="semantic", margin=margin
+    )
+    decision.context = context
+    decision.uncertain = "near the floor" if near else None
+    decision.options = opts
+    return decision
+
+
+def _zero(like: np.ndarray) -> np.ndarray:
+    return np.zeros(len(like), dtype=np.float32)
+
+
+class _Ranking:
+    """Rows by descending fused score, exactly, without scoring every row by words.
+
+    The fused score is the semantic part (every row: matrix products) plus the saturated
+    BM25 part. The best ``first`` rows by meaning and the best ``first`` by words (read
+    lazily from the inverted index) are scored exactly; no other row can beat ``bound`` (the
+    ``first``-th best meaning plus the ``first``-th best words), so they come first, in order,
+    down to it. Below the bound every row is scored (rare: the best rows could not take the
+    call, e.g. an image none of them accepts).
+    """
+
+    def __init__(
+        self, cal: Any, index: SkillIndex, query: str, semantic: np.ndarray, first: int = 64
+    ) -> None:
+        self.cal, self.index, self.query, self.semantic = cal, index, query, semantic
+        self.first = first
+        self.total = cal.skill + cal.agent + cal.example + cal.lexical or 1.0
+        self._lexical: dict[int, float] = {}
+        words = list(itertools.islice(index.text.ranked(query), first))
+        self._lexical.update(words)
+        self.words_bound = words[-1][1] if len(words) == first else 0.0
+
+    def lexical(self, n: int) -> float:
+        """The BM25 score of row ``n``."""
+        if n not in self._lexical:
+            self._lexical[n] = self.index.text.score_of(self.query, n)
+        return self._lexical[n]
+
+    def _fused(self, n: int) -> float:
+        lex = self.lexical(n)
+        return (
+            float(self.semantic[n])
+            + self.cal.lexical * lex / (lex + self.cal.lexical_k) / self.total
+        )
+
+    def every(self) -> Iterator[tuple[int, float]]:
+        """Every row with its score, in row order (explain)."""
+        self._lexical.update(self.index.text.scores(self.query))
+        for n in range(len(self.semantic)):
+            yield n, self._fused(n)
+
+    def descending(self) -> Iterator[tuple[int, float]]:
+        """Rows by descending score (see the class docs)."""
+        size = len(self.semantic)
+        if size <= self.first:
+            top = np.arange(size)
+        else:
+            top = np.argpartition(-self.semantic, self.first)[: self.first]
+        candidates = set(top.tolist()) | {n for n in self._lexical if n < size}
+        meaning_bound = float(self.semantic[top].min()) if size > self.first else -np.inf
+        words = self.words_bound
+        bound = meaning_bound + self.cal.lexical * words / (words + self.cal.lexical_k) / self.total
+        scored = sorted(((self._fused(n), n) for n in candidates), reverse=True)
+        done: set[int] = set()
+        for score, n in scored:
+            if score < bound:
+                break
+            done.add(n)
+            yield n, score
+        if size <= self.first:
+            yield from ((n, s) for s, n in scored if n not in done)
+            return
+        lexical = np.zeros(size, dtype=np.float32)
+        for n, value in self.index.text.scores(self.query).items():
+            if n < size:
+                lexical[n] = value
+        fused = (
+            self.semantic + self.cal.lexical * lexical / (lexical + self.cal.lexical_k) / self.total
+        )
+        for n in np.argsort(-fused, kind="stable").tolist():
+            if n not in done:
+                yield n, float(fused[n])

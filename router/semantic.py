@@ -1,0 +1,259 @@
+"""The semantic tier: how close a message is, in meaning, to each skill of the catalog.
+
+A message is embedded once (:meth:`Semantic.query_vector`, cached by text). Each row of the
+matcher's skill index (a skill of an agent) gets three cosine similarities with it
+(:meth:`SemanticIndex.features`): to the skill's document (name, description, tags,
+examples), to its agent's document (name, description), and the best of the skill's
+examples taken one by one, card examples and learned ones (:mod:`registry.examples`). The
+router's score of a row fuses them with the lexical (BM25) score, saturated into [0, 1)
+(:func:`fuse`); the weights, the refusal floor and the margin are a :class:`Calibration`
+fitted on a development set by ``bench/routing_eval/fit.py`` and shipped as
+``router/calibration.json``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from cachetools import LRUCache
+
+from registry.cards import Skill
+from registry.examples import Example, LearnedExamples
+from registry.records import AgentRecord
+from registry.vectors import SkillVectors, agent_document, embed_texts, skill_document
+
+log = logging.getLogger(__name__)
+
+CALIBRATION_FILE = Path(__file__).with_name("calibration.json")
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Fusion weights and refusal thresholds (see :func:`fuse`)."""
+
+    skill: float = 1.0
+    agent: float = 0.2
+    example: float = 0.5
+    lexical: float = 0.3
+    lexical_k: float = 5.0
+    floor: float = 0.4
+    """A best fused score below this is refused."""
+    margin: float = 0.0
+    """The best agent must lead the next agent by at least this much, else refused (or,
+    with an adjudicator, asked)."""
+    llm_band: float = 0.1
+    """With an adjudicator, decisions within this much above the floor are asked too."""
+    fitted_on: str = "defaults"
+
+    @classmethod
+    def load(cls, path: Path | None = None) -> Calibration:
+        """The calibration in ``path`` (default: the one shipped beside this module)."""
+        path = path or CALIBRATION_FILE
+        if not path.exists():
+            return cls()
+        data = json.loads(path.read_text())
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def to_json(self) -> dict[str, Any]:
+        """The values, as written to ``calibration.json`` and shown by explain."""
+        return asdict(self)
+
+
+def fuse(
+    cal: Calibration,
+    skill: np.ndarray,
+    agent: np.ndarray,
+    example: np.ndarray,
+    lexical: np.ndarray,
+    learned: np.ndarray | None = None,
+) -> np.ndarray:
+    """The fused score of every row: weighted cosine similarities plus the saturated BM25
+    score ``lex / (lex + k)``, divided by the sum of the weights. A skill without examples
+    counts its document for them. A learned example (an operator's feedback) stands for the
+    skill's document and examples when the message is closer to it, whatever the weights."""
+    if learned is not None:
+        skill = np.maximum(skill, learned)
+        example = np.maximum(example, learned)
+    best_example = np.maximum(example, skill)
+    saturated = lexical / (lexical + cal.lexical_k)
+    total = cal.skill + cal.agent + cal.example + cal.lexical
+    fused = (
+        cal.skill * skill + cal.agent * agent + cal.example * best_example + cal.lexical * saturated
+    )
+    return fused / total if total > 0 else fused
+
+
+class SemanticIndex:
+    """The vectors of one catalog snapshot's skills (one row per matcher row), their agents,
+    and their examples, as matrices."""
+
+    def __init__(
+        self,
+        rows: Sequence[tuple[AgentRecord, Skill | None]],
+        vectors: SkillVectors,
+        learned: Sequence[Example],
+    ) -> None:
+        self.generation = vectors.generation
+        dim = next((len(v) for v in (vectors.get(t) for t in _probe(rows)) if v is not None), 0)
+        self.dim = dim
+        n = len(rows)
+        self.skills = np.zeros((n, dim), dtype=np.float32)
+        self.has_vector = np.zeros(n, dtype=bool)
+        agent_rows: dict[str, int] = {}
+        agent_vectors: list[np.ndarray] = []
+        self.agent_of = np.zeros(n, dtype=np.int32)
+        example_vectors: list[np.ndarray] = []
+        owners: list[int] = []
+        by_skill: dict[tuple[str, str], list[int]] = {}
+        zero = np.zeros(dim, dtype=np.float32)
+        for i, (agent, skill) in enumerate(rows):
+            if agent.id not in agent_rows:
+                agent_rows[agent.id] = len(agent_vectors)
+                found = vectors.get(agent_document(agent))
+                agent_vectors.append(found if found is not None else zero)
+            self.agent_of[i] = agent_rows[agent.id]
+            if skill is None:
+                continue
+            by_skill.setdefault((agent.id, skill.id), []).append(i)
+            found = vectors.get(skill_document(skill))
+            if found is not None:
+                self.skills[i] = found
+                self.has_vector[i] = True
+            for text in skill.examples:
+                found = vectors.get(text.strip())
+                if found is not None:
+                    example_vectors.append(found)
+                    owners.append(i)
+        learned_vectors: list[np.ndarray] = []
+        learned_owners: list[int] = []
+        for example in learned:
+            found = vectors.get(example.text)
+            for i in by_skill.get((example.agent_id, example.skill_id), ()):
+                if found is not None:
+                    learned_vectors.append(found)
+                    learned_owners.append(i)
+        self.agents = np.array(agent_vectors, dtype=np.float32).reshape(-1, dim)
+        self.examples = _Owned(example_vectors, owners, dim)
+        self.learned = _Owned(learned_vectors, learned_owners, dim)
+        self.missing = int(n - self.has_vector.sum()) - sum(1 for _, s in rows if s is None)
+
+    def features(self, query: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Cosine similarities of the (normalized) query vector with every row's skill
+        document, its agent's document, the best of its card's examples and the best of its
+        learned examples (-1: none)."""
+        skill = self.skills @ query
+        agent = (self.agents @ query)[self.agent_of] if len(self.agents) else np.zeros_like(skill)
+        return (
+            skill,
+            agent,
+            self.examples.best(query, len(skill)),
+            self.learned.best(query, len(skill)),
+        )
+
+
+class _Owned:
+    """Vectors each owned by a row (a skill's examples), grouped by row for a fast maximum."""
+
+    def __init__(self, vectors: list[np.ndarray], owners: list[int], dim: int) -> None:
+        order = np.argsort(np.array(owners, dtype=np.int64), kind="stable")
+        self.vectors = np.array(vectors, dtype=np.float32).reshape(-1, dim)[order]
+        self.rows, self.starts = np.unique(
+            np.array(owners, dtype=np.int64)[order], return_index=True
+        )
+
+    def __len__(self) -> int:
+        return len(self.vectors)
+
+    def best(self, query: np.ndarray, rows: int) -> np.ndarray:
+        """Per row, the best cosine similarity of the query with its vectors (-1: none)."""
+        best = np.full(rows, -1.0, dtype=np.float32)
+        if len(self.vectors):
+            best[self.rows] = np.maximum.reduceat(self.vectors @ query, self.starts)
+        return best
+
+
+def _probe(rows: Sequence[tuple[AgentRecord, Skill | None]]) -> list[str]:
+    """A few texts whose vectors tell the dimension."""
+    return [agent_document(a) for a, _ in rows[:8]] + [
+        skill_document(s) for _, s in rows[:8] if s is not None
+    ]
+
+
+class Semantic:
+    """The semantic tier of one process: the model, the stored vectors, learned examples,
+    the calibration, a cache of message vectors and the index per snapshot."""
+
+    def __init__(
+        self,
+        embedder: Any,
+        vectors: SkillVectors,
+        examples: LearnedExamples,
+        calibration: Calibration,
+        *,
+        cache_size: int = 4096,
+    ) -> None:
+        self.embedder = embedder
+        self.vectors = vectors
+        self.examples = examples
+        self.calibration = calibration
+        self.failure: str | None = None
+        """Why the last message could not be embedded, if it could not."""
+        self._cache: LRUCache[str, np.ndarray] = LRUCache(maxsize=cache_size)
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed")
+        self._index: tuple[Any, int, int, SemanticIndex] | None = None
+
+    @property
+    def model(self) -> str:
+        """The model's id (what the stored vectors are keyed by)."""
+        return self.vectors.model_id
+
+    async def query_vector(self, text: str) -> np.ndarray | None:
+        """The vector of a message text; None if the model failed (routing then goes by
+        words alone, and explain says why)."""
+        found = self._cache.get(text)
+        if found is not None:
+            return found
+        try:
+            if asyncio.iscoroutinefunction(self.embedder.embed):
+                vectors = await embed_texts(self.embedder, [text])
+            else:
+                loop = asyncio.get_running_loop()
+                vectors = await loop.run_in_executor(self._executor, self.embedder.embed, [text])
+        except Exception as exc:  # the router keeps routing by words
+            self.failure = f"{type(exc).__name__}: {exc}"
+            log.warning("embedding a message failed: %s", self.failure)
+            return None
+        self.failure = None
+        vector = np.asarray(vectors, dtype=np.float32)[0]
+        self._cache[text] = vector
+        return vector
+
+    def index_for(
+        self, key: Any, rows: Sequence[tuple[AgentRecord, Skill | None]]
+    ) -> SemanticIndex:
+        """The matrices of one skill index (``key`` identifies it), rebuilt when vectors or
+        learned examples changed."""
+        current = self._index
+        generation, version = self.vectors.generation, self.examples.version
+        if current is not None and current[:3] == (key, generation, version):
+            return current[3]
+        index = SemanticIndex(rows, self.vectors, self.examples.all)
+        self._index = (key, generation, version, index)
+        return index
+
+    def clear_cache(self) -> None:
+        """Forget the cached message vectors."""
+        self._cache.clear()
+
+    def close(self) -> None:
+        """Stop the embedding thread."""
+        self._executor.shutdown(wait=False, cancel_futures=True)
