@@ -5,7 +5,9 @@ talk to a running server's admin API (:mod:`router.cli.client`; ``--server`` or
 ``SWITCHBOARD_URL``, token from ``--token`` or the ``SWITCHBOARD_ADMIN_TOKEN`` /
 ``SWITCHBOARD_READ_TOKEN`` environment variables). ``card sign``, ``card verify`` and
 ``keys generate`` work offline on files (:mod:`router.cli.cards`); ``keys add/list/remove``
-manage a running server's trusted keys (:mod:`router.cli.keys`).
+manage a running server's trusted keys (:mod:`router.cli.keys`). ``models fetch``, ``route
+explain|feedback`` and ``examples list|delete`` serve routing by meaning
+(:mod:`router.cli.routing`).
 
 Exit status: 0 success, 1 the server refused or could not be reached (or ``serve`` could not
 start, or ``card verify`` found no valid signature), 2 bad usage or configuration, 3
@@ -58,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line: each command module adds its own subcommands."""
     # imported here: the command modules import CliError from this package
-    from router.cli import cards, client, keys, serve
+    from router.cli import cards, client, keys, routing, serve
 
     parser = argparse.ArgumentParser(
         prog="switchboard", description="Registry and router for A2A agents."
@@ -68,4 +70,5 @@ def build_parser() -> argparse.ArgumentParser:
     client.add_commands(commands)
     cards.add_commands(commands)
     keys.add_commands(commands)
+    routing.add_commands(commands)
     return parser

@@ -249,14 +249,20 @@ def _reason(exc: BaseException) -> str:
 
 
 def _demo_settings(settings: Settings) -> Settings:
-    """Settings for ``--demo``: 127.0.0.1 allowed, the packaged demo seed file loaded first."""
+    """Settings for ``--demo``: 127.0.0.1 allowed, the packaged demo seed file loaded first,
+    the embedding model fetched at start if it is missing (routing by meaning, no extra
+    step)."""
     loopback = ipaddress.ip_network("127.0.0.1/32")  # the demo agents' address, nothing more
     networks = list(settings.allow_networks)
     if loopback not in networks:
         networks.append(loopback)
     demo_seeds = str(resources.files("seeds") / "demo.toml")
     return settings.model_copy(
-        update={"allow_networks": networks, "seeds": [demo_seeds, *settings.seeds]}
+        update={
+            "allow_networks": networks,
+            "seeds": [demo_seeds, *settings.seeds],
+            "model_fetch": True,
+        }
     )
 
 
