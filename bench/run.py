@@ -17,7 +17,7 @@ from pathlib import Path
 from bench.options import Options
 from bench.report import Section, write
 
-SCENARIOS = ("unary", "streaming", "routing", "crawl", "streams")
+SCENARIOS = ("unary", "streaming", "routing", "crawl", "streams", "accuracy")
 
 
 def _parser() -> argparse.ArgumentParser:

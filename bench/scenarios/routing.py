@@ -257,6 +257,7 @@ async def run(opts: Options) -> Section:
         [[b, r["write_s"], r["load_s"], r["index_s"]] for b, r in backends.items()],
     )
     section.tables.append(loads)
+    await _semantic(section, opts, agents)
     for backend, result in backends.items():
         q = result["queries"]
         section.checks.append(
@@ -276,3 +277,54 @@ async def run(opts: Options) -> Section:
         )
         section.checks.append(Check(f"worst catalog search p99 ({backend})", worst, 20.0, "ms"))
     return section
+
+
+async def _semantic(section: Section, opts: Options, agents: list[AgentRecord]) -> None:
+    """The decision with the semantic tier on (see :mod:`bench.semantic_scale`), on SQLite,
+    at 1,000 and 10,000 agents (30 and 300 with --quick)."""
+    from bench.semantic_scale import measure_semantic
+    from registry.embedding.fetch import fetch_model
+    from router.models import data_dir, local_embedder
+
+    directory = fetch_model(data_dir(), log=section.notes.append)
+    embedder = local_embedder(directory)
+    sizes = (30, 300) if opts.quick else (1_000, 10_000)
+    table = Table(
+        "routing by meaning: Chooser.choose, the message embedded each time (real texts of "
+        "bench/routing_eval; synthetic catalog vectors)",
+        ["agents", "skills", "vectors", "index s", "p50 ms", "p99 ms", "n"],
+    )
+    for size in sizes:
+        url = f"sqlite:///{opts.tmp / f'semantic-{size}.db'}"
+        store = Store(url)
+        registry = Registry(store, Crawler(Settings(database_url=url)))
+        try:
+            await bulk_insert(store, agents[:size])
+            await registry.load()
+            r = await measure_semantic(
+                registry, agents[:size], embedder, 200 if opts.quick else 1000
+            )
+        finally:
+            await store.close()
+        table.rows.append(
+            [
+                r["agents"],
+                r["skills"],
+                r["vectors"],
+                r["index_s"],
+                r["p50_ms"],
+                r["p99_ms"],
+                r["calls"],
+            ]
+        )
+        section.data.setdefault("semantic", []).append(r)
+        if size == sizes[0]:
+            section.checks.append(
+                Check(
+                    f"semantic decision p99 ({size:,} agents, embedding included)",
+                    r["p99_ms"],
+                    10.0,
+                    "ms",
+                )
+            )
+    section.tables.append(table)
