@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from registry.records import AgentRecord
 from registry.service import Registry
 from router.jsonrpc import Op, RpcError, Version
 from router.skillindex import SkillIndex
-from router.upstream import Target
+
+if TYPE_CHECKING:  # annotations only: the upstream client is not needed to describe a choice
+    from router.upstream import Target
 
 Via = Literal["hint", "task", "match", "pinned"]
 Tier = Literal["task", "pinned", "hint", "lexical", "semantic", "llm"]

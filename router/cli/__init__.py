@@ -22,15 +22,10 @@ import os
 import sys
 from collections.abc import Sequence
 
+from router.cli import cards, client, keys, routing, serve
+from router.cli.errors import CliError
+
 __all__ = ["CliError", "build_parser", "main"]
-
-
-class CliError(Exception):
-    """A failure to report in one line, with the exit status to use."""
-
-    def __init__(self, message: str, status: int = 1) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -59,9 +54,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line: each command module adds its own subcommands."""
-    # imported here: the command modules import CliError from this package
-    from router.cli import cards, client, keys, routing, serve
-
     parser = argparse.ArgumentParser(
         prog="switchboard", description="Registry and router for A2A agents."
     )

@@ -39,7 +39,7 @@ from registry.signatures import (
     sign_card,
     verify_card,
 )
-from router.cli import CliError
+from router.cli.errors import CliError
 
 #: Limits for fetching a JWKS (``--jwks URL`` or a signature's ``jku``).
 FETCH_MAX_BYTES = 1024 * 1024

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from router.cli import CliError
+from router.cli.errors import CliError
 
 DEFAULT_SERVER = "http://127.0.0.1:8080"
 _SEARCH_FILTERS = ("skill", "input_mode", "output_mode", "protocol_version")

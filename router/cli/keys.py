@@ -19,9 +19,9 @@ from jwcrypto.jwk import JWK
 
 from registry.errors import RegistryError
 from registry.signatures import generate_key, public_jwks
-from router.cli import CliError
 from router.cli.cards import load_json, write_file
 from router.cli.client import client_options, emit, quote, request
+from router.cli.errors import CliError
 
 #: The algorithms ``keys generate`` offers (registry.signatures can make a few more).
 GENERATE_ALGS = ("ES256", "RS256", "EdDSA")

@@ -21,8 +21,8 @@ from registry.embedding.fetch import (
     model_path,
 )
 from registry.settings import Settings
-from router.cli import CliError
 from router.cli.client import client_options, emit, quote, request
+from router.cli.errors import CliError
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

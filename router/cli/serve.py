@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from registry.errors import RegistryError
 from registry.settings import Settings
-from router.cli import CliError
+from router.cli.errors import CliError
 
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 _DATABASES = ("sqlite", "postgresql")
