@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,7 +60,7 @@ def main() -> int:
                         )
                     else:
                         shutil.copy(src, app / src.name)
-            elif name == "RUN" and "pip install" in arg:
+            elif name == "RUN" and ("pip install" in arg or arg.startswith("/app/.venv/bin/")):
                 command = arg.replace("/app/", f"{app}/")
                 print(f"+ {command}", flush=True)
                 subprocess.run(["sh", "-c", command], cwd=app, check=True, env=env)
@@ -84,7 +85,7 @@ def main() -> int:
                     if not (data / "switchboard.db").exists():
                         print("no SQLite file on the data volume", file=sys.stderr)
                         return 1
-                    return 0
+                    return _check_ready(env)
                 time.sleep(0.5)
             print("HEALTHCHECK never passed", file=sys.stderr)
             return 1
@@ -93,6 +94,18 @@ def main() -> int:
             server.wait(timeout=30)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _check_ready(env: dict[str, str]) -> int:
+    """The image routes by meaning: /readyz names the semantic matcher (the model baked in)."""
+    url = f"http://127.0.0.1:{env['SWITCHBOARD_PORT']}/readyz"
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        body = json.loads(answer.read())
+    print(f"readyz matcher: {body.get('matcher')}", flush=True)
+    if not str(body.get("matcher", "")).startswith("semantic"):
+        print("the image does not route by meaning (model missing?)", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _free_port() -> int:

@@ -93,7 +93,11 @@ async def load_embedder(settings: Settings) -> Loaded:
     try:
         embedder = await asyncio.to_thread(_load_local, settings)
     except (EmbeddingUnavailable, ModelFetchError, OSError, ValueError) as exc:
-        hint = "" if settings.embedding_model else "; run `switchboard models fetch`"
+        hint = (
+            ""
+            if settings.embedding_model or "models fetch" in str(exc)
+            else ("; run `switchboard models fetch`")
+        )
         where = model_directory(settings)
         return _fallback(f"the embedding model could not be loaded from {where}: {exc}{hint}")
     return Loaded(embedder, describe(embedder))
