@@ -1,6 +1,7 @@
 """HTTP routes of the router: the A2A endpoints, the cards it serves, and route explain.
 
-- ``POST /`` and ``POST /agents/{agent_id}``: JSON-RPC (see :mod:`router.proxy`).
+- ``POST /`` and ``POST /agents/{agent_id}`` (with or without a trailing slash): JSON-RPC
+  (see :mod:`router.proxy`).
 - ``GET /.well-known/agent-card.json`` (and the legacy ``agent.json``): the router's card.
 - ``GET /agents/{agent_id}/.well-known/agent-card.json``: that agent's card with every URL
   pointing at the router. Both cards are re-signed with the router's key.
@@ -31,12 +32,15 @@ _CARD_MAX_AGE = 60
 
 
 def add_router_routes(app: web.Application) -> None:
-    """Register the router's routes on ``app`` (which holds ROUTER, SIGNER, REGISTRY)."""
+    """Register the router's routes on ``app`` (which holds ROUTER, SIGNER, REGISTRY). Every
+    A2A path also answers with a trailing slash (clients post to ``<interface url>/``)."""
     app.router.add_post("/", a2a_endpoint)
-    app.router.add_post("/agents/{agent_id}", a2a_agent_endpoint)
+    for agent_path in ("/agents/{agent_id}", "/agents/{agent_id}/"):
+        app.router.add_post(agent_path, a2a_agent_endpoint)
     for path in _WELL_KNOWN:
-        app.router.add_get(path, get_router_card)
-        app.router.add_get(f"/agents/{{agent_id}}{path}", get_agent_card)
+        for slash in ("", "/"):
+            app.router.add_get(path + slash, get_router_card)
+            app.router.add_get(f"/agents/{{agent_id}}{path}{slash}", get_agent_card)
     app.router.add_post("/api/v1/route/explain", explain)
 
 

@@ -304,6 +304,19 @@ async def test_per_agent_endpoint_with_the_sdk_client(
     assert ref is not None and ref.agent_id == "currency"
 
 
+async def test_a2a_paths_answer_with_a_trailing_slash(
+    switchboard: TestServer, http: httpx.AsyncClient
+) -> None:
+    # the 1.0 conformance suite's client posts to `<interface url>/`
+    url = base(switchboard) + "/agents/currency/"
+    params = {"message": _message("convert 3 USD to GBP")}
+    answer_ = await _rpc(http, url, "SendMessage", params)
+    assert "GBP" in json.dumps(answer_["result"]), answer_
+    for path in ("/.well-known/agent-card.json/", "/agents/currency/.well-known/agent-card.json/"):
+        card = await http.get(base(switchboard) + path)
+        assert card.status_code == 200 and card.json()["name"], path
+
+
 async def test_a_message_without_words_is_not_guessed(
     switchboard: TestServer, http: httpx.AsyncClient
 ) -> None:
