@@ -125,10 +125,8 @@ class Router:
             log.exception("internal error answering %s", rpc.method if rpc else "a request")
             error = RpcError(INTERNAL, "Switchboard failed internally; see its log", {})
             request_id = rpc.id if rpc is not None else None
-        body = error_body(version, request_id, error)
-        if rpc is not None and rpc.op in (Op.STREAM, Op.SUBSCRIBE):
-            return await _one_event_stream(request, body, rpc)
-        return _json(body)
+        # a streaming call that fails before its first event is a plain JSON answer too
+        return _json(error_body(version, request_id, error))
 
     async def _read(self, request: web.Request, version: Version) -> Request:
         return await read_request(
@@ -326,9 +324,11 @@ class Router:
             params = _translated_params(rpc.op, params, rpc.version, choice)
         replied = asyncio.Event()
         extensions: list[str] = []
+        plain: list[bool] = []
 
-        def on_headers(found: list[str]) -> None:
+        def on_headers(found: list[str], streamed: bool) -> None:
             extensions.extend(found)
+            plain.append(not streamed)
             replied.set()
 
         upstream_events = self.upstream.stream(
@@ -349,6 +349,20 @@ class Router:
                 await upstream_events.aclose()
             raise
         headers = _extensions_header(extensions, rpc.version)
+        if plain and plain[0]:
+            # the agent answered a plain JSON error before any event: so does the router
+            try:
+                events, failed = await _plain_error(events)
+            except BaseException:
+                self._streams -= 1
+                with contextlib.suppress(Exception):
+                    await events.aclose()
+                raise
+            if failed is not None:
+                self._streams -= 1
+                error = await rewriter.error_from_upstream(failed)
+                error = translate.error_to(error, target.version, rpc.version)
+                return _json({"jsonrpc": "2.0", "id": rpc.id, "error": error}, headers)
         writer = SseWriter(keepalive=self.settings.sse_keepalive, headers=headers)
         try:
             await writer.prepare(request)
@@ -545,18 +559,17 @@ class _Resumed:
         await self._events.aclose()
 
 
-async def _one_event_stream(
-    request: web.Request, body: dict[str, Any], rpc: Request
-) -> web.StreamResponse:
-    """An error on a streaming method, as SDK clients expect it: an SSE stream of one event
-    (a plain JSON answer would lose its code in the 0.3 client)."""
-    writer = SseWriter(keepalive=3600)
-    await writer.prepare(request)
-    try:
-        await writer.send(body, event=_error_event(rpc))
-    finally:
-        await writer.close()
-    return writer.response
+async def _plain_error(events: _Resumed) -> tuple[_Resumed, dict[str, Any] | None]:
+    """The agent's plain JSON answer to a streaming call: its ``error`` (the stream is closed),
+    or None with the answer put back as the stream's first item (a plain result is relayed
+    as a one-event stream, as before)."""
+    answer = await anext(events)
+    if isinstance(answer, dict) and "error" in answer:
+        await events.aclose()
+        return events, answer["error"]
+    first: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    first.set_result(answer)
+    return _Resumed(first, events), None
 
 
 def _json(body: dict[str, Any], headers: dict[str, str] | None = None) -> web.Response:

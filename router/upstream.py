@@ -277,7 +277,7 @@ class Upstream:
         *,
         request_id: Any,
         headers: Mapping[str, str],
-        on_headers: Callable[[list[str]], None] | None = None,
+        on_headers: Callable[[list[str], bool], None] | None = None,
     ) -> AsyncGenerator[dict[str, Any], None]:
         """POST a streaming JSON-RPC request; yield each SSE event's JSON-RPC object as soon as
         its blank line arrives (a last event cut short by EOF included). A plain JSON answer
@@ -285,7 +285,8 @@ class Upstream:
         agent ends the stream; ``aclose()`` closes the agent connection at once.
         Raises RpcError (-32052 before the first event, -32053 after, -32006 for bad data).
         ``on_headers`` (if given) is called once the agent's response headers are in, with
-        the extensions they say the agent activated.
+        the extensions they say the agent activated and whether the answer is a stream (False:
+        the one plain JSON answer follows).
         """
         session = self._require_session(streams=True)
         url = self._check_url(target)
@@ -301,10 +302,11 @@ class Upstream:
                 )
             except _TRANSPORT_ERRORS as exc:
                 raise self._unreachable(target, exc) from None
+            streamed = 200 <= resp.status < 300 and resp.content_type == "text/event-stream"
             if on_headers is not None:
-                on_headers(reply_extensions(resp.headers))
+                on_headers(reply_extensions(resp.headers), streamed)
 
-            if not (200 <= resp.status < 300 and resp.content_type == "text/event-stream"):
+            if not streamed:
                 try:
                     raw = await self._read_body(target, resp)
                 except _TRANSPORT_ERRORS as exc:

@@ -28,6 +28,7 @@ from router.endpoints import ROUTER
 from seeds.demo_agents import DemoAgents, start_demo_agents
 from tests.helpers import make_settings
 from tests.sdk_clients import answer, ask, connect, send
+from tests.sdk_peers import TaskEchoExecutor, serve_sdk_agent
 from tests.test_demo_agents import png
 
 AGENTS = ("currency", "translate", "caption")
@@ -315,6 +316,50 @@ async def test_a2a_paths_answer_with_a_trailing_slash(
     for path in ("/.well-known/agent-card.json/", "/agents/currency/.well-known/agent-card.json/"):
         card = await http.get(base(switchboard) + path)
         assert card.status_code == 200 and card.json()["name"], path
+
+
+async def test_a_streaming_call_refused_before_any_event_is_a_plain_json_error(
+    switchboard: TestServer, http: httpx.AsyncClient
+) -> None:
+    """Errors the router raises before streaming: as an agent answers them, plain JSON."""
+    url = base(switchboard) + "/"
+    calls = [
+        ("SendStreamingMessage", {"message": _message("what's the weather in Paris")}, -32050),
+        ("SubscribeToTask", {"id": "no-such-task"}, -32001),
+    ]
+    for method, params, code in calls:
+        body = {"jsonrpc": "2.0", "id": "s-1", "method": method, "params": params}
+        resp = await http.post(url, json=body, headers={"A2A-Version": "1.0"})
+        assert resp.headers["content-type"].startswith("application/json"), method
+        assert resp.json()["error"]["code"] == code and resp.json()["id"] == "s-1"
+
+
+async def test_an_agents_plain_error_to_a_streaming_call_stays_plain(
+    aiohttp_server: Any, sqlite_url: str, http: httpx.AsyncClient
+) -> None:
+    """SubscribeToTask on a finished task: the SDK agent answers a plain JSON-RPC error, and
+    so does the router, with the agent's code (not an SSE stream of one error event)."""
+    server = await aiohttp_server(create_app(make_settings(sqlite_url)))
+    async with serve_sdk_agent(executor=TaskEchoExecutor()) as agent_url:
+        await server.app[REGISTRY].register_url(agent_url, "tasks")
+        pinned = base(server) + "/agents/tasks"
+        direct_url = agent_url + "/a2a"
+        answers = []
+        for url in (direct_url, pinned):
+            sent = await _rpc(http, url, "SendMessage", {"message": _message("hello")})
+            task_id = sent["result"]["task"]["id"]
+            body = {
+                "jsonrpc": "2.0",
+                "id": 5,
+                "method": "SubscribeToTask",
+                "params": {"id": task_id},
+            }
+            resp = await http.post(url, json=body, headers={"A2A-Version": "1.0"})
+            assert resp.headers["content-type"].startswith("application/json"), url
+            answers.append(resp.json())
+    direct, routed = answers
+    assert "error" in direct, direct
+    assert routed["id"] == 5 and routed["error"]["code"] == direct["error"]["code"], routed
 
 
 async def test_a_message_without_words_is_not_guessed(
