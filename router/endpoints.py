@@ -20,6 +20,7 @@ from registry.api import REGISTRY, SETTINGS, read_json
 from registry.errors import RegistryError
 from registry.jsonsafe import JsonLimitError, loads_limited
 from router.card import agent_card_via_router, router_card, without_paths
+from router.fieldnames import json_names
 from router.jsonrpc import Op, RpcError, Version, client_version, request_version
 from router.proxy import Router
 from router.signing import CardSigner
@@ -139,4 +140,11 @@ async def explain(request: web.Request) -> web.Response:
         raise RegistryError(error.message, code="invalid_version", details=error.data) from None
     params = {k: body[k] for k in ("message", "configuration", "metadata") if k in body}
     op = Op.STREAM if body.get("stream") else Op.SEND
+    params, clashes = json_names(version, op.value, params)
+    if clashes:
+        raise RegistryError(
+            "; ".join(f"{field} {problem}" for field, problem in clashes),
+            code="invalid_body",
+            details={"fields": [field for field, _ in clashes]},
+        )
     return web.json_response(await request.app[ROUTER].chooser.explain(version, op, params))

@@ -26,6 +26,7 @@ from typing import Any, Literal
 from aiohttp import web
 
 from registry.jsonsafe import JsonLimitError, loads_limited
+from router.fieldnames import json_names
 
 __all__ = [
     "A2A_ERROR_DOMAIN",
@@ -428,7 +429,7 @@ async def read_request(
                 return Request(request_id, method, {}, Op.CARD, version, dialect)
             method, params, client_task_id = call.method, call.params, call.client_task_id
         op = _lookup(method, version, request.headers.get(VERSION_HEADER))
-        _check_params(version, op, params)
+        params = _check_params(version, op, method, params)
     except RpcError as exc:
         exc.id = request_id
         if dialect in ("0.1", "1.0-prefixed"):  # answered in the dialect's shape
@@ -630,15 +631,28 @@ def _fix_for(method: str, version: Version, other: Version) -> str:
     return f"use {same}, or {header}"
 
 
-def _check_params(version: Version, op: Op, params: dict[str, Any]) -> None:
-    """The params of ``op`` (RpcError -32602 naming each bad field by its path, or -32003
-    for a push notification config), see :func:`router.wire.check_send_params`,
+def _check_params(version: Version, op: Op, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The params of ``op``, with proto field names read as JSON names
+    (:func:`router.fieldnames.json_names`). RpcError: -32003 for a push notification config
+    method (not supported: said before any check of its params) or one in a send, -32602
+    naming each bad field by its path; see :func:`router.wire.check_send_params`,
     :func:`router.wire.check_task_params` and :func:`router.wire.list_tasks_query`."""
     from router import wire  # wire imports this module
 
+    if op is Op.PUSH_CONFIG:
+        raise RpcError(
+            PUSH_NOT_SUPPORTED,
+            "Push Notification is not supported: Switchboard does not relay push "
+            "notifications; use streaming or polling",
+            {"method": method},
+        )
+    params, clashes = json_names(version, op.value, params)
+    if clashes:
+        raise wire.params_error(clashes)
     if op in (Op.SEND, Op.STREAM):
         wire.check_send_params(version, params)
-    elif op in (Op.GET, Op.CANCEL, Op.SUBSCRIBE, Op.PUSH_CONFIG):
+    elif op in (Op.GET, Op.CANCEL, Op.SUBSCRIBE):
         wire.check_task_params(version, op, params)
     elif op is Op.LIST:
         wire.list_tasks_query(params)
+    return params

@@ -208,7 +208,6 @@ def message_of(version: Version, params: Mapping[str, Any]) -> dict[str, Any]:
 def _message_violations(
     version: Version, message: Mapping[str, Any], violations: list[tuple[str, str]]
 ) -> None:
-    _check_json_names(message, violations)
     _require_str(message.get("messageId"), "message.messageId", violations, required=True)
     _check_role(version, message.get("role"), violations)
     for key in ("taskId", "contextId"):
@@ -229,11 +228,6 @@ _PUSH_CONFIG_KEYS = (
 _FOLLOW: dict[Version, str] = {
     "0.3": "message/stream, tasks/resubscribe or tasks/get",
     "1.0": "SendStreamingMessage, SubscribeToTask or GetTask",
-}
-_SNAKE_CONFIG_NAMES = {
-    "accepted_output_modes": "acceptedOutputModes",
-    "history_length": "historyLength",
-    "return_immediately": "returnImmediately",
 }
 
 
@@ -278,9 +272,6 @@ def check_send_params(version: Version, params: Mapping[str, Any]) -> None:
 def _configuration_violations(
     version: Version, config: Mapping[str, Any], violations: list[tuple[str, str]]
 ) -> None:
-    for snake, camel in _SNAKE_CONFIG_NAMES.items():
-        if snake in config:
-            violations.append((f"configuration.{snake}", f"use the JSON name {camel!r}"))
     modes = config.get("acceptedOutputModes")
     if modes is not None and (
         not isinstance(modes, list) or not all(isinstance(mode, str) for mode in modes)
@@ -313,21 +304,6 @@ def _check_history_length(
 def _shown(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
-
-
-_SNAKE_NAMES = {
-    "message_id": "messageId",
-    "task_id": "taskId",
-    "context_id": "contextId",
-    "reference_task_ids": "referenceTaskIds",
-}
-
-
-def _check_json_names(message: Mapping[str, Any], violations: list[tuple[str, str]]) -> None:
-    """Proto field names (``task_id``) are refused: the router reads and rewrites JSON names."""
-    for snake, camel in _SNAKE_NAMES.items():
-        if snake in message:
-            violations.append((f"message.{snake}", f"use the JSON name {camel!r}"))
 
 
 def _check_role(version: Version, role: Any, violations: list[tuple[str, str]]) -> None:

@@ -362,6 +362,24 @@ async def test_an_agents_plain_error_to_a_streaming_call_stays_plain(
     assert routed["id"] == 5 and routed["error"]["code"] == direct["error"]["code"], routed
 
 
+async def test_proto_field_names_are_rewritten_like_json_names(
+    switchboard: TestServer, http: httpx.AsyncClient
+) -> None:
+    """``context_id`` (a proto name ProtoJSON parsers accept) names the router's context and
+    reaches the agent as the agent's own, as ``contextId`` would."""
+    url = base(switchboard) + "/agents/currency"
+    first = await _rpc(http, url, "SendMessage", {"message": _message("convert 3 USD to GBP")})
+    context = first["result"]["task"]["contextId"]
+    follow_up = {
+        "role": "ROLE_USER",
+        "message_id": str(uuid.uuid4()),
+        "context_id": context,
+        "parts": [{"text": "convert 4 USD to EUR"}],
+    }
+    second = await _rpc(http, url, "SendMessage", {"message": follow_up})
+    assert second["result"]["task"]["contextId"] == context, second
+
+
 async def test_a_message_without_words_is_not_guessed(
     switchboard: TestServer, http: httpx.AsyncClient
 ) -> None:

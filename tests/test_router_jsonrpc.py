@@ -607,16 +607,42 @@ async def test_valid_calls_of_every_op(post: Post) -> None:
         ("0.3", "tasks/get", {"id": "t"}, "get"),
         ("0.3", "tasks/cancel", {"id": "t"}, "cancel"),
         ("0.3", "tasks/resubscribe", {"id": "t"}, "subscribe"),
-        ("0.3", "tasks/pushNotificationConfig/set", {"taskId": "t"}, "push-config"),
         ("1.0", "ListTasks", {}, "list"),
         ("1.0", "SubscribeToTask", {"id": "t"}, "subscribe"),
-        ("1.0", "DeleteTaskPushNotificationConfig", {"taskId": "t", "id": "c"}, "push-config"),
     ]
     for version, method, params, op in calls:
         request = {"jsonrpc": "2.0", "id": method, "method": method, "params": params}
         body = await post(request, version)
         assert body["result"]["op"] == op, body
         assert body["id"] == method
+
+
+async def test_push_config_methods_are_unsupported_before_their_params_are_checked(
+    post: Post,
+) -> None:
+    calls = [
+        ("0.3", "tasks/pushNotificationConfig/set", {"taskId": "t"}),
+        ("1.0", "DeleteTaskPushNotificationConfig", {"taskId": "t", "id": "c"}),
+        ("1.0", "GetTaskPushNotificationConfig", {"task_id": "t", "id": "c"}),  # proto names
+        ("1.0", "ListTaskPushNotificationConfigs", {}),  # no params at all
+    ]
+    for version, method, params in calls:
+        request = {"jsonrpc": "2.0", "id": method, "method": method, "params": params}
+        body = await post(request, version)
+        assert body["id"] == method and body["error"]["code"] == -32003, body
+        assert body["error"]["message"].startswith("Push Notification is not supported")
+
+
+async def test_proto_field_names_are_read_as_json_names(post: Post) -> None:
+    request = {
+        "jsonrpc": "2.0",
+        "id": 9,
+        "method": "GetTask",
+        "params": {"id": "t", "history_length": 2},
+    }
+    body = await post(request, "1.0")
+    assert body["result"]["op"] == "get", body
+    assert body["result"]["params"] == {"id": "t", "historyLength": 2}
 
 
 async def test_params_checks_name_the_full_field_path(post: Post) -> None:

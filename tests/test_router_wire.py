@@ -336,11 +336,6 @@ def test_roles_name_the_other_versions_spelling() -> None:
     assert wire.message_of("1.0", {"message": {**_v1(text)["message"], "role": 1}})
 
 
-def test_v1_proto_field_names_are_refused() -> None:
-    params = _v1({"text": "hi"}, task_id="t")
-    assert _violations("1.0", params) == [("message.task_id", "use the JSON name 'taskId'")]
-
-
 @pytest.mark.parametrize(
     ("part", "problem"),
     [
@@ -733,12 +728,10 @@ def test_check_send_params_names_each_field_by_its_path() -> None:
             "historyLength": -1,
             "returnImmediately": 1,
             "acceptedOutputModes": "text/plain",
-            "history_length": 2,
         },
     }
     assert _send_problems("1.0", v1) == [
         ("message.metadata", "must be an object, not an array"),
-        ("configuration.history_length", "use the JSON name 'historyLength'"),
         ("configuration.acceptedOutputModes", "must be an array of media type strings"),
         ("configuration.historyLength", "must be a non-negative integer, got -1"),
         ("configuration.returnImmediately", "must be a boolean, not a number"),
