@@ -57,6 +57,7 @@ from router.fits import jsonrpc_interface, mode_problem, offers, route_interface
 from router.hints import by_hint, parse_hint
 from router.jsonrpc import (
     AGENT_UNAVAILABLE,
+    CONTENT_TYPE,
     NO_MATCHING_AGENT,
     VERSION_NOT_SUPPORTED,
     Op,
@@ -406,8 +407,53 @@ class Matcher:
             decision = self._by_match(
                 index, query, bool(words), version, op, media, accepted, context_agents, complete
             )
+        error = decision.error
+        if decision.choice is None and error is not None and error.code == NO_MATCHING_AGENT:
+            refused = self._media_refusal(index, version, op, media, accepted, error)
+            decision.error = refused or error
         decision.context = {**context, **decision.context}
         return decision
+
+    def _media_refusal(
+        self,
+        index: SkillIndex,
+        version: Version,
+        op: Op,
+        media: list[str],
+        accepted: list[str],
+        refusal: RpcError,
+    ) -> RpcError | None:
+        """-32005 (ContentTypeNotSupported) instead of the ``refusal`` when the message's
+        media types are why no agent can take it: some skill would take the call but for the
+        types of its parts. A rare path (a refusal), so it looks at every skill."""
+        if not media:
+            return None
+        rows = range(len(index.rows))
+        with_media = self.evaluate(
+            index, rows, version, op, media, accepted, {}, None, skill_less=False
+        )
+        if any(c.kept for _, c in with_media):
+            return None
+        without = self.evaluate(index, rows, version, op, [], accepted, {}, None, skill_less=False)
+        takers = [index.rows[n] for n, c in without if c.kept]
+        if not takers:
+            return None
+        modes = sorted(
+            {m for row in takers for m in (row.skill.input_modes if row.skill else ()) or ("*/*",)}
+        )
+        others = [m for m in media if not mediatypes.matches(m, "text/plain")]
+        types = sorted(set(others or media))  # text next to other parts is their instruction
+        return RpcError(
+            CONTENT_TYPE,
+            f"Incompatible content types: no agent accepts {', '.join(types)}; the skills that "
+            "could take this call accept the types in data.acceptedInputModes",
+            {
+                "reason": "content type",
+                "mediaTypes": types,
+                "acceptedInputModes": modes[:50],
+                **{k: v for k, v in (refusal.data or {}).items() if k == "closest"},
+            },
+        )
 
     def _by_match(
         self,

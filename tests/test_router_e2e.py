@@ -380,6 +380,33 @@ async def test_proto_field_names_are_rewritten_like_json_names(
     assert second["result"]["task"]["contextId"] == context, second
 
 
+async def test_a_media_type_no_agent_accepts_is_content_type_not_supported(
+    switchboard: TestServer, http: httpx.AsyncClient
+) -> None:
+    part = {"url": "https://files.example.com/a.xyz", "mediaType": "application/x-unknown"}
+    params = {"message": _message("convert this", parts=[{"text": "convert this"}, part])}
+    for version in ("1.0", "0.3"):
+        if version == "0.3":
+            params = {
+                "message": {
+                    "role": "user",
+                    "messageId": str(uuid.uuid4()),
+                    "kind": "message",
+                    "parts": [
+                        {"kind": "text", "text": "convert this"},
+                        {
+                            "kind": "file",
+                            "file": {"uri": part["url"], "mimeType": part["mediaType"]},
+                        },
+                    ],
+                }
+            }
+        method = "SendMessage" if version == "1.0" else "message/send"
+        answer_ = await _rpc(http, base(switchboard) + "/", method, params, version=version)
+        assert answer_["error"]["code"] == -32005, answer_
+        assert "application/x-unknown" in json.dumps(answer_["error"]["data"]), answer_
+
+
 async def test_a_message_without_words_is_not_guessed(
     switchboard: TestServer, http: httpx.AsyncClient
 ) -> None:

@@ -21,6 +21,7 @@ from registry.textsearch import tokenize
 from router.jsonrpc import (
     AGENT_UNAVAILABLE,
     BAD_ROUTING_HINT,
+    CONTENT_TYPE,
     INVALID_PARAMS,
     NO_MATCHING_AGENT,
     VERSION_NOT_SUPPORTED,
@@ -246,8 +247,15 @@ async def test_no_words_and_several_agents_is_an_error_unless_one_serves_the_con
 async def test_nothing_accepts_the_media_types(demo: Catalog) -> None:
     params = message("1.0", file=("application/pdf", PNG))
     error = rpc_error(lambda: demo.matcher().choose("1.0", Op.SEND, params))
-    assert error.code == NO_MATCHING_AGENT
-    assert error.message == "no agent accepts the media types of this message"
+    assert error.code == CONTENT_TYPE  # the spec's ContentTypeNotSupported, not a no-match
+    assert error.message.startswith("Incompatible content types: no agent accepts application/pdf")
+    assert error.data["mediaTypes"] == ["application/pdf"]
+    assert "image/*" in error.data["acceptedInputModes"], error.data
+    # a type some skill takes, with words no skill matches: a no-match, not a content type
+    params = message("1.0", "sing me a song", file=("image/png", PNG))
+    assert rpc_error(lambda: demo.matcher().choose("1.0", Op.SEND, params)).code == (
+        NO_MATCHING_AGENT
+    )
 
 
 # --- filters -----------------------------------------------------------------------------------
@@ -262,6 +270,7 @@ async def test_media_type_wildcards(catalog: Catalog) -> None:
         assert matcher.choose("0.3", Op.SEND, params).agent.id == "invoices"
     params = message("0.3", question, file=("audio/wav", PNG))
     error = rpc_error(lambda: matcher.choose("0.3", Op.SEND, params))
+    assert error.code == CONTENT_TYPE and error.data["mediaTypes"] == ["audio/wav"]
     (invoices,) = error.data["closest"]
     assert "does not accept audio/wav" in invoices["reason"]
     # the text part is the instruction for the file; alone it is refused
