@@ -110,6 +110,26 @@ def error_domain(code: int) -> str:
     return ERROR_DOMAIN
 
 
+# The specification's message of each standard code (A2A 1.0 section 9.5 and 5.4, 0.3 section
+# 8): what clients and the conformance suite look for. The router's own explanation of an
+# error goes to ``data.detail`` (see :func:`error_object`).
+STANDARD_MESSAGES: dict[int, str] = {
+    PARSE: "Invalid JSON payload",
+    INVALID_REQUEST: "Request payload validation error",
+    METHOD_NOT_FOUND: "Method not found",
+    INVALID_PARAMS: "Invalid parameters",
+    INTERNAL: "Internal error",
+    TASK_NOT_FOUND: "Task not found",
+    NOT_CANCELABLE: "Task cannot be canceled",
+    PUSH_NOT_SUPPORTED: "Push Notification is not supported",
+    UNSUPPORTED: "This operation is not supported",
+    CONTENT_TYPE: "Incompatible content types",
+    INVALID_AGENT_RESPONSE: "Invalid agent response",
+    EXTENDED_CARD_NOT_CONFIGURED: "Authenticated Extended Card is not configured",
+    -32008: "Extension support required",
+    VERSION_NOT_SUPPORTED: "Version not supported",
+}
+
 # ErrorInfo reasons per code; the A2A ones are those the official SDK uses.
 REASONS: dict[int, str] = {
     PARSE: "PARSE_ERROR",
@@ -292,12 +312,34 @@ class RpcError(Exception):
 
 
 def error_object(version: Version, error: RpcError) -> dict[str, Any]:
-    """The ``error`` member: code, message and ``data`` in the shape of ``version``."""
-    body: dict[str, Any] = {"code": error.code, "message": error.message}
-    data = error.data if error.shaped else _shape_data(version, error)
-    if data is not None:
-        body["data"] = data
+    """The ``error`` member: code, message and ``data`` in the shape of ``version``. A
+    standard code gets the specification's message (:data:`STANDARD_MESSAGES`) and the
+    router's own explanation in ``data.detail``; an agent's error relayed as it came
+    (``shaped``) keeps its message."""
+    if error.shaped:
+        body: dict[str, Any] = {"code": error.code, "message": error.message}
+        if error.data is not None:
+            body["data"] = error.data
+        return body
+    message, data = error.message, error.data
+    standard = STANDARD_MESSAGES.get(error.code)
+    if standard is not None and message != standard:
+        message, data = standard, _with_detail(data, message)
+    body = {"code": error.code, "message": message}
+    shaped = shaped_data(version, error, data)
+    if shaped is not None:
+        body["data"] = shaped
     return body
+
+
+def _with_detail(data: Any, detail: str) -> Any:
+    """``data`` with the router's explanation under ``detail`` (a data that is not an object
+    moves under ``value``)."""
+    if data is None:
+        return {"detail": detail}
+    if isinstance(data, Mapping):
+        return data if "detail" in data else {"detail": detail, **data}
+    return {"detail": detail, "value": data}
 
 
 def error_body(version: Version, id: Any, error: RpcError) -> dict[str, Any]:
@@ -326,15 +368,16 @@ def _violation_objects(error: RpcError) -> list[dict[str, str]]:
     return [{"field": field, "description": text} for field, text in error.violations]
 
 
-def _shape_data(version: Version, error: RpcError) -> Any:
+def shaped_data(version: Version, error: RpcError, data: Any) -> Any:
+    """``data`` (of ``error``) in the shape of ``version``: see :func:`_shape_v03` and
+    :func:`_shape_v1`."""
     if version == "0.3":
-        return _shape_v03(error)
-    return _shape_v1(error)
+        return _shape_v03(error, data)
+    return _shape_v1(error, data)
 
 
-def _shape_v03(error: RpcError) -> Any:
+def _shape_v03(error: RpcError, data: Any) -> Any:
     """0.3: a plain object (field violations under ``fieldViolations``); None when empty."""
-    data = error.data
     if not error.violations:
         return data
     shaped = dict(data) if isinstance(data, Mapping) else {} if data is None else {"detail": data}
@@ -342,9 +385,8 @@ def _shape_v03(error: RpcError) -> Any:
     return shaped
 
 
-def _shape_v1(error: RpcError) -> list[dict[str, Any]]:
+def _shape_v1(error: RpcError, data: Any) -> list[dict[str, Any]]:
     """1.0: ErrorInfo (string metadata), then the full data if structured, then BadRequest."""
-    data = error.data
     facts = data if isinstance(data, Mapping) else {}
     details: list[dict[str, Any]] = [
         {

@@ -35,7 +35,7 @@ from router.jsonrpc import (
     Version,
     equivalent_method,
     error_domain,
-    error_object,
+    shaped_data,
 )
 
 __all__ = [
@@ -1084,7 +1084,7 @@ def _error_data_to_v1(code: Any, message: Any, data: Any) -> Any:
         violations=violations,
         reason=carried.get("reason") if isinstance(carried.get("reason"), str) else None,
     )
-    details: list[dict[str, Any]] = error_object("1.0", rpc)["data"]
+    details: list[dict[str, Any]] = shaped_data("1.0", rpc, rpc.data)
     info = details[0]
     if isinstance(carried.get("domain"), str):
         info["domain"] = carried["domain"]

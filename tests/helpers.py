@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -169,3 +170,25 @@ def schema_problems(
         for n, item in enumerate(value):
             problems += schema_problems(item, schema["items"], f"{where}[{n}]", closed=closed)
     return problems
+
+
+def said(error: Mapping[str, Any]) -> str:
+    """What a JSON-RPC error answer explains: a standard code carries the specification's
+    message and the router's explanation in ``data.detail`` (0.3) or the ErrorInfo metadata
+    ``detail`` (1.0); otherwise the message itself."""
+    data = error.get("data")
+    if isinstance(data, Mapping) and isinstance(data.get("detail"), str):
+        return data["detail"]
+    if isinstance(data, list) and data and isinstance(data[0], Mapping):
+        detail = data[0].get("metadata", {}).get("detail")
+        if isinstance(detail, str):
+            return detail
+    return str(error.get("message", ""))
+
+
+def facts(data: Any) -> Any:
+    """An error's ``data`` (0.3 object) or ErrorInfo ``metadata`` (1.0) without the router's
+    ``detail`` (see :func:`said`), to compare the structured facts alone."""
+    if isinstance(data, Mapping):
+        return {k: v for k, v in data.items() if k != "detail"}
+    return data

@@ -26,6 +26,7 @@ from router.jsonrpc import (
     result_body,
     version_of,
 )
+from tests.helpers import facts, said
 
 WIRE = Path(__file__).parent / "fixtures" / "wire"
 ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
@@ -164,17 +165,34 @@ def test_version_of_agent_interfaces(protocol_version: str, version: str | None)
 
 
 def test_error_body_v03_data_is_a_plain_object() -> None:
+    # a standard code: the specification's message, the router's own in data.detail
     error = RpcError(-32001, "Task t-1 not found", {"taskId": "t-1"})
     assert error_body("0.3", 7, error) == {
         "jsonrpc": "2.0",
         "id": 7,
-        "error": {"code": -32001, "message": "Task t-1 not found", "data": {"taskId": "t-1"}},
+        "error": {
+            "code": -32001,
+            "message": "Task not found",
+            "data": {"detail": "Task t-1 not found", "taskId": "t-1"},
+        },
     }
 
 
 def test_error_body_v03_without_data_omits_it() -> None:
-    body = error_body("0.3", "a", RpcError(-32603, "boom"))
-    assert body["error"] == {"code": -32603, "message": "boom"}
+    body = error_body("0.3", "a", RpcError(-32603, "Internal error"))
+    assert body["error"] == {"code": -32603, "message": "Internal error"}
+    body = error_body("0.3", "a", RpcError(-32050, "no agent"))  # Switchboard's own code
+    assert body["error"] == {"code": -32050, "message": "no agent"}
+
+
+def test_standard_codes_say_the_specifications_message() -> None:
+    for code, message in jsonrpc.STANDARD_MESSAGES.items():
+        for version in ("0.3", "1.0"):
+            body = error_body(version, 1, RpcError(code, "what went wrong, in detail"))
+            assert body["error"]["message"] == message
+            assert said(body["error"]) == "what went wrong, in detail"
+    relayed = RpcError.relayed({"code": -32001, "message": "no such task here", "data": None})
+    assert error_body("1.0", 1, relayed)["error"]["message"] == "no such task here"
 
 
 def test_error_body_v1_data_is_a_list_of_typed_details() -> None:
@@ -198,7 +216,9 @@ def test_error_body_v1_data_is_a_list_of_typed_details() -> None:
 
 
 def test_error_body_v1_metadata_values_are_strings() -> None:
-    error = RpcError(-32600, "bad", {"n": 1, "ok": True, "none": None, "s": "x"})
+    error = RpcError(
+        -32600, "Request payload validation error", {"n": 1, "ok": True, "none": None, "s": "x"}
+    )
     data = error_body("1.0", 1, error)["error"]["data"]
     assert data == [
         {
@@ -223,7 +243,7 @@ def test_error_body_v1_without_data_still_has_error_info() -> None:
 
 
 def test_error_body_v1_non_object_data_becomes_a_value_detail() -> None:
-    data = error_body("1.0", 1, RpcError(-32603, "x", ["a", "b"]))["error"]["data"]
+    data = error_body("1.0", 1, RpcError(-32050, "x", ["a", "b"]))["error"]["data"]
     assert data[1] == {"@type": "type.googleapis.com/google.protobuf.Value", "value": ["a", "b"]}
 
 
@@ -234,7 +254,7 @@ def test_field_violations_in_both_shapes() -> None:
         {"fields": ["message.parts"]},
         violations=[("message.parts", "must hold at least one part")],
     )
-    v03 = error_body("0.3", 1, error)["error"]["data"]
+    v03 = facts(error_body("0.3", 1, error)["error"]["data"])
     assert v03 == {
         "fields": ["message.parts"],
         "fieldViolations": [
@@ -371,8 +391,8 @@ async def test_bad_json_is_a_parse_error_with_id_null(post: Post) -> None:
     body = await post(b'{"jsonrpc": "2.0", "id": 5, "method": ')
     assert body["id"] is None
     assert body["error"]["code"] == -32700
-    assert body["error"]["message"].startswith("The request body is not valid JSON: ")
-    assert "line 1, column" in body["error"]["message"]
+    assert said(body["error"]).startswith("The request body is not valid JSON: ")
+    assert "line 1, column" in said(body["error"])
     assert body["error"]["data"]["line"] == 1
 
 
@@ -380,16 +400,16 @@ async def test_bad_json_is_a_parse_error_with_id_null(post: Post) -> None:
 async def test_empty_body(post: Post, raw: bytes) -> None:
     body = await post(raw)
     assert body["error"]["code"] == -32700
-    assert "empty" in body["error"]["message"]
+    assert "empty" in said(body["error"])
 
 
 async def test_invalid_utf8_and_nan_are_parse_errors(post: Post) -> None:
     body = await post(b'{"jsonrpc": "2.0", "id": 1, "method": "\xff"}')
     assert body["error"]["code"] == -32700
-    assert "UTF-8" in body["error"]["message"]
+    assert "UTF-8" in said(body["error"])
     body = await post(b'{"jsonrpc": "2.0", "id": 1, "method": "x", "params": {"a": NaN}}')
     assert body["error"]["code"] == -32700
-    assert "NaN" in body["error"]["message"]
+    assert "NaN" in said(body["error"])
 
 
 async def test_too_deep(post: Post) -> None:
@@ -399,10 +419,10 @@ async def test_too_deep(post: Post) -> None:
     body = await post(_send_v03(params=params), "1.0")
     assert body["id"] is None
     assert body["error"]["code"] == -32700
-    assert f"deeper than {MAX_DEPTH} levels" in body["error"]["message"]
+    assert f"deeper than {MAX_DEPTH} levels" in said(body["error"])
     info = body["error"]["data"][0]
     assert info["reason"] == "JSON_TOO_DEEP"
-    assert info["metadata"] == {"maxDepth": str(MAX_DEPTH)}
+    assert facts(info["metadata"]) == {"maxDepth": str(MAX_DEPTH)}
 
 
 async def test_too_large_with_content_length(post: Post) -> None:
@@ -410,11 +430,8 @@ async def test_too_large_with_content_length(post: Post) -> None:
     body = await post(raw)
     assert body["id"] is None
     assert body["error"]["code"] == -32700
-    assert (
-        body["error"]["message"]
-        == f"The request body is larger than the limit of {MAX_BYTES} bytes"
-    )
-    assert body["error"]["data"] == {"maxBytes": MAX_BYTES, "contentLength": len(raw)}
+    assert said(body["error"]) == f"The request body is larger than the limit of {MAX_BYTES} bytes"
+    assert facts(body["error"]["data"]) == {"maxBytes": MAX_BYTES, "contentLength": len(raw)}
 
 
 async def test_too_large_chunked_without_content_length(post: Post) -> None:
@@ -427,7 +444,7 @@ async def test_too_large_chunked_without_content_length(post: Post) -> None:
     body = await post(chunks(), "1.0")
     assert body["error"]["code"] == -32700
     assert body["error"]["data"][0]["reason"] == "REQUEST_TOO_LARGE"
-    assert body["error"]["data"][0]["metadata"] == {"maxBytes": str(MAX_BYTES)}
+    assert facts(body["error"]["data"][0]["metadata"]) == {"maxBytes": str(MAX_BYTES)}
 
 
 async def test_chunked_body_within_the_limit_is_read(post: Post) -> None:
@@ -445,8 +462,8 @@ async def test_batches_are_refused(post: Post, batch: list[Any]) -> None:
     body = await post(batch)
     assert body["id"] is None
     assert body["error"]["code"] == -32600
-    assert body["error"]["message"].startswith("Batch requests are not supported")
-    assert body["error"]["data"] == {"batchSize": len(batch)}
+    assert said(body["error"]).startswith("Batch requests are not supported")
+    assert facts(body["error"]["data"]) == {"batchSize": len(batch)}
 
 
 @pytest.mark.parametrize(("document", "kind"), [("hello", "string"), (3, "number"), (None, "null")])
@@ -454,7 +471,7 @@ async def test_non_object_requests(post: Post, document: Any, kind: str) -> None
     body = await post(json.dumps(document))
     assert body["id"] is None
     assert body["error"]["code"] == -32600
-    assert body["error"]["message"] == f"A JSON-RPC request must be a JSON object, not {kind}"
+    assert said(body["error"]) == f"A JSON-RPC request must be a JSON object, not {kind}"
 
 
 @pytest.mark.parametrize(
@@ -468,8 +485,8 @@ async def test_wrong_jsonrpc_keeps_the_id(post: Post, value: Any, shown: str) ->
     body = await post(request)
     assert body["id"] == "keep-me"
     assert body["error"]["code"] == -32600
-    assert shown in body["error"]["message"]
-    assert body["error"]["data"] == {"field": "jsonrpc"}
+    assert shown in said(body["error"])
+    assert facts(body["error"]["data"]) == {"field": "jsonrpc"}
 
 
 @pytest.mark.parametrize(
@@ -483,13 +500,11 @@ async def test_bad_id_types_answer_with_id_null(
     body = await post(_send_v03(id=bad_id), version)
     assert body["id"] is None
     assert body["error"]["code"] == -32600
-    assert body["error"]["message"] == (
-        f"'id' must be a string, an integer or null; got {raw} ({kind})"
-    )
+    assert said(body["error"]) == (f"'id' must be a string, an integer or null; got {raw} ({kind})")
     if version is None:
-        assert body["error"]["data"] == {"field": "id", "received": kind}
+        assert facts(body["error"]["data"]) == {"field": "id", "received": kind}
     else:
-        assert body["error"]["data"][0]["metadata"] == {"field": "id", "received": kind}
+        assert facts(body["error"]["data"][0]["metadata"]) == {"field": "id", "received": kind}
 
 
 async def test_missing_or_bad_method(post: Post) -> None:
@@ -497,11 +512,11 @@ async def test_missing_or_bad_method(post: Post) -> None:
     del request["method"]
     body = await post(request)
     assert (body["id"], body["error"]["code"]) == (4, -32600)
-    assert body["error"]["message"] == "'method' is missing"
+    assert said(body["error"]) == "'method' is missing"
     for method, shown in [(7, "7 (number)"), ("", '"" (string)'), (None, "null (null)")]:
         body = await post(_send_v03(id=4, method=method))
         assert (body["id"], body["error"]["code"]) == (4, -32600)
-        assert body["error"]["message"] == f"'method' must be a non-empty string; got {shown}"
+        assert said(body["error"]) == f"'method' must be a non-empty string; got {shown}"
 
 
 @pytest.mark.parametrize(("params", "kind"), [([1, 2], "array"), ("x", "string"), (None, "null")])
@@ -509,14 +524,14 @@ async def test_params_not_an_object(post: Post, params: Any, kind: str) -> None:
     body = await post(_send_v03(id=11, params=params))
     assert body["id"] == 11
     assert body["error"]["code"] == -32600
-    assert body["error"]["message"] == f"'params' must be an object for A2A methods; got {kind}"
+    assert said(body["error"]) == f"'params' must be an object for A2A methods; got {kind}"
 
 
 async def test_unknown_method(post: Post) -> None:
     body = await post(_send_v03(id=3, method="tasks/foo"))
     assert body["id"] == 3
     assert body["error"]["code"] == -32601
-    assert body["error"]["message"] == "Method 'tasks/foo' does not exist in A2A 0.3"
+    assert said(body["error"]) == "Method 'tasks/foo' does not exist in A2A 0.3"
     assert body["error"]["data"]["supportedMethods"] == list(METHODS["0.3"])
     body = await post(_send_v1(id=3, method="Nope"), "1.0")
     assert body["error"]["code"] == -32601
@@ -529,11 +544,11 @@ async def test_a_v03_method_with_a_v1_header(post: Post) -> None:
     )
     assert body["id"] == "g"
     assert body["error"]["code"] == -32601
-    assert body["error"]["message"] == (
+    assert said(body["error"]) == (
         "tasks/get is an A2A 0.3 method; this request has A2A-Version 1.0: "
         "use GetTask, or drop the A2A-Version header"
     )
-    assert body["error"]["data"][0]["metadata"] == {
+    assert facts(body["error"]["data"][0]["metadata"]) == {
         "method": "tasks/get",
         "version": "1.0",
         "methodVersion": "0.3",
@@ -545,13 +560,13 @@ async def test_a_v1_method_without_a_header(post: Post) -> None:
     body = await post(_send_v1(id=8))
     assert body["id"] == 8
     assert body["error"]["code"] == -32601
-    assert body["error"]["message"] == (
+    assert said(body["error"]) == (
         "SendMessage is an A2A 1.0 method; this request has no A2A-Version header, so it is "
         "A2A 0.3: use message/send, or send A2A-Version: 1.0"
     )
     assert body["error"]["data"]["useMethod"] == "message/send"
     body = await post({"jsonrpc": "2.0", "id": 9, "method": "ListTasks", "params": {}}, "0.3")
-    assert body["error"]["message"] == (
+    assert said(body["error"]) == (
         "ListTasks is an A2A 1.0 method; this request has A2A-Version 0.3: "
         "ListTasks exists only in A2A 1.0; send A2A-Version: 1.0 to call it"
     )
@@ -584,7 +599,7 @@ async def test_basic_params_shape_is_checked_with_the_id(post: Post) -> None:
     body = await post(_send_v03(id=21, params={}))
     assert body["id"] == 21
     assert body["error"]["code"] == -32602
-    assert body["error"]["message"] == "Invalid params: message: is required"
+    assert said(body["error"]) == "Invalid params: message: is required"
     assert body["error"]["data"]["fieldViolations"] == [
         {"field": "message", "description": "is required"}
     ]
@@ -599,7 +614,7 @@ async def test_basic_params_shape_is_checked_with_the_id(post: Post) -> None:
     body = await post(listing, "1.0")
     assert (body["id"], body["error"]["code"]) == (23, -32602)
     body = await post({"jsonrpc": "2.0", "id": 24, "method": "GetTask"}, "1.0")
-    assert body["error"]["message"] == "Invalid params: id: is required"
+    assert said(body["error"]) == "Invalid params: id: is required"
 
 
 async def test_valid_calls_of_every_op(post: Post) -> None:
@@ -692,12 +707,12 @@ async def test_a_push_notification_config_in_a_send_is_refused(post: Post) -> No
     body = await post(request)
     assert body["id"] == 41
     assert body["error"]["code"] == -32003
-    assert body["error"]["data"] == {"field": "configuration.pushNotificationConfig"}
+    assert facts(body["error"]["data"]) == {"field": "configuration.pushNotificationConfig"}
     request = _send_v1(id=42)
     request["params"]["configuration"] = {"taskPushNotificationConfig": hook}
     body = await post(request, "1.0")
     assert (body["id"], body["error"]["code"]) == (42, -32003)
     assert body["error"]["data"][0]["reason"] == "PUSH_NOTIFICATION_NOT_SUPPORTED"
-    assert body["error"]["data"][0]["metadata"] == {
+    assert facts(body["error"]["data"][0]["metadata"]) == {
         "field": "configuration.taskPushNotificationConfig"
     }

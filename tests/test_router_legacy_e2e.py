@@ -34,7 +34,7 @@ from starlette.applications import Starlette
 from registry.api import REGISTRY
 from router.app import create_app
 from router.endpoints import ROUTER
-from tests.helpers import make_settings
+from tests.helpers import facts, make_settings, said
 from tests.peers03 import agent03
 from tests.sdk_peers import echo_card, serve_sdk_agent
 
@@ -415,9 +415,9 @@ async def test_v01_get_card_and_push_and_errors(
     assert pinned["result"]["name"] == "Echo agent (a2a-sdk 0.3)"
     for answer in (push_set, push_get):
         assert answer["error"]["code"] == -32003, answer
-        assert "does not relay push notifications" in answer["error"]["message"]
+        assert "does not relay push notifications" in said(answer["error"])
     assert unknown["error"]["code"] == -32001
-    assert unknown["error"]["data"] == {"taskId": "nope"}
+    assert facts(unknown["error"]["data"]) == {"taskId": "nope"}
     assert bad["error"]["code"] == -32602
     assert bad["error"]["data"]["fields"] == ["message.parts[0].type"]
     assert bad["error"]["data"]["fieldViolations"] == [
