@@ -423,36 +423,45 @@ class Matcher:
         accepted: list[str],
         refusal: RpcError,
     ) -> RpcError | None:
-        """-32005 (ContentTypeNotSupported) instead of the ``refusal`` when the message's
-        media types are why no agent can take it: some skill would take the call but for the
-        types of its parts. A rare path (a refusal), so it looks at every skill."""
-        if not media:
+        """-32005 (ContentTypeNotSupported) instead of the ``refusal`` when content types are
+        why no agent can take the call: some skill would take it but for the media types of
+        its parts or the ``acceptedOutputModes``. A rare path (a refusal): it looks at every
+        skill."""
+        if not media and not accepted:
             return None
         rows = range(len(index.rows))
-        with_media = self.evaluate(
-            index, rows, version, op, media, accepted, {}, None, skill_less=False
-        )
-        if any(c.kept for _, c in with_media):
+
+        def fitting(media: list[str], accepted: list[str]) -> list[int]:
+            found = self.evaluate(
+                index, rows, version, op, media, accepted, {}, None, skill_less=False
+            )
+            return [n for n, c in found if c.kept]
+
+        if fitting(media, accepted):
             return None
-        without = self.evaluate(index, rows, version, op, [], accepted, {}, None, skill_less=False)
-        takers = [index.rows[n] for n, c in without if c.kept]
+        takers = [index.rows[n].skill for n in fitting([], [])]
         if not takers:
             return None
-        modes = sorted(
-            {m for row in takers for m in (row.skill.input_modes if row.skill else ()) or ("*/*",)}
-        )
-        others = [m for m in media if not mediatypes.matches(m, "text/plain")]
-        types = sorted(set(others or media))  # text next to other parts is their instruction
+        facts: dict[str, Any] = {"reason": "content type"}
+        problems = []
+        if media and not fitting(media, []):
+            others = [m for m in media if not mediatypes.matches(m, "text/plain")]
+            types = sorted(set(others or media))  # text next to other parts: their instruction
+            facts["mediaTypes"] = types
+            facts["acceptedInputModes"] = _modes(s.input_modes for s in takers if s)
+            problems.append(f"no agent accepts {', '.join(types)}")
+        if accepted and not fitting([], accepted):
+            facts["acceptedOutputModes"] = accepted
+            facts["outputModes"] = _modes(s.output_modes for s in takers if s)
+            problems.append(f"no agent outputs any of {', '.join(accepted)}")
+        if not problems:  # each filter alone leaves some skill, both together none
+            problems.append("no agent both accepts these media types and outputs one of these")
+        facts.update((k, v) for k, v in (refusal.data or {}).items() if k == "closest")
         return RpcError(
             CONTENT_TYPE,
-            f"Incompatible content types: no agent accepts {', '.join(types)}; the skills that "
-            "could take this call accept the types in data.acceptedInputModes",
-            {
-                "reason": "content type",
-                "mediaTypes": types,
-                "acceptedInputModes": modes[:50],
-                **{k: v for k, v in (refusal.data or {}).items() if k == "closest"},
-            },
+            f"Incompatible content types: {'; '.join(problems)}; data says what the skills "
+            "that could take this call accept and output",
+            facts,
         )
 
     def _by_match(
@@ -588,3 +597,9 @@ class Matcher:
 
 
 # --- helpers ---------------------------------------------------------------------------------
+
+
+def _modes(lists: Iterable[Iterable[str]]) -> list[str]:
+    """The union of media type lists, sorted (an empty list: anything), at most 50."""
+    found = {m for modes in lists for m in (tuple(modes) or ("*/*",))}
+    return sorted(found)[:50]

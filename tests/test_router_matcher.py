@@ -293,6 +293,12 @@ async def test_accepted_output_modes(catalog: Catalog) -> None:
         assert choice.skill_id == "radar-image", accepted
     choice = matcher.choose("1.0", Op.SEND, message("1.0", text, accepted=["application/json"]))
     assert choice.skill_id == "forecast"
+    # an output mode no skill produces: the content type is the reason (-32005), not the words
+    params = message("1.0", text, accepted=["application/x-nothing"])
+    error = rpc_error(lambda: matcher.choose("1.0", Op.SEND, params))
+    assert error.code == CONTENT_TYPE, error
+    assert error.data["acceptedOutputModes"] == ["application/x-nothing"]
+    assert "image/png" in error.data["outputModes"] and "mediaTypes" not in error.data
     dropped = next(c for c in choice.candidates if c.skill_id == "radar-image")
     assert not dropped.kept
     assert dropped.reason == (
@@ -301,7 +307,7 @@ async def test_accepted_output_modes(catalog: Catalog) -> None:
     error = rpc_error(
         lambda: matcher.choose("1.0", Op.SEND, message("1.0", text, accepted=["video/mp4"]))
     )
-    assert error.code == NO_MATCHING_AGENT
+    assert error.code == CONTENT_TYPE and error.data["acceptedOutputModes"] == ["video/mp4"]
 
 
 async def test_streaming_calls_need_a_streaming_agent(catalog: Catalog) -> None:
