@@ -61,6 +61,8 @@ class Settings(BaseSettings):
     router_name: str = "Switchboard"
     router_description: str = "Routes each A2A message to the registered agent whose skill fits."
     match_threshold: float = Field(0.5, ge=0)
+    default_agent: str | None = None
+    default_skill: str | None = None
     upstream_connect_timeout: float = Field(5.0, gt=0)
     upstream_timeout: float = Field(120.0, gt=0)
     max_streams: int = Field(1000, gt=0)

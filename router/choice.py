@@ -16,9 +16,10 @@ if TYPE_CHECKING:  # annotations only: the upstream client is not needed to desc
     from router.upstream import Target
 
 Via = Literal["hint", "task", "match", "pinned"]
-Tier = Literal["task", "pinned", "hint", "lexical", "semantic", "llm"]
+Tier = Literal["task", "pinned", "hint", "lexical", "semantic", "llm", "default"]
 """Which tier of the choice decided: a task's owner, a pinned endpoint, a routing hint, words
-(BM25 alone), meaning (embeddings fused with words), or the LLM adjudicator."""
+(BM25 alone), meaning (embeddings fused with words), the LLM adjudicator, or the default
+route (``SWITCHBOARD_DEFAULT_AGENT``) when no other tier was confident."""
 CLOSEST = 5
 ROUTING_EXTENSION = "urn:a2a-switchboard:routing:v1"
 """The routing extension's URI: the metadata key of a routing hint (declared in the router card)."""

@@ -49,7 +49,7 @@ class Chooser:
             return self.matcher.choose(version, op, params, pinned_agent=pinned_agent)
         decision, text = await self._decide(version, op, params, context_agents, complete=False)
         verdict = await self._adjudicate(decision, text)
-        return self._settle(decision, verdict)
+        return self._final(decision, verdict, version, op, params)
 
     async def explain(
         self, version: Version, op: Op, params: Mapping[str, Any], *, limit: int = 100
@@ -72,7 +72,7 @@ class Chooser:
             }
         out = self.matcher.explain_decision(decision, limit=limit, extra=extra)
         try:
-            choice = self._settle(decision, verdict)
+            choice = self._final(decision, verdict, version, op, params)
         except RpcError as error:
             out["choice"] = None
             out["error"] = {"code": error.code, "message": error.message, "data": error.data}
@@ -125,6 +125,23 @@ class Chooser:
         if not options:
             return None
         return await self.adjudicator.adjudicate(text, options)
+
+    def _final(
+        self,
+        decision: Decision,
+        verdict: Verdict | None,
+        version: Version,
+        op: Op,
+        params: Mapping[str, Any],
+    ) -> Choice:
+        """The settled choice; a refusal goes to the default route, if one is set."""
+        try:
+            return self._settle(decision, verdict)
+        except RpcError as refusal:
+            fallback = self.matcher.default_route(version, op, params, refusal)
+            if fallback is None:
+                raise
+            return fallback
 
     def _settle(self, decision: Decision, verdict: Verdict | None) -> Choice:
         if verdict is None or verdict.outcome in ("timeout", "error", "invalid"):

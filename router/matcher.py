@@ -99,6 +99,10 @@ class Matcher:
     ) -> None:
         self.registry = registry
         self.threshold = threshold
+        self.default_agent: str | None = None
+        """SWITCHBOARD_DEFAULT_AGENT: where a message no tier was confident about goes."""
+        self.default_skill: str | None = None
+        """SWITCHBOARD_DEFAULT_SKILL: the default agent's skill to use (None: its first fitting)."""
         self.semantic = semantic
         self.status = status
         """How matching works in this process, for explain and /readyz: ``semantic ...``, or
@@ -413,6 +417,50 @@ class Matcher:
             decision.error = refused or error
         decision.context = {**context, **decision.context}
         return decision
+
+    def default_route(
+        self, version: Version, op: Op, params: Mapping[str, Any], refusal: RpcError
+    ) -> Choice | None:
+        """The default route's choice for a call no tier was confident about (``refusal``),
+        or None: no default is set. The default agent (and skill, if set) must still pass
+        the hard filters; if it cannot take the call, RpcError: the ``refusal`` saying why in
+        ``data.defaultRoute``."""
+        agent_id = self.default_agent
+        if agent_id is None or refusal.code != NO_MATCHING_AGENT:
+            return None
+        index = self._current()
+        message = wire.message_of(version, params)
+        media = wire.part_media_types(version, message)
+        accepted = list(wire.accepted_output_modes(version, params))
+        rows = [
+            n
+            for n in index.by_agent.get(agent_id, ())
+            if self.default_skill is None
+            or ((skill := index.rows[n].skill) is not None and skill.id == self.default_skill)
+        ]
+        evaluated = self.evaluate(
+            index, rows, version, op, media, accepted, {}, None, skill_less=True
+        )
+        kept = [(n, c) for n, c in evaluated if c.kept]
+        if not kept:
+            reasons = [c.reason for _, c in evaluated] or ["no such agent or skill in the catalog"]
+            data = refusal.data if isinstance(refusal.data, dict) else {}
+            named = agent_id + (f"/{self.default_skill}" if self.default_skill else "")
+            raise RpcError(
+                refusal.code,
+                refusal.message,
+                {**data, "defaultRoute": {"agent": named, "reason": reasons[0]}},
+            )
+        n, best = min(kept, key=lambda item: index.rows[item[0]].position)
+        why = (
+            "the default route (SWITCHBOARD_DEFAULT_AGENT): no other tier was confident "
+            f"({refusal.message})"
+        )
+        decision = self.finish(
+            index, n, best, [c for _, c in evaluated], "match", why, version, tier="default"
+        )
+        assert decision.choice is not None
+        return decision.choice
 
     def _media_refusal(
         self,

@@ -68,6 +68,8 @@ class Router:
         self.settings = settings
         self.ids = IdMap(registry.store)
         self.matcher = Matcher(registry, threshold=settings.match_threshold)
+        self.matcher.default_agent = settings.default_agent
+        self.matcher.default_skill = settings.default_skill
         adjudicator = None
         if settings.router_llm_url and settings.router_llm_model:
             adjudicator = Adjudicator(

@@ -407,6 +407,43 @@ async def test_a_media_type_no_agent_accepts_is_content_type_not_supported(
         assert "application/x-unknown" in json.dumps(answer_["error"]["data"]), answer_
 
 
+async def test_the_default_route_takes_what_no_tier_is_confident_about(
+    aiohttp_server: Any, sqlite_url: str, demo: DemoAgents, http: httpx.AsyncClient
+) -> None:
+    server = await aiohttp_server(create_app(make_settings(sqlite_url, default_agent="currency")))
+    for name in AGENTS:
+        await server.app[REGISTRY].register_url(demo.urls[name], name)
+    weather = {"message": _message("what's the weather in Paris")}
+    answer_ = await _rpc(http, base(server) + "/", "SendMessage", weather)
+    task = answer_["result"]["task"]
+    ref = await server.app[ROUTER].ids.task(task["id"])
+    assert ref is not None and ref.agent_id == "currency", answer_
+    explained = await http.post(
+        base(server) + "/api/v1/route/explain", json={"version": "1.0", **weather}
+    )
+    choice = explained.json()["choice"]
+    assert choice["agent_id"] == "currency" and choice["tier"] == "default", choice
+    # a message a skill matches still goes there
+    converted = await _rpc(
+        http, base(server) + "/", "SendMessage", {"message": _message("translate hello to French")}
+    )
+    ref = await server.app[ROUTER].ids.task(converted["result"]["task"]["id"])
+    assert ref is not None and ref.agent_id == "translate"
+
+
+async def test_a_default_route_that_cannot_take_the_call_leaves_the_refusal(
+    aiohttp_server: Any, sqlite_url: str, demo: DemoAgents, http: httpx.AsyncClient
+) -> None:
+    settings = make_settings(sqlite_url, default_agent="caption")  # takes images only
+    server = await aiohttp_server(create_app(settings))
+    for name in AGENTS:
+        await server.app[REGISTRY].register_url(demo.urls[name], name)
+    weather = {"message": _message("what's the weather in Paris")}
+    answer_ = await _rpc(http, base(server) + "/", "SendMessage", weather)
+    assert answer_["error"]["code"] == -32050, answer_
+    assert "caption" in json.dumps(answer_["error"]["data"]), answer_
+
+
 async def test_a_message_without_words_is_not_guessed(
     switchboard: TestServer, http: httpx.AsyncClient
 ) -> None:
