@@ -1,8 +1,10 @@
 """The cards the router serves: its own, and each agent's as reached through the router.
 
 Both are plain JSON built for a2a-sdk 1.x clients (``supportedInterfaces``) and 0.3 clients
-(``url``/``preferredTransport``/``protocolVersion``) alike. They carry no signatures: the caller
-re-signs them with the router's key (:class:`router.signing.CardSigner`).
+(``url``/``preferredTransport``/``protocolVersion``) alike, as an a2a-sdk 1.x agent serving
+0.3 too builds its card; :func:`card_for` gives a 1.0 client (one that sends
+``A2A-Version: 1.0``) the 1.0 card alone, which admits no other member. They carry no
+signatures: the caller re-signs them with the router's key (:class:`router.signing.CardSigner`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from registry.records import AgentRecord
 from registry.service import Registry
 from router.choice import ROUTING_EXTENSION
 from router.fits import jsonrpc_interface
-from router.jsonrpc import version_of
+from router.jsonrpc import Version, version_of
 
 ROUTER_PROTOCOL_VERSIONS = ("1.0", "0.3")
 """The A2A versions the router's endpoint speaks (the ``A2A-Version`` header picks one)."""
@@ -93,6 +95,26 @@ def router_card(
         "preferredTransport": "JSONRPC",
         "protocolVersion": "0.3.0",
     }
+
+
+V03_CARD_FIELDS = (
+    "url",
+    "preferredTransport",
+    "protocolVersion",
+    "additionalInterfaces",
+    "supportsAuthenticatedExtendedCard",
+)
+"""Members of a 0.3 card that a 1.0 card (which lists ``supportedInterfaces``) does not have."""
+
+
+def card_for(card: dict[str, Any], version: Version | None) -> dict[str, Any]:
+    """``card`` in the shape a client of ``version`` reads: for 1.0, a card with
+    ``supportedInterfaces`` loses the 0.3 members (:data:`V03_CARD_FIELDS`), so that it is a
+    valid 1.0 card; otherwise (0.3, or no ``A2A-Version``: 0.3 is assumed, as the
+    specification says) the card as built, which clients of both versions read."""
+    if version != "1.0" or "supportedInterfaces" not in card:
+        return card
+    return {key: value for key, value in card.items() if key not in V03_CARD_FIELDS}
 
 
 def _merge_skill(skills: dict[str, dict[str, Any]], skill: Skill) -> None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import UTC, datetime
+from email.utils import format_datetime, parsedate_to_datetime
 from typing import Any
 
 from aiohttp import web
@@ -19,9 +21,16 @@ from aiohttp import web
 from registry.api import REGISTRY, SETTINGS, read_json
 from registry.errors import RegistryError
 from registry.jsonsafe import JsonLimitError, loads_limited
-from router.card import agent_card_via_router, router_card, without_paths
+from router.card import agent_card_via_router, card_for, router_card, without_paths
 from router.fieldnames import json_names
-from router.jsonrpc import Op, RpcError, Version, client_version, request_version
+from router.jsonrpc import (
+    VERSION_HEADER,
+    Op,
+    RpcError,
+    Version,
+    client_version,
+    request_version,
+)
 from router.proxy import Router
 from router.signing import CardSigner
 
@@ -30,6 +39,7 @@ SIGNER = web.AppKey("signer", CardSigner)
 
 _WELL_KNOWN = ("/.well-known/agent-card.json", "/.well-known/agent.json")
 _CARD_MAX_AGE = 60
+_STARTED = datetime.now(UTC)  # the router card's Last-Modified while no agent is routable
 
 
 def add_router_routes(app: web.Application) -> None:
@@ -66,13 +76,15 @@ async def a2a_agent_endpoint(request: web.Request) -> web.StreamResponse:
 async def get_router_card(request: web.Request) -> web.Response:
     """The router's own card: its skills are those of every routable agent."""
     settings = request.app[SETTINGS]
+    registry = request.app[REGISTRY]
     card = router_card(
-        request.app[REGISTRY],
+        registry,
         base_url(request),
         name=settings.router_name,
         description=settings.router_description,
     )
-    return _card_response(request, card)
+    changed = [agent.updated_at for agent in registry.routable_agents()]
+    return _card_response(request, card, max(changed, default=_STARTED))
 
 
 async def get_agent_card(request: web.Request) -> web.Response:
@@ -97,21 +109,61 @@ async def get_agent_card(request: web.Request) -> web.Response:
         # the router's signature must not vouch for what the agent's did not cover
         raw = without_paths(raw, record.verification.uncovered_fields)
     card = agent_card_via_router(record, raw, base_url(request))
-    return _card_response(request, card)
+    return _card_response(request, card, record.updated_at)
 
 
-def _card_response(request: web.Request, card: dict[str, Any]) -> web.Response:
+def _card_response(request: web.Request, card: dict[str, Any], modified: datetime) -> web.Response:
+    """The card in the shape the client's version reads (see :func:`router.card.card_for`),
+    re-signed, with ``ETag``, ``Last-Modified`` and ``Cache-Control``; 304 when the client's
+    ``If-None-Match`` (or, without one, ``If-Modified-Since``) says it has it."""
+    card = card_for(card, _card_version(request))
     signer = request.app[SIGNER]
     # the ETag follows the content and the key, not the (randomized) signature bytes, so
     # every replica and restart agrees on it
     tag = json.dumps([card, signer.kid], sort_keys=True, separators=(",", ":")).encode()
     etag = '"' + hashlib.sha256(tag).hexdigest()[:32] + '"'
-    headers = {"ETag": etag, "Cache-Control": f"public, max-age={_CARD_MAX_AGE}"}
-    if _etag_matches(request.headers.get("If-None-Match"), etag):
+    if modified.tzinfo is None:  # stored as UTC
+        modified = modified.replace(tzinfo=UTC)
+    modified = modified.replace(microsecond=0)
+    headers = {
+        "ETag": etag,
+        "Last-Modified": format_datetime(modified.astimezone(UTC), usegmt=True),
+        "Cache-Control": f"public, max-age={_CARD_MAX_AGE}",
+        "Vary": VERSION_HEADER,
+    }
+    if_none_match = request.headers.get("If-None-Match")
+    if _etag_matches(if_none_match, etag) or (
+        if_none_match is None and _not_modified_since(request, modified)
+    ):
         return web.Response(status=304, headers=headers)
     signed = signer.resign(card, jku=f"{base_url(request)}/.well-known/jwks.json")
     body = json.dumps(signed, ensure_ascii=False, separators=(",", ":")).encode()
     return web.Response(body=body, content_type="application/json", headers=headers)
+
+
+def _card_version(request: web.Request) -> Version | None:
+    """The client's A2A version for a card request (header or query), None if absent or
+    not one the router speaks."""
+    if not (request.headers.get(VERSION_HEADER) or request.query.get(VERSION_HEADER)):
+        return None
+    try:
+        return request_version(request)
+    except RpcError:
+        return None
+
+
+def _not_modified_since(request: web.Request, modified: datetime) -> bool:
+    """RFC 9110 If-Modified-Since: the card has not changed since that date."""
+    header = request.headers.get("If-Modified-Since")
+    if not header:
+        return False
+    try:
+        since = parsedate_to_datetime(header)
+    except (TypeError, ValueError):
+        return False
+    if since.tzinfo is None:
+        since = since.replace(tzinfo=UTC)
+    return modified <= since
 
 
 def _etag_matches(header: str | None, etag: str) -> bool:

@@ -12,7 +12,7 @@ import pytest
 from a2a.client.card_resolver import parse_agent_card
 from a2a.compat.v0_3 import types as types_v03
 from a2a.types import AgentCard
-from google.protobuf.json_format import MessageToDict, ParseDict
+from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
 
 from registry.cards import parse_card
 from registry.crawler import Crawler
@@ -21,7 +21,7 @@ from registry.records import AgentRecord, utcnow
 from registry.service import Registry
 from registry.signatures import StaticKeys, generate_key, sign_card
 from registry.store import Store
-from router.card import agent_card_via_router, router_card
+from router.card import V03_CARD_FIELDS, agent_card_via_router, card_for, router_card
 from router.matcher import ROUTING_EXTENSION
 from seeds.demo_agents import caption_card, currency_card, translate_card
 from tests.helpers import card_v03, card_v1, make_settings, schema_problems
@@ -41,6 +41,32 @@ def check_v1(card: dict[str, Any]) -> AgentCard:
     parsed = ParseDict(copy.deepcopy(card), AgentCard(), ignore_unknown_fields=True)
     assert parse_agent_card(copy.deepcopy(card)) == parsed
     return parsed
+
+
+def check_v1_closed(card: dict[str, Any]) -> AgentCard:
+    """The card is a valid A2A 1.0 card in closed mode: no member the 1.0 AgentCard lacks
+    (ProtoJSON parsing that refuses unknown fields), and the 1.x SDK client reads it."""
+    parsed = ParseDict(copy.deepcopy(card), AgentCard())  # ParseError on any unknown member
+    assert parse_agent_card(copy.deepcopy(card)) == parsed
+    return parsed
+
+
+async def test_a_v1_client_gets_a_closed_v1_card_and_others_the_shape_both_read(
+    demo: Registry,
+) -> None:
+    raw = json.loads(await demo.raw_card("currency"))
+    per_agent = agent_card_via_router(demo.get("currency"), raw, BASE)
+    for card in (build(demo), per_agent):
+        v1 = card_for(card, "1.0")
+        assert not set(V03_CARD_FIELDS) & set(v1), v1
+        check_v1_closed(v1)
+        for version in (None, "0.3"):
+            both = card_for(card, version)
+            assert both == card and both["url"] and both["protocolVersion"]
+            check_v1(both)
+            check_v03(both)
+        with pytest.raises(ParseError):  # the shape both read is not a closed 1.0 card
+            check_v1_closed(card)
 
 
 def record(agent_id: str, card: dict[str, Any]) -> AgentRecord:

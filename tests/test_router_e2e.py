@@ -444,6 +444,30 @@ async def test_a_default_route_that_cannot_take_the_call_leaves_the_refusal(
     assert "caption" in json.dumps(answer_["error"]["data"]), answer_
 
 
+async def test_cards_are_negotiated_by_version_and_carry_last_modified(
+    switchboard: TestServer, http: httpx.AsyncClient
+) -> None:
+    for path in ("/.well-known/agent-card.json", "/agents/currency/.well-known/agent-card.json"):
+        url = base(switchboard) + path
+        both = await http.get(url)  # no A2A-Version: 0.3 is assumed, a card both versions read
+        v1 = await http.get(url, headers={"A2A-Version": "1.0"})
+        assert "protocolVersion" in both.json() and "url" in both.json()
+        assert not {"url", "preferredTransport", "protocolVersion"} & set(v1.json()), path
+        assert v1.headers["Vary"] == "A2A-Version" and v1.headers["ETag"] != both.headers["ETag"]
+        # the 1.x SDK client, sending its version, reads the 1.0 card
+        resolver = A2ACardResolver(http, url.removesuffix("/.well-known/agent-card.json"))
+        card = await resolver.get_agent_card(http_kwargs={"headers": {"A2A-Version": "1.0"}})
+        assert card.supported_interfaces[0].url.startswith(base(switchboard))
+        modified = both.headers["Last-Modified"]
+        assert modified.endswith(" GMT")
+        again = await http.get(url, headers={"If-Modified-Since": modified})
+        assert again.status_code == 304 and again.headers["Last-Modified"] == modified
+        earlier = await http.get(
+            url, headers={"If-Modified-Since": "Mon, 01 Jan 2001 00:00:00 GMT"}
+        )
+        assert earlier.status_code == 200
+
+
 async def test_a_message_without_words_is_not_guessed(
     switchboard: TestServer, http: httpx.AsyncClient
 ) -> None:
