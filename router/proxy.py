@@ -127,8 +127,12 @@ class Router:
             log.exception("internal error answering %s", rpc.method if rpc else "a request")
             error = RpcError(INTERNAL, "Switchboard failed internally; see its log", {})
             request_id = rpc.id if rpc is not None else None
-        # a streaming call that fails before its first event is a plain JSON answer too
-        return _json(error_body(version, request_id, error))
+        body = error_body(version, request_id, error)
+        if rpc is not None and rpc.op in (Op.STREAM, Op.SUBSCRIBE) and rpc.version == "0.3":
+            # as an a2a-sdk agent serving 0.3 answers a call it has read: one SSE error event
+            # (1.0, and a request that cannot be read, get a plain JSON answer)
+            return await _one_event_stream(request, body, rpc)
+        return _json(body)
 
     async def _read(self, request: web.Request, version: Version) -> Request:
         return await read_request(
@@ -559,6 +563,19 @@ class _Resumed:
             with contextlib.suppress(BaseException):
                 await self._first
         await self._events.aclose()
+
+
+async def _one_event_stream(
+    request: web.Request, body: dict[str, Any], rpc: Request
+) -> web.StreamResponse:
+    """An error on an A2A 0.3 streaming call: an SSE stream of one error event."""
+    writer = SseWriter(keepalive=3600)
+    await writer.prepare(request)
+    try:
+        await writer.send(body, event=_error_event(rpc))
+    finally:
+        await writer.close()
+    return writer.response
 
 
 async def _plain_error(events: _Resumed) -> tuple[_Resumed, dict[str, Any] | None]:

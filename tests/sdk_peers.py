@@ -165,8 +165,9 @@ def sdk_app(
     *,
     compat: bool = False,
     executor: AgentExecutor | None = None,
+    rpc_path: str = "/a2a",
 ) -> Starlette:
-    """A Starlette app serving ``card`` and JSON-RPC at ``/a2a`` like a real SDK agent.
+    """A Starlette app serving ``card`` and JSON-RPC at ``rpc_path`` like a real SDK agent.
 
     With ``signing_key`` the card is signed by the SDK's own signer (through the SDK's
     ``card_modifier`` hook) and the public key is served at ``/.well-known/jwks.json``.
@@ -203,7 +204,7 @@ def sdk_app(
         routes.append(Route("/.well-known/jwks.json", serve_jwks))
     routes += create_agent_card_routes(agent_card=card, card_modifier=modifier)
     routes += create_jsonrpc_routes(
-        request_handler=handler, rpc_url="/a2a", enable_v0_3_compat=compat
+        request_handler=handler, rpc_url=rpc_path, enable_v0_3_compat=compat
     )
     return Starlette(routes=routes)
 
@@ -214,13 +215,15 @@ async def serve_sdk_agent(
     *,
     compat: bool = False,
     executor: AgentExecutor | None = None,
+    rpc_path: str = "/a2a",
     **card_overrides: Any,
 ) -> AsyncIterator[str]:
     """Run an SDK echo agent on a random 127.0.0.1 port; yield its base URL.
 
     With ``signing_key`` its card is signed by the SDK, with ``jku`` = its own JWKS URL; with
     ``compat`` it also serves A2A 0.3 on the same URL (and says so in its card); ``executor``
-    replaces the message echo (e.g. :class:`TaskEchoExecutor`).
+    replaces the message echo (e.g. :class:`TaskEchoExecutor`); ``rpc_path`` is where it
+    serves JSON-RPC (``/``: at its base URL, as clients posting to ``<url>/`` need).
     """
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -228,18 +231,17 @@ async def serve_sdk_agent(
     sock.listen(128)  # connections queue until uvicorn accepts: no need to wait for startup
     base_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     jku = f"{base_url}/.well-known/jwks.json"
-    if compat:  # 0.3 served on the same URL too, as a 1.3 agent in compatibility mode
-        card_overrides.setdefault(
-            "supported_interfaces",
-            [
-                AgentInterface(
-                    url=f"{base_url}/a2a", protocol_binding="JSONRPC", protocol_version=version
-                )
-                for version in ("1.0", "0.3")
-            ],
-        )
+    endpoint = base_url + rpc_path
+    versions = ("1.0", "0.3") if compat else ("1.0",)  # compat: 0.3 on the same URL too
+    card_overrides.setdefault(
+        "supported_interfaces",
+        [
+            AgentInterface(url=endpoint, protocol_binding="JSONRPC", protocol_version=version)
+            for version in versions
+        ],
+    )
     card = echo_card(base_url, **card_overrides)
-    app = sdk_app(card, signing_key, jku, compat=compat, executor=executor)
+    app = sdk_app(card, signing_key, jku, compat=compat, executor=executor, rpc_path=rpc_path)
     config = uvicorn.Config(app, log_level="warning", lifespan="off")
     server = uvicorn.Server(config)
     server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]

@@ -321,7 +321,8 @@ async def test_a2a_paths_answer_with_a_trailing_slash(
 async def test_a_streaming_call_refused_before_any_event_is_a_plain_json_error(
     switchboard: TestServer, http: httpx.AsyncClient
 ) -> None:
-    """Errors the router raises before streaming: as an agent answers them, plain JSON."""
+    """Errors the router raises before streaming, as an a2a-sdk agent answers them: plain JSON
+    in 1.0; in 0.3 an SSE stream of one error event once the request is read."""
     url = base(switchboard) + "/"
     calls = [
         ("SendStreamingMessage", {"message": _message("what's the weather in Paris")}, -32050),
@@ -332,6 +333,10 @@ async def test_a_streaming_call_refused_before_any_event_is_a_plain_json_error(
         resp = await http.post(url, json=body, headers={"A2A-Version": "1.0"})
         assert resp.headers["content-type"].startswith("application/json"), method
         assert resp.json()["error"]["code"] == code and resp.json()["id"] == "s-1"
+    body = {"jsonrpc": "2.0", "id": "s-2", "method": "tasks/resubscribe", "params": {"id": "x"}}
+    resp = await http.post(url, json=body)
+    assert resp.headers["content-type"].startswith("text/event-stream")
+    assert '"code":-32001' in resp.text.replace(" ", "")
 
 
 async def test_an_agents_plain_error_to_a_streaming_call_stays_plain(

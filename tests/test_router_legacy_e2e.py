@@ -566,8 +566,7 @@ async def test_v01_errors_name_the_clients_task_id(
     router: TestServer, http: aiohttp.ClientSession, sdk03_python: Path
 ) -> None:
     """An error about the task (here: its agent is gone) names it by the client's ID, never
-    by the router's, for answers and for a streaming call that fails before its first event
-    (a plain JSON answer, as an agent gives it)."""
+    by the router's, for answers and for the one error event of a stream."""
     task_id = str(uuid.uuid4())
     async with echo_agent("sdk03", router, sdk03_python):
         sent = await call(http, url(router), "tasks/send", send_params("echo hi", task_id, "s"))
@@ -581,12 +580,11 @@ async def test_v01_errors_name_the_clients_task_id(
             "params": {"id": task_id},
         }
         async with http.post(url(router), json=again) as resp:
-            assert resp.content_type == "application/json"
-            refused = await resp.json()
+            streamed = [event async for event in events(resp)]
     assert sent["result"]["id"] == task_id and router_task is not None
     assert got["error"]["code"] == -32052, got
     assert got["error"]["data"]["taskId"] == task_id
     assert router_task not in json.dumps(got)
-    assert refused["id"] == 8 and refused["error"]["code"] == -32052
-    assert refused["error"]["data"]["taskId"] == task_id
-    assert router_task not in json.dumps(refused)
+    [event] = streamed
+    assert event["error"]["code"] == -32052 and event["error"]["data"]["taskId"] == task_id
+    assert router_task not in json.dumps(streamed)

@@ -1,0 +1,169 @@
+"""Run the official A2A conformance suite (a2a-tck) directly and through Switchboard.
+
+``python -m bench.conformance --tck DIR [--tck-python PY] [--compat] [--out FILE]`` starts an
+a2a-sdk 1.x agent (the test suite's task-echo agent, JSON-RPC at its base URL, A2A 1.0, and
+0.3 too with ``--compat`` or for the 0.3 suite), Switchboard in front
+of it (SQLite in a temporary directory, the agent registered as ``echo``, the default route
+pointing at it), and runs the suite three times, JSON-RPC only:
+
+- ``direct``: against the agent itself;
+- ``per-agent``: against ``/agents/echo`` (the card at ``/agents/echo/.well-known/...``);
+- ``root``: against the router's skill-routed root, with ``SWITCHBOARD_DEFAULT_AGENT=echo``.
+
+``DIR`` is a checkout of ``github.com/a2aproject/a2a-tck`` (branch ``1.0-dev`` for A2A 1.0,
+``0.3.x`` for 0.3), with its dependencies installed in ``PY`` (default ``DIR/.venv/bin/python``:
+``python3 -m venv DIR/.venv && DIR/.venv/bin/pip install -e DIR``). The suite is not on PyPI,
+so CI cannot run it; rerun this whenever the router's protocol surface changes and update
+``docs/conformance.md``. It prints, per run, the tests passed, failed, skipped and expected
+failures, and the tests whose outcome differs from the direct run; ``--out`` writes them as
+JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from registry.api import REGISTRY
+from registry.settings import Settings
+from router.app import create_app
+
+
+def outcomes(junit: Path) -> dict[str, str]:
+    """Test id -> passed / failed / skipped / xfailed / error, from a JUnit XML report."""
+    tree = ET.parse(junit)
+    out: dict[str, str] = {}
+    for case in tree.iter("testcase"):
+        name = f"{case.get('classname')}::{case.get('name')}"
+        outcome = "passed"
+        for child in case:
+            if child.tag in ("failure", "error"):
+                outcome = "failed" if child.tag == "failure" else "error"
+            elif child.tag == "skipped":
+                kind = (child.get("type") or "") + (child.get("message") or "")
+                outcome = "xfailed" if "xfail" in kind.lower() else "skipped"
+        out[name] = outcome
+    return out
+
+
+def run_suite(tck: Path, python: Path, sut: str, label: str) -> dict[str, str]:
+    """Run the suite against ``sut`` (JSON-RPC); the outcome of every test."""
+    reports = Path(tempfile.mkdtemp(prefix=f"tck-{label}-"))
+    junit = reports / "junit.xml"
+    if suite_version(tck) == "1.0":  # branch 1.0-dev
+        target = ["tests/compatibility", f"--sut-host={sut}", "--transport=jsonrpc"]
+    else:  # branch 0.3.x
+        target = [
+            "tests/mandatory",
+            "tests/optional",
+            f"--sut-url={sut}",
+            "--test-scope=all",
+            "--transports=jsonrpc",
+            "--transport-strategy=prefer_jsonrpc",
+        ]
+    command = [
+        str(python),
+        "-m",
+        "pytest",
+        *target,
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        f"--junitxml={junit}",
+    ]
+    print(f"[{label}] {sut}", flush=True)
+    subprocess.run(command, cwd=tck, check=False, capture_output=True, text=True)
+    return outcomes(junit) if junit.exists() else {}
+
+
+def suite_version(tck: Path) -> str:
+    """The A2A version a checkout of the suite tests: 1.0 (branch ``1.0-dev``), else 0.3."""
+    return "1.0" if (tck / "tests" / "compatibility").is_dir() else "0.3"
+
+
+async def _serve(app: web.Application) -> tuple[web.AppRunner, str]:
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    return runner, f"http://127.0.0.1:{port}"
+
+
+async def main_async(tck: Path, python: Path, *, compat: bool) -> dict[str, Any]:
+    """The three runs (see the module docs); ``compat``: the agent serves 0.3 too."""
+    from tests.sdk_peers import TaskEchoExecutor, serve_sdk_agent
+
+    results: dict[str, dict[str, str]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        agent_kind = {"compat": compat, "executor": TaskEchoExecutor(), "rpc_path": "/"}
+        async with serve_sdk_agent(**agent_kind) as agent:
+            settings = Settings(
+                database_url=f"sqlite:///{tmp}/switchboard.db",
+                data_dir=tmp,
+                matcher="lexical",
+                default_agent="echo",
+                refresh=False,
+                allow_networks=["127.0.0.0/8"],
+                seeds=[],
+            )
+            runner, router = await _serve(create_app(settings))
+            try:
+                await runner.app[REGISTRY].register_url(agent, "echo")
+                runs = {"direct": agent, "per-agent": f"{router}/agents/echo", "root": router}
+                for label, sut in runs.items():
+                    results[label] = await asyncio.to_thread(run_suite, tck, python, sut, label)
+            finally:
+                await runner.cleanup()
+    return {"runs": results, "summary": summarize(results)}
+
+
+def summarize(results: dict[str, dict[str, str]]) -> dict[str, Any]:
+    """Counts per run and the tests whose outcome differs from the direct run."""
+    direct = results.get("direct", {})
+    summary: dict[str, Any] = {}
+    for label, found in results.items():
+        differs = {
+            name: {"direct": direct.get(name), label: outcome}
+            for name, outcome in sorted(found.items())
+            if label != "direct" and direct.get(name) != outcome
+        }
+        summary[label] = {"counts": dict(Counter(found.values())), "differs": differs}
+    return summary
+
+
+def main() -> None:
+    """The command line (see the module docs)."""
+    parser = argparse.ArgumentParser(prog="python -m bench.conformance", description=__doc__)
+    parser.add_argument("--tck", type=Path, required=True, help="an a2a-tck checkout")
+    parser.add_argument("--tck-python", type=Path, help="the suite's Python (default: its .venv)")
+    parser.add_argument("--out", type=Path, help="write the outcomes as JSON")
+    parser.add_argument(
+        "--compat", action="store_true", help="the agent serves A2A 0.3 too (default: 1.0 only)"
+    )
+    args = parser.parse_args()
+    python = args.tck_python or args.tck / ".venv" / "bin" / "python"
+    compat = args.compat or suite_version(args.tck) == "0.3"
+    report = asyncio.run(main_async(args.tck.resolve(), python, compat=compat))
+    for label, part in report["summary"].items():
+        counts = ", ".join(f"{k} {v}" for k, v in sorted(part["counts"].items()))
+        print(f"{label}: {counts}")
+        for name, what in part["differs"].items():
+            print(f"  {name}: direct {what['direct']}, {label} {what[label]}")
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=2) + "\n")
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()
