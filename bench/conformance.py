@@ -1,8 +1,8 @@
 """Run the official A2A conformance suite (a2a-tck) directly and through Switchboard.
 
-``python -m bench.conformance --tck DIR [--tck-python PY] [--compat] [--out FILE]`` starts an
-a2a-sdk 1.x agent (the test suite's task-echo agent, JSON-RPC at its base URL, A2A 1.0, and
-0.3 too with ``--compat`` or for the 0.3 suite), Switchboard in front
+``python -m bench.conformance --tck DIR [--tck-python PY] [--agent 1.0|both] [--out FILE]``
+starts an a2a-sdk 1.x agent (the test suite's task-echo agent, JSON-RPC at its base URL,
+serving A2A 1.0, or 1.0 and 0.3: by default what the suite's version needs), Switchboard in front
 of it (SQLite in a temporary directory, the agent registered as ``echo``, the default route
 pointing at it), and runs the suite three times, JSON-RPC only:
 
@@ -128,8 +128,14 @@ async def main_async(tck: Path, python: Path, *, compat: bool) -> dict[str, Any]
     return {"runs": results, "summary": summarize(results)}
 
 
+def category(test: str) -> str:
+    """A test's category: its folder in the suite (``mandatory/jsonrpc``, ``agent_card``)."""
+    parts = test.split("::", 1)[0].split(".")
+    return "/".join(parts[1:3]) if parts[1:2] != ["compatibility"] else parts[2]
+
+
 def summarize(results: dict[str, dict[str, str]]) -> dict[str, Any]:
-    """Counts per run and the tests whose outcome differs from the direct run."""
+    """Counts per run and per category, and the tests whose outcome differs from direct."""
     direct = results.get("direct", {})
     summary: dict[str, Any] = {}
     for label, found in results.items():
@@ -138,7 +144,14 @@ def summarize(results: dict[str, dict[str, str]]) -> dict[str, Any]:
             for name, outcome in sorted(found.items())
             if label != "direct" and direct.get(name) != outcome
         }
-        summary[label] = {"counts": dict(Counter(found.values())), "differs": differs}
+        by_category: dict[str, Counter[str]] = {}
+        for name, outcome in found.items():
+            by_category.setdefault(category(name), Counter())[outcome] += 1
+        summary[label] = {
+            "counts": dict(Counter(found.values())),
+            "categories": {k: dict(v) for k, v in sorted(by_category.items())},
+            "differs": differs,
+        }
     return summary
 
 
@@ -149,15 +162,20 @@ def main() -> None:
     parser.add_argument("--tck-python", type=Path, help="the suite's Python (default: its .venv)")
     parser.add_argument("--out", type=Path, help="write the outcomes as JSON")
     parser.add_argument(
-        "--compat", action="store_true", help="the agent serves A2A 0.3 too (default: 1.0 only)"
+        "--agent",
+        choices=("1.0", "both"),
+        help="the versions the agent serves (default: 1.0 for the 1.0 suite, both for 0.3; "
+        "'--agent 1.0' with the 0.3 suite runs a 0.3 client in front of a 1.0-only agent)",
     )
     args = parser.parse_args()
     python = args.tck_python or args.tck / ".venv" / "bin" / "python"
-    compat = args.compat or suite_version(args.tck) == "0.3"
+    compat = (args.agent or ("both" if suite_version(args.tck) == "0.3" else "1.0")) == "both"
     report = asyncio.run(main_async(args.tck.resolve(), python, compat=compat))
     for label, part in report["summary"].items():
         counts = ", ".join(f"{k} {v}" for k, v in sorted(part["counts"].items()))
         print(f"{label}: {counts}")
+        for name, found in part["categories"].items():
+            print(f"  [{name}] passed {found.get('passed', 0)} of {sum(found.values())}")
         for name, what in part["differs"].items():
             print(f"  {name}: direct {what['direct']}, {label} {what[label]}")
     if args.out:
