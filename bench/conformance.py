@@ -56,12 +56,33 @@ def outcomes(junit: Path) -> dict[str, str]:
     return out
 
 
-def run_suite(tck: Path, python: Path, sut: str, label: str) -> dict[str, str]:
-    """Run the suite against ``sut`` (JSON-RPC); the outcome of every test."""
+def levels(report: Path) -> dict[str, dict[str, int]]:
+    """Per requirement level (MUST, SHOULD, MAY): how many requirements have each status on
+    JSON-RPC, from the 1.0 suite's compatibility report."""
+    found: dict[str, Counter[str]] = {}
+    data = json.loads(report.read_text())
+    for requirement in data.get("per_requirement", {}).values():
+        status = requirement.get("transports", {}).get("jsonrpc")
+        if status is not None:
+            found.setdefault(str(requirement.get("level")), Counter())[str(status)] += 1
+    return {level: dict(counts) for level, counts in sorted(found.items())}
+
+
+def run_suite(
+    tck: Path, python: Path, sut: str, label: str
+) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
+    """Run the suite against ``sut`` (JSON-RPC); the outcome of every test, and the
+    requirements' statuses per level (1.0 suite only)."""
     reports = Path(tempfile.mkdtemp(prefix=f"tck-{label}-"))
     junit = reports / "junit.xml"
+    compatibility = reports / "compatibility"
     if suite_version(tck) == "1.0":  # branch 1.0-dev
-        target = ["tests/compatibility", f"--sut-host={sut}", "--transport=jsonrpc"]
+        target = [
+            "tests/compatibility",
+            f"--sut-host={sut}",
+            "--transport=jsonrpc",
+            f"--compatibility-report={compatibility}",
+        ]
     else:  # branch 0.3.x
         target = [
             "tests/mandatory",
@@ -83,7 +104,11 @@ def run_suite(tck: Path, python: Path, sut: str, label: str) -> dict[str, str]:
     ]
     print(f"[{label}] {sut}", flush=True)
     subprocess.run(command, cwd=tck, check=False, capture_output=True, text=True)
-    return outcomes(junit) if junit.exists() else {}
+    report = compatibility.with_suffix(".json")
+    return (
+        outcomes(junit) if junit.exists() else {},
+        levels(report) if report.exists() else {},
+    )
 
 
 def suite_version(tck: Path) -> str:
@@ -105,6 +130,7 @@ async def main_async(tck: Path, python: Path, *, compat: bool) -> dict[str, Any]
     from tests.sdk_peers import TaskEchoExecutor, serve_sdk_agent
 
     results: dict[str, dict[str, str]] = {}
+    by_level: dict[str, dict[str, dict[str, int]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         agent_kind = {"compat": compat, "executor": TaskEchoExecutor(), "rpc_path": "/"}
         async with serve_sdk_agent(**agent_kind) as agent:
@@ -122,10 +148,11 @@ async def main_async(tck: Path, python: Path, *, compat: bool) -> dict[str, Any]
                 await runner.app[REGISTRY].register_url(agent, "echo")
                 runs = {"direct": agent, "per-agent": f"{router}/agents/echo", "root": router}
                 for label, sut in runs.items():
-                    results[label] = await asyncio.to_thread(run_suite, tck, python, sut, label)
+                    found = await asyncio.to_thread(run_suite, tck, python, sut, label)
+                    results[label], by_level[label] = found
             finally:
                 await runner.cleanup()
-    return {"runs": results, "summary": summarize(results)}
+    return {"runs": results, "levels": by_level, "summary": summarize(results)}
 
 
 def category(test: str) -> str:
@@ -176,6 +203,8 @@ def main() -> None:
         print(f"{label}: {counts}")
         for name, found in part["categories"].items():
             print(f"  [{name}] passed {found.get('passed', 0)} of {sum(found.values())}")
+        for level, found in report["levels"].get(label, {}).items():
+            print(f"  requirements {level}: {found}")
         for name, what in part["differs"].items():
             print(f"  {name}: direct {what['direct']}, {label} {what[label]}")
     if args.out:
