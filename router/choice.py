@@ -148,7 +148,8 @@ def closest(
 
 
 class Evaluator(Protocol):
-    """What matching by meaning needs of the matcher: its candidate checks and answers."""
+    """What matching by meaning and the refusals (:mod:`router.refusals`) need of the
+    matcher: its candidate checks and answers."""
 
     registry: Registry
 

@@ -19,6 +19,7 @@ from router import wire
 from router.adjudicator import Adjudicator, Option, Verdict
 from router.jsonrpc import NO_MATCHING_AGENT, Op, RpcError, Version
 from router.matcher import MAX_QUERY_CHARS, ROUTING_EXTENSION, Choice, Decision, Matcher
+from router.refusals import default_route
 from router.semantic import Semantic
 
 
@@ -138,7 +139,9 @@ class Chooser:
         try:
             return self._settle(decision, verdict)
         except RpcError as refusal:
-            fallback = self.matcher.default_route(version, op, params, refusal)
+            target = (self.matcher.default_agent, self.matcher.default_skill)
+            index = self.matcher.skill_index()
+            fallback = default_route(self.matcher, index, target, version, op, params, refusal)
             if fallback is None:
                 raise
             return fallback

@@ -57,7 +57,6 @@ from router.fits import jsonrpc_interface, mode_problem, offers, route_interface
 from router.hints import by_hint, parse_hint
 from router.jsonrpc import (
     AGENT_UNAVAILABLE,
-    CONTENT_TYPE,
     NO_MATCHING_AGENT,
     VERSION_NOT_SUPPORTED,
     Op,
@@ -65,6 +64,7 @@ from router.jsonrpc import (
     Version,
 )
 from router.meaning import by_meaning
+from router.refusals import content_type_refusal
 from router.semantic import Semantic
 from router.skillindex import MAX_QUERY_CHARS, SkillIndex, query_text
 from router.upstream import Target
@@ -100,7 +100,8 @@ class Matcher:
         self.registry = registry
         self.threshold = threshold
         self.default_agent: str | None = None
-        """SWITCHBOARD_DEFAULT_AGENT: where a message no tier was confident about goes."""
+        """SWITCHBOARD_DEFAULT_AGENT: where a message no tier was confident about goes
+        (:func:`router.refusals.default_route`)."""
         self.default_skill: str | None = None
         """SWITCHBOARD_DEFAULT_SKILL: the default agent's skill to use (None: its first fitting)."""
         self.semantic = semantic
@@ -413,104 +414,10 @@ class Matcher:
             )
         error = decision.error
         if decision.choice is None and error is not None and error.code == NO_MATCHING_AGENT:
-            refused = self._media_refusal(index, version, op, media, accepted, error)
+            refused = content_type_refusal(self, index, version, op, media, accepted, error)
             decision.error = refused or error
         decision.context = {**context, **decision.context}
         return decision
-
-    def default_route(
-        self, version: Version, op: Op, params: Mapping[str, Any], refusal: RpcError
-    ) -> Choice | None:
-        """The default route's choice for a call no tier was confident about (``refusal``),
-        or None: no default is set. The default agent (and skill, if set) must still pass
-        the hard filters; if it cannot take the call, RpcError: the ``refusal`` saying why in
-        ``data.defaultRoute``."""
-        agent_id = self.default_agent
-        if agent_id is None or refusal.code != NO_MATCHING_AGENT:
-            return None
-        index = self._current()
-        message = wire.message_of(version, params)
-        media = wire.part_media_types(version, message)
-        accepted = list(wire.accepted_output_modes(version, params))
-        rows = [
-            n
-            for n in index.by_agent.get(agent_id, ())
-            if self.default_skill is None
-            or ((skill := index.rows[n].skill) is not None and skill.id == self.default_skill)
-        ]
-        evaluated = self.evaluate(
-            index, rows, version, op, media, accepted, {}, None, skill_less=True
-        )
-        kept = [(n, c) for n, c in evaluated if c.kept]
-        if not kept:
-            reasons = [c.reason for _, c in evaluated] or ["no such agent or skill in the catalog"]
-            data = refusal.data if isinstance(refusal.data, dict) else {}
-            named = agent_id + (f"/{self.default_skill}" if self.default_skill else "")
-            raise RpcError(
-                refusal.code,
-                refusal.message,
-                {**data, "defaultRoute": {"agent": named, "reason": reasons[0]}},
-            )
-        n, best = min(kept, key=lambda item: index.rows[item[0]].position)
-        why = (
-            "the default route (SWITCHBOARD_DEFAULT_AGENT): no other tier was confident "
-            f"({refusal.message})"
-        )
-        decision = self.finish(
-            index, n, best, [c for _, c in evaluated], "match", why, version, tier="default"
-        )
-        assert decision.choice is not None
-        return decision.choice
-
-    def _media_refusal(
-        self,
-        index: SkillIndex,
-        version: Version,
-        op: Op,
-        media: list[str],
-        accepted: list[str],
-        refusal: RpcError,
-    ) -> RpcError | None:
-        """-32005 (ContentTypeNotSupported) instead of the ``refusal`` when content types are
-        why no agent can take the call: some skill would take it but for the media types of
-        its parts or the ``acceptedOutputModes``. A rare path (a refusal): it looks at every
-        skill."""
-        if not media and not accepted:
-            return None
-        rows = range(len(index.rows))
-
-        def fitting(media: list[str], accepted: list[str]) -> list[int]:
-            found = self.evaluate(
-                index, rows, version, op, media, accepted, {}, None, skill_less=False
-            )
-            return [n for n, c in found if c.kept]
-
-        if fitting(media, accepted):
-            return None
-        takers = [index.rows[n].skill for n in fitting([], [])]
-        if not takers:
-            return None
-        facts: dict[str, Any] = {"reason": "content type"}
-        problems = []
-        if media and not fitting(media, []):
-            others = [m for m in media if not mediatypes.matches(m, "text/plain")]
-            types = sorted(set(others or media))  # text next to other parts: their instruction
-            facts["mediaTypes"] = types
-            facts["acceptedInputModes"] = _modes(s.input_modes for s in takers if s)
-            problems.append(f"no agent accepts {', '.join(types)}")
-        if accepted and not fitting([], accepted):
-            facts["acceptedOutputModes"] = accepted
-            facts["outputModes"] = _modes(s.output_modes for s in takers if s)
-            problems.append(f"no agent outputs any of {', '.join(accepted)}")
-        if not problems:  # each filter alone leaves some skill, both together none
-            problems.append("no agent both accepts these media types and outputs one of these")
-        facts.update((k, v) for k, v in (refusal.data or {}).items() if k == "closest")
-        return RpcError(
-            CONTENT_TYPE,
-            f"Incompatible content types: {'; '.join(problems)}; data says what the skills "
-            "that could take this call accept and output",
-            facts,
-        )
 
     def _by_match(
         self,
@@ -645,9 +552,3 @@ class Matcher:
 
 
 # --- helpers ---------------------------------------------------------------------------------
-
-
-def _modes(lists: Iterable[Iterable[str]]) -> list[str]:
-    """The union of media type lists, sorted (an empty list: anything), at most 50."""
-    found = {m for modes in lists for m in (tuple(modes) or ("*/*",))}
-    return sorted(found)[:50]

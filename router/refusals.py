@@ -1,0 +1,126 @@
+"""What the router answers when matching finds no agent for a message.
+
+- :func:`content_type_refusal`: ``-32005`` ContentTypeNotSupported instead of ``-32050`` when
+  content types are the reason: some skill would take the call but for the media types of
+  its parts or the ``acceptedOutputModes``.
+- :func:`default_route`: the optional default route (``SWITCHBOARD_DEFAULT_AGENT``, and
+  ``SWITCHBOARD_DEFAULT_SKILL``): where a message no tier was confident about goes, if that
+  agent can take the call.
+
+Both are rare paths (a refusal), so they look at every skill they need.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from registry import mediatypes
+from router import wire
+from router.choice import Choice, Evaluator
+from router.jsonrpc import CONTENT_TYPE, NO_MATCHING_AGENT, Op, RpcError, Version
+from router.skillindex import SkillIndex
+
+
+def content_type_refusal(
+    matcher: Evaluator,
+    index: SkillIndex,
+    version: Version,
+    op: Op,
+    media: list[str],
+    accepted: list[str],
+    refusal: RpcError,
+) -> RpcError | None:
+    """-32005 instead of the ``refusal`` when content types are why no agent can take the
+    call; None when they are not."""
+    if not media and not accepted:
+        return None
+    rows = range(len(index.rows))
+
+    def fitting(media: list[str], accepted: list[str]) -> list[int]:
+        found = matcher.evaluate(
+            index, rows, version, op, media, accepted, {}, None, skill_less=False
+        )
+        return [n for n, c in found if c.kept]
+
+    if fitting(media, accepted):
+        return None
+    takers = [index.rows[n].skill for n in fitting([], [])]
+    if not takers:
+        return None
+    facts: dict[str, Any] = {"reason": "content type"}
+    problems = []
+    if media and not fitting(media, []):
+        others = [m for m in media if not mediatypes.matches(m, "text/plain")]
+        types = sorted(set(others or media))  # text next to other parts: their instruction
+        facts["mediaTypes"] = types
+        facts["acceptedInputModes"] = _modes(s.input_modes for s in takers if s)
+        problems.append(f"no agent accepts {', '.join(types)}")
+    if accepted and not fitting([], accepted):
+        facts["acceptedOutputModes"] = accepted
+        facts["outputModes"] = _modes(s.output_modes for s in takers if s)
+        problems.append(f"no agent outputs any of {', '.join(accepted)}")
+    if not problems:  # each filter alone leaves some skill, both together none
+        problems.append("no agent both accepts these media types and outputs one of these")
+    facts.update((k, v) for k, v in (refusal.data or {}).items() if k == "closest")
+    return RpcError(
+        CONTENT_TYPE,
+        f"Incompatible content types: {'; '.join(problems)}; data says what the skills "
+        "that could take this call accept and output",
+        facts,
+    )
+
+
+def default_route(
+    matcher: Evaluator,
+    index: SkillIndex,
+    target: tuple[str | None, str | None],
+    version: Version,
+    op: Op,
+    params: Mapping[str, Any],
+    refusal: RpcError,
+) -> Choice | None:
+    """The default route's choice for a call no tier was confident about (``refusal``): the
+    agent (and skill, if set) of ``target``, or None when no default is set or the refusal is
+    not a no-match. The default must pass the hard filters; if it cannot take the call,
+    RpcError: the ``refusal`` saying why in ``data.defaultRoute``."""
+    agent_id, skill_id = target
+    if agent_id is None or refusal.code != NO_MATCHING_AGENT:
+        return None
+    message = wire.message_of(version, params)
+    media = wire.part_media_types(version, message)
+    accepted = list(wire.accepted_output_modes(version, params))
+    rows = [
+        n
+        for n in index.by_agent.get(agent_id, ())
+        if skill_id is None or ((skill := index.rows[n].skill) is not None and skill.id == skill_id)
+    ]
+    evaluated = matcher.evaluate(
+        index, rows, version, op, media, accepted, {}, None, skill_less=True
+    )
+    kept = [(n, c) for n, c in evaluated if c.kept]
+    if not kept:
+        reasons = [c.reason for _, c in evaluated] or ["no such agent or skill in the catalog"]
+        data = refusal.data if isinstance(refusal.data, dict) else {}
+        named = agent_id + (f"/{skill_id}" if skill_id else "")
+        raise RpcError(
+            refusal.code,
+            refusal.message,
+            {**data, "defaultRoute": {"agent": named, "reason": reasons[0]}},
+        )
+    n, best = min(kept, key=lambda item: index.rows[item[0]].position)
+    why = (
+        "the default route (SWITCHBOARD_DEFAULT_AGENT): no other tier was confident "
+        f"({refusal.message})"
+    )
+    decision = matcher.finish(
+        index, n, best, [c for _, c in evaluated], "match", why, version, tier="default"
+    )
+    assert decision.choice is not None
+    return decision.choice
+
+
+def _modes(lists: Iterable[Iterable[str]]) -> list[str]:
+    """The union of media type lists, sorted (an empty list: anything), at most 50."""
+    found = {m for modes in lists for m in (tuple(modes) or ("*/*",))}
+    return sorted(found)[:50]
