@@ -105,16 +105,21 @@ V03_CARD_FIELDS = (
     "supportsAuthenticatedExtendedCard",
 )
 """Members of a 0.3 card that a 1.0 card (which lists ``supportedInterfaces``) does not have."""
+V1_CARD_FIELDS = ("supportedInterfaces", "securityRequirements")
+"""Members of a 1.0 card that a 0.3 card does not have."""
 
 
 def card_for(card: dict[str, Any], version: Version | None) -> dict[str, Any]:
-    """``card`` in the shape a client of ``version`` reads: for 1.0, a card with
-    ``supportedInterfaces`` loses the 0.3 members (:data:`V03_CARD_FIELDS`), so that it is a
-    valid 1.0 card; otherwise (0.3, or no ``A2A-Version``: 0.3 is assumed, as the
-    specification says) the card as built, which clients of both versions read."""
-    if version != "1.0" or "supportedInterfaces" not in card:
+    """``card`` in the shape a client of ``version`` reads. A card built for both (1.0
+    members and the 0.3 ``url``): for a 1.0 client without the 0.3 members
+    (:data:`V03_CARD_FIELDS`), for a client that names 0.3 without the 1.0 ones
+    (:data:`V1_CARD_FIELDS`), so that each is valid in its version's schema; without a
+    version (0.3 is assumed, as the specification says, but a 1.x client reads it too) as
+    built, which clients of both versions read. A card of an older shape stays as it is."""
+    if "supportedInterfaces" not in card or "url" not in card or version is None:
         return card
-    return {key: value for key, value in card.items() if key not in V03_CARD_FIELDS}
+    drop = V03_CARD_FIELDS if version == "1.0" else V1_CARD_FIELDS
+    return {key: value for key, value in card.items() if key not in drop}
 
 
 def _merge_skill(skills: dict[str, dict[str, Any]], skill: Skill) -> None:

@@ -43,6 +43,9 @@ def check_v1(card: dict[str, Any]) -> AgentCard:
     return parsed
 
 
+CARD_03 = {"$ref": "#/definitions/AgentCard"}
+
+
 def check_v1_closed(card: dict[str, Any]) -> AgentCard:
     """The card is a valid A2A 1.0 card in closed mode: no member the 1.0 AgentCard lacks
     (ProtoJSON parsing that refuses unknown fields), and the 1.x SDK client reads it."""
@@ -60,13 +63,18 @@ async def test_a_v1_client_gets_a_closed_v1_card_and_others_the_shape_both_read(
         v1 = card_for(card, "1.0")
         assert not set(V03_CARD_FIELDS) & set(v1), v1
         check_v1_closed(v1)
-        for version in (None, "0.3"):
-            both = card_for(card, version)
-            assert both == card and both["url"] and both["protocolVersion"]
-            check_v1(both)
-            check_v03(both)
-        with pytest.raises(ParseError):  # the shape both read is not a closed 1.0 card
+        both = card_for(card, None)  # no A2A-Version: the card both read
+        assert both == card and both["url"] and both["protocolVersion"]
+        check_v1(both)
+        check_v03(both)
+        with pytest.raises(ParseError):  # ... which is not a closed 1.0 card
             check_v1_closed(card)
+        v03 = card_for(card, "0.3")  # a client naming 0.3: a closed 0.3 card
+        assert "supportedInterfaces" not in v03 and v03["url"] == card["url"]
+        assert schema_problems(v03, CARD_03, "card", closed=True) == []
+        assert schema_problems(card, CARD_03, "card", closed=True) == [
+            "card.supportedInterfaces: not a member in A2A 0.3"
+        ]
 
 
 def record(agent_id: str, card: dict[str, Any]) -> AgentRecord:

@@ -458,6 +458,8 @@ async def test_cards_are_negotiated_by_version_and_carry_last_modified(
         v1 = await http.get(url, headers={"A2A-Version": "1.0"})
         assert "protocolVersion" in both.json() and "url" in both.json()
         assert not {"url", "preferredTransport", "protocolVersion"} & set(v1.json()), path
+        v03 = await http.get(url, headers={"A2A-Version": "0.3"})
+        assert "supportedInterfaces" not in v03.json() and v03.json()["url"], path
         assert v1.headers["Vary"] == "A2A-Version" and v1.headers["ETag"] != both.headers["ETag"]
         # the 1.x SDK client, sending its version, reads the 1.0 card
         resolver = A2ACardResolver(http, url.removesuffix("/.well-known/agent-card.json"))
