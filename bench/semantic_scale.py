@@ -22,10 +22,10 @@ from registry.examples import LearnedExamples
 from registry.records import AgentRecord
 from registry.service import Registry
 from registry.vectors import SkillVectors, documents
-from router.chooser import Chooser
-from router.jsonrpc import Op, RpcError
-from router.matcher import Matcher
-from router.semantic import Calibration, Semantic
+from router.choose.chooser import Chooser
+from router.choose.matcher import Matcher
+from router.choose.semantic import Calibration, Semantic
+from router.protocol.envelope import Op, RpcError
 
 
 async def measure_semantic(

@@ -70,7 +70,7 @@ class Settings(BaseSettings):
     upstream_max_connections_per_agent: int = Field(100, gt=0)
     sse_keepalive: float = Field(15.0, gt=0)
 
-    # choosing the agent by meaning (see router.semantic, docs/routing.md)
+    # choosing the agent by meaning (see router.choose.semantic, docs/routing.md)
     matcher: Literal["semantic", "lexical"] = "semantic"
     data_dir: str = Field(default_factory=default_data_dir)
     embedding_model: str | None = None

@@ -26,12 +26,12 @@ from registry.settings import Settings
 from registry.store import Store
 from registry.trust import TrustStore
 from registry.vectors import SkillVectors
-from router.endpoints import ROUTER, SIGNER, add_router_routes
-from router.feedback import EXAMPLES, add_feedback_routes
-from router.models import load_embedder
-from router.proxy import Router
-from router.semantic import Calibration, Semantic
+from router.choose.models import load_embedder
+from router.choose.semantic import Calibration, Semantic
+from router.forward.handler import Router
 from router.signing import CardSigner
+from router.transport.feedback import EXAMPLES, add_feedback_routes
+from router.transport.routes import ROUTER, SIGNER, add_router_routes
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +111,7 @@ async def _embed_examples(app: web.Application) -> None:
 async def _start_semantic(app: web.Application) -> None:
     """Load the learned examples and the embedding model; with a model, embed every text of
     the catalog not embedded yet (stored vectors are read, not recomputed) and from now on
-    each card as it is indexed. Without one, routing goes by words (see router.models)."""
+    each card as it is indexed. Without one, routing goes by words (see router.choose.models)."""
     registry, router = app[REGISTRY], app[ROUTER]
     examples = app[EXAMPLES]
     await examples.load()

@@ -19,9 +19,9 @@ from registry.cards import Skill
 from registry.errors import NotFound
 from registry.records import AgentRecord
 from registry.service import Registry
-from router.choice import ROUTING_EXTENSION
-from router.fits import jsonrpc_interface
-from router.jsonrpc import Version, version_of
+from router.choose.choice import ROUTING_EXTENSION
+from router.choose.fits import jsonrpc_interface
+from router.protocol.envelope import Version, version_of
 
 ROUTER_PROTOCOL_VERSIONS = ("1.0", "0.3")
 """The A2A versions the router's endpoint speaks (the ``A2A-Version`` header picks one)."""

@@ -26,7 +26,7 @@ from registry.embedding.fetch import (
     model_path,
 )
 from registry.embedding.static import ensure_distilled
-from router.models import local_embedder
+from router.choose.models import local_embedder
 
 CACHE = Path.home() / ".cache" / "switchboard-tests"
 

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from registry.store import Store
-from router import legacy
-from router.codec import LegacyCodec
-from router.ids import IdMap
-from router.jsonrpc import (
+from router.compat import legacy
+from router.compat.codec import LegacyCodec
+from router.ids.idmap import IdMap
+from router.protocol.envelope import (
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
     PUSH_NOT_SUPPORTED,
@@ -22,7 +22,7 @@ from router.jsonrpc import (
     RpcError,
     error_body,
 )
-from router.wire import check_send_params, check_task_params
+from router.protocol.payloads import check_send_params, check_task_params
 from tests.helpers import said
 
 NOW = "2026-01-02T03:04:05+00:00"
@@ -65,7 +65,7 @@ def test_tasks_send_becomes_message_send() -> None:
     assert message["kind"] == "message" and message["role"] == "user"
     assert message["contextId"] == "session-1"
     assert isinstance(message["messageId"], str) and message["messageId"]
-    assert "taskId" not in message  # resolved later, from the client's id (router.codec)
+    assert "taskId" not in message  # resolved later, from the client's id (router.compat.codec)
     assert message["metadata"] == {"lang": "en"}
     assert message["parts"] == [
         {"kind": "text", "text": "hello", "metadata": {"m": 1}},

@@ -1,4 +1,4 @@
-"""router.adjudicator: a real chat-completions server in the test; every way an answer can go
+"""router.choose.adjudicator: a real chat-completions server in the test; every way an answer can go
 (a pick, none, too late, garbage, an error) becomes a verdict, never an exception."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from router.adjudicator import Adjudicator, Option
+from router.choose.adjudicator import Adjudicator, Option
 
 OPTIONS = [
     Option("flights", "book-flights", "Flight booking", "Books airline tickets.", 0.5),

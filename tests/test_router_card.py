@@ -22,7 +22,7 @@ from registry.service import Registry
 from registry.signatures import StaticKeys, generate_key, sign_card
 from registry.store import Store
 from router.card import V03_CARD_FIELDS, agent_card_via_router, card_for, router_card
-from router.matcher import ROUTING_EXTENSION
+from router.choose.matcher import ROUTING_EXTENSION
 from seeds.demo_agents import caption_card, currency_card, translate_card
 from tests.helpers import card_v03, card_v1, make_settings, schema_problems
 

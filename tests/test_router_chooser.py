@@ -1,5 +1,5 @@
-"""router.chooser: the message's embedding, the matcher's decision, and the LLM adjudicator of
-uncertain decisions (picks, says none, times out, answers garbage), against a real HTTP
+"""router.choose.chooser: the message's embedding, the matcher's decision, and the LLM adjudicator
+of uncertain decisions (picks, says none, times out, answers garbage), against a real HTTP
 server speaking the chat-completions wire format."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from router.app import create_app
-from router.endpoints import ROUTER
+from router.transport.routes import ROUTER
 from tests.helpers import AUTH, card_v1, make_settings
 
 FLIGHTS = {

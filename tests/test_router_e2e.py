@@ -24,7 +24,7 @@ from google.protobuf.json_format import MessageToDict
 from registry.api import REGISTRY
 from registry.signatures import StaticKeys, verify_card
 from router.app import create_app
-from router.endpoints import ROUTER
+from router.transport.routes import ROUTER
 from seeds.demo_agents import DemoAgents, start_demo_agents
 from tests.helpers import make_settings
 from tests.sdk_clients import answer, ask, connect, send
@@ -242,7 +242,7 @@ async def test_unknown_task_and_unknown_version(
 async def test_routing_hint_names_the_agent(
     switchboard: TestServer, http: httpx.AsyncClient
 ) -> None:
-    from router.matcher import ROUTING_EXTENSION
+    from router.choose.matcher import ROUTING_EXTENSION
 
     # text that matches no skill at all still goes where the hint says
     hinted = _message("good morning", metadata={ROUTING_EXTENSION: {"agent": "currency"}})
@@ -487,7 +487,7 @@ async def test_a_message_without_words_is_not_guessed(
 async def test_a_hint_that_contradicts_the_task_owner_is_refused(
     switchboard: TestServer, http: httpx.AsyncClient
 ) -> None:
-    from router.matcher import ROUTING_EXTENSION
+    from router.choose.matcher import ROUTING_EXTENSION
 
     client = await connect(http, base(switchboard))
     task = await send(client, ask("I want some money converted"))
@@ -579,7 +579,7 @@ async def test_card_etag_is_stable_and_honours_star(
 ) -> None:
     url = base(switchboard) + "/.well-known/agent-card.json"
     first = await http.get(url)
-    from router.endpoints import SIGNER
+    from router.transport.routes import SIGNER
 
     switchboard.app[SIGNER]._signed.clear()  # as after a restart: new signature bytes
     second = await http.get(url)

@@ -20,7 +20,7 @@ from google.protobuf.json_format import MessageToDict
 
 from registry.api import REGISTRY
 from router.app import create_app
-from router.endpoints import ROUTER
+from router.transport.routes import ROUTER
 from seeds.demo_agents import start_demo_agents
 from tests.helpers import make_settings
 from tests.peers03 import agent03, client03_lines, run_client03

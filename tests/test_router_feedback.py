@@ -1,5 +1,5 @@
-"""router.feedback: an operator's correction becomes a learned example that changes the next
-decision; examples are listed and deleted per skill; bad bodies get clear 4xx answers."""
+"""router.transport.feedback: an operator's correction becomes a learned example that changes the
+next decision; examples are listed and deleted per skill; bad bodies get clear 4xx answers."""
 
 from __future__ import annotations
 

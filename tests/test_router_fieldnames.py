@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from router.fieldnames import json_names
+from router.protocol.fieldnames import json_names
 
 
 def test_v1_send_params_get_their_json_names() -> None:

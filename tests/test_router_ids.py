@@ -19,7 +19,7 @@ import pytest
 from sqlmodel import col, func, select
 
 from registry.store import Store
-from router.ids import (
+from router.ids.idmap import (
     IdMap,
     Rewriter,
     RouterContextRow,
@@ -28,7 +28,7 @@ from router.ids import (
     TaskRef,
     canonical_state,
 )
-from router.jsonrpc import (
+from router.protocol.envelope import (
     INVALID_AGENT_RESPONSE,
     INVALID_PARAMS,
     TASK_NOT_FOUND,

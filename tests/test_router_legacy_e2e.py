@@ -33,7 +33,7 @@ from starlette.applications import Starlette
 
 from registry.api import REGISTRY
 from router.app import create_app
-from router.endpoints import ROUTER
+from router.transport.routes import ROUTER
 from tests.helpers import facts, make_settings, said
 from tests.peers03 import agent03
 from tests.sdk_peers import echo_card, serve_sdk_agent

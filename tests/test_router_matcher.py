@@ -18,7 +18,9 @@ from registry.service import Registry
 from registry.signatures import StaticKeys, generate_key, sign_card
 from registry.store import Store
 from registry.textsearch import tokenize
-from router.jsonrpc import (
+from router.choose.matcher import ROUTING_EXTENSION, Candidate, Matcher, query_text
+from router.forward.upstream import Target
+from router.protocol.envelope import (
     AGENT_UNAVAILABLE,
     BAD_ROUTING_HINT,
     CONTENT_TYPE,
@@ -29,8 +31,6 @@ from router.jsonrpc import (
     RpcError,
     Version,
 )
-from router.matcher import ROUTING_EXTENSION, Candidate, Matcher, query_text
-from router.upstream import Target
 from seeds.demo_agents import caption_card, currency_card, translate_card
 from tests.helpers import card_v03, card_v1, make_settings
 

@@ -1,5 +1,5 @@
-"""router.meaning: the ranking that scores only the best rows by words gives exactly the order
-and the scores of scoring every row, and the decision by meaning reads the calibration."""
+"""router.choose.meaning: the ranking that scores only the best rows by words gives exactly the
+order and the scores of scoring every row, and the decision by meaning reads the calibration."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import pytest
 
 from bench.routing_eval.dataset import cards, messages
 from bench.routing_eval.harness import Env, catalog
-from router.jsonrpc import Op, RpcError
-from router.meaning import _Ranking
-from router.models import local_embedder
-from router.semantic import Calibration, fuse
-from router.skillindex import query_text
+from router.choose.meaning import _Ranking
+from router.choose.models import local_embedder
+from router.choose.semantic import Calibration, fuse
+from router.choose.skillindex import query_text
+from router.protocol.envelope import Op, RpcError
 
 SOME = ("flights", "hotels", "car-rental", "rail", "expenses", "corporate-cards", "leave", "fx")
 

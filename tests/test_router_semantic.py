@@ -1,4 +1,4 @@
-"""router.semantic: the fused score, the shipped calibration, and the index of one snapshot's
+"""router.choose.semantic: the fused score, the shipped calibration, and the index of one snapshot's
 vectors (with the real model)."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from registry.examples import Example
 from registry.records import AgentRecord, utcnow
 from registry.store import Store
 from registry.vectors import SkillVectors
-from router.models import local_embedder
-from router.semantic import CALIBRATION_FILE, Calibration, SemanticIndex, fuse
+from router.choose.models import local_embedder
+from router.choose.semantic import CALIBRATION_FILE, Calibration, SemanticIndex, fuse
 from tests.helpers import card_v1
 
 

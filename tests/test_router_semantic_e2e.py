@@ -22,7 +22,7 @@ from aiohttp.test_utils import TestServer
 
 from registry.api import REGISTRY
 from router.app import create_app
-from router.endpoints import ROUTER
+from router.transport.routes import ROUTER
 from tests.helpers import AUTH, make_settings
 from tests.peers03 import client03_lines
 from tests.sdk_clients import ask, connect

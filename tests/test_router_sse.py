@@ -1,4 +1,4 @@
-"""router.sse: the incremental event-stream parser and the client-side SSE writer."""
+"""router.forward.sse: the incremental event-stream parser and the client-side SSE writer."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 from a2a.client.transports.http_helpers import parse_sse_stream
 from aiohttp import ClientSession, web
 
-from router.sse import SseError, SseEvent, SseParser, SseWriter
-from router.upstream import Target, Upstream
+from router.forward.sse import SseError, SseEvent, SseParser, SseWriter
+from router.forward.upstream import Target, Upstream
 
 WIRE = Path(__file__).parent / "fixtures" / "wire"
 STREAM_FIXTURES = sorted(p.name for p in WIRE.glob("*.out") if "stream" in p.name) + sorted(

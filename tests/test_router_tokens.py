@@ -19,10 +19,17 @@ from sqlalchemy import event
 from registry.api import REGISTRY
 from registry.store import Store
 from router.app import create_app
-from router.endpoints import ROUTER
-from router.ids import IdMap, Rewriter, RouterContextRow, RouterTaskRow, TaskAliasRow
-from router.jsonrpc import TASK_NOT_FOUND, Op, RpcError
-from router.tokens import CONTEXT_PREFIX, CTX_NONE, CTX_ROUTER, CTX_UPSTREAM, TASK_PREFIX, Sealer
+from router.ids.idmap import IdMap, Rewriter, RouterContextRow, RouterTaskRow, TaskAliasRow
+from router.ids.tokens import (
+    CONTEXT_PREFIX,
+    CTX_NONE,
+    CTX_ROUTER,
+    CTX_UPSTREAM,
+    TASK_PREFIX,
+    Sealer,
+)
+from router.protocol.envelope import TASK_NOT_FOUND, Op, RpcError
+from router.transport.routes import ROUTER
 from seeds.demo_agents import DemoAgents, start_demo_agents
 from tests.helpers import make_settings
 
@@ -362,7 +369,7 @@ async def test_a_failed_write_keeps_the_rows_queued(store: Store) -> None:
     ids.log.store = store
     await ids.close()
     async with store.session() as session:
-        from router.ids import RouterTaskEntry
+        from router.ids.idmap import RouterTaskEntry
 
         assert await session.get(RouterTaskEntry, ref.task_id) is not None
     with pytest.raises(RpcError):

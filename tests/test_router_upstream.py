@@ -1,4 +1,5 @@
-"""router.upstream: JSON-RPC calls and SSE streams to agents, against real local HTTP servers."""
+"""router.forward.upstream: JSON-RPC calls and SSE streams to agents, against real local
+HTTP servers."""
 
 from __future__ import annotations
 
@@ -14,8 +15,13 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from registry.netguard import AddressPolicy
-from router.jsonrpc import AGENT_UNAVAILABLE, INVALID_AGENT_RESPONSE, STREAM_FAILED, RpcError
-from router.upstream import Target, Upstream, forward_headers
+from router.forward.upstream import Target, Upstream, forward_headers
+from router.protocol.envelope import (
+    AGENT_UNAVAILABLE,
+    INVALID_AGENT_RESPONSE,
+    STREAM_FAILED,
+    RpcError,
+)
 
 WIRE = Path(__file__).parent / "fixtures" / "wire"
 T = TypeVar("T")

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from router import wire
-from router.jsonrpc import INVALID_PARAMS, PUSH_NOT_SUPPORTED, Op, RpcError, Version
+from router.protocol import payloads as wire
+from router.protocol.envelope import INVALID_PARAMS, PUSH_NOT_SUPPORTED, Op, RpcError, Version
 
 WIRE = Path(__file__).parent / "fixtures" / "wire"
 

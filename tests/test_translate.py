@@ -1,4 +1,4 @@
-"""router.translate: unit cases, golden cases from real SDK traffic (tests/fixtures/wire/),
+"""router.compat.translate: unit cases, golden cases from real SDK traffic (tests/fixtures/wire/),
 round-trip properties (hypothesis) and the docs table kept equal to the code's.
 
 The two subscribe captures (``v1_subscribe.out``, ``v03_resubscribe.out``) have their lines cut
@@ -22,18 +22,7 @@ from google.rpc import error_details_pb2  # noqa: F401 (registers ErrorInfo, Bad
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from router.jsonrpc import (
-    BAD_REQUEST_TYPE,
-    ERROR_INFO_TYPE,
-    METHODS,
-    STRUCT_TYPE,
-    UNSUPPORTED,
-    VALUE_TYPE,
-    Op,
-    RpcError,
-    equivalent_method,
-)
-from router.translate import (
+from router.compat.translate import (
     CARRY_KEY,
     DATA_COMPAT_KEY,
     EXAMPLES,
@@ -53,7 +42,18 @@ from router.translate import (
     task_to,
     timestamp_to,
 )
-from router.wire import ROLES, STATES, parse_timestamp
+from router.protocol.envelope import (
+    BAD_REQUEST_TYPE,
+    ERROR_INFO_TYPE,
+    METHODS,
+    STRUCT_TYPE,
+    UNSUPPORTED,
+    VALUE_TYPE,
+    Op,
+    RpcError,
+    equivalent_method,
+)
+from router.protocol.payloads import ROLES, STATES, parse_timestamp
 from tests.helpers import schema_problems
 
 WIRE = Path(__file__).resolve().parent / "fixtures" / "wire"

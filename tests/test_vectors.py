@@ -14,7 +14,7 @@ from registry.embedding.remote import RemoteEmbedder
 from registry.service import Registry
 from registry.store import Store
 from registry.vectors import SkillVectors, documents, skill_document, text_key
-from router.models import local_embedder
+from router.choose.models import local_embedder
 from tests.helpers import card_v1, make_settings
 
 

@@ -3,7 +3,7 @@
 ``python -m bench.routing_eval.fit [--model DIR] [--write]`` embeds the ``dev`` half of the
 evaluation set with the router's model, then
 
-1. picks the fusion weights (:class:`router.semantic.Calibration`: skill, agent, example,
+1. picks the fusion weights (:class:`router.choose.semantic.Calibration`: skill, agent, example,
    lexical, lexical_k) that route the most in-domain dev messages to the right agent, on a
    grid (the skill document's weight is fixed at 1);
 2. with those weights, picks the floor and the margin that route the most in-domain dev
@@ -31,7 +31,7 @@ import numpy as np
 
 from bench.routing_eval.dataset import messages
 from bench.routing_eval.harness import Features, catalog, features
-from router.semantic import CALIBRATION_FILE, Calibration, fuse
+from router.choose.semantic import CALIBRATION_FILE, Calibration, fuse
 
 AGENT = (0.0, 0.1, 0.2, 0.35, 0.5)
 EXAMPLE = (0.0, 0.25, 0.5, 1.0)
@@ -115,7 +115,7 @@ def fit(feats: Sequence[Features], *, lexical: bool = True, note: str = "") -> C
 
 
 async def _main(model: Path | None, write: bool) -> None:
-    from router.models import local_embedder
+    from router.choose.models import local_embedder
 
     embedder = await asyncio.to_thread(local_embedder, model)
     dev = [m for m in messages() if m.half == "dev"]

@@ -4,7 +4,7 @@ serve`` wires them (no HTTP: the decision is what is measured).
 
 :func:`features` gives, per message, what the fit needs (every row's cosine similarities,
 BM25 score, and whether it passes the hard filters); :func:`evaluate` asks the real
-:class:`router.chooser.Chooser` and times each decision.
+:class:`router.choose.chooser.Chooser` and times each decision.
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from registry.service import Registry
 from registry.settings import Settings
 from registry.store import Store
 from registry.vectors import SkillVectors
-from router.chooser import Chooser
-from router.jsonrpc import Op, RpcError
-from router.matcher import Matcher, query_text
-from router.semantic import Calibration, Semantic
+from router.choose.chooser import Chooser
+from router.choose.matcher import Matcher, query_text
+from router.choose.semantic import Calibration, Semantic
+from router.protocol.envelope import Op, RpcError
 
 
 @dataclass

@@ -27,8 +27,8 @@ from bench.routing_eval.dataset import Message, messages
 from bench.routing_eval.fit import fit
 from bench.routing_eval.harness import Scores, catalog, evaluate, features, learn
 from registry.embedding.fetch import fetch_model
-from router.models import data_dir, local_embedder
-from router.semantic import Calibration
+from router.choose.models import data_dir, local_embedder
+from router.choose.semantic import Calibration
 
 FEEDBACK_SHARE = 0.2
 

@@ -31,8 +31,8 @@ from registry.records import AgentRecord, utcnow
 from registry.service import Registry
 from registry.settings import Settings
 from registry.store import Store, _agent_row, _bump, _child_rows, _revision
-from router.jsonrpc import Op
-from router.matcher import Matcher
+from router.choose.matcher import Matcher
+from router.protocol.envelope import Op
 
 VERBS = (
     "convert translate caption summarize forecast schedule search book classify detect "
@@ -284,7 +284,7 @@ async def _semantic(section: Section, opts: Options, agents: list[AgentRecord]) 
     at 1,000 and 10,000 agents (30 and 300 with --quick)."""
     from bench.semantic_scale import measure_semantic
     from registry.embedding.fetch import fetch_model
-    from router.models import data_dir, local_embedder
+    from router.choose.models import data_dir, local_embedder
 
     directory = fetch_model(data_dir(), log=section.notes.append)
     embedder = local_embedder(directory)

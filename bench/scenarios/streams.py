@@ -136,7 +136,8 @@ async def run(opts: Options) -> Section:
     )
     if best["opened"] < count:
         section.notes.append(
-            "streams beyond the router's upstream connection pool (router/upstream.py: 32 per "
+            "streams beyond the router's upstream connection pool (router/forward/upstream.py: "
+            "32 per "
             "agent, 512 in all, not configurable) wait for a free connection and never see "
             "their first event; their client connections still count in the RSS growth"
         )

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from datetime import UTC
 from typing import Any
 
-from router import wire
-from router.jsonrpc import (
+from router.protocol import payloads as wire
+from router.protocol.envelope import (
     BAD_REQUEST_TYPE,
     ERROR_INFO_TYPE,
     REASONS,

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from registry.records import AgentRecord
 from registry.service import Registry
-from router.jsonrpc import Op, RpcError, Version
-from router.skillindex import SkillIndex
+from router.choose.skillindex import SkillIndex
+from router.protocol.envelope import Op, RpcError, Version
 
 if TYPE_CHECKING:  # annotations only: the upstream client is not needed to describe a choice
-    from router.upstream import Target
+    from router.forward.upstream import Target
 
 Via = Literal["hint", "task", "match", "pinned"]
 Tier = Literal["task", "pinned", "hint", "lexical", "semantic", "llm", "default"]
@@ -38,7 +38,7 @@ class Candidate:
     url: str | None = None
     version: Version | None = None
     features: dict[str, float] | None = None
-    """What the semantic tier's score is made of (see :func:`router.semantic.fuse`)."""
+    """What the semantic tier's score is made of (see :func:`router.choose.semantic.fuse`)."""
 
     def to_json(self) -> dict[str, Any]:
         """The explain view of this candidate."""
@@ -148,7 +148,7 @@ def closest(
 
 
 class Evaluator(Protocol):
-    """What matching by meaning and the refusals (:mod:`router.refusals`) need of the
+    """What matching by meaning and the refusals (:mod:`router.choose.refusals`) need of the
     matcher: its candidate checks and answers."""
 
     registry: Registry

@@ -46,7 +46,7 @@ _CONFIGURATION: dict[str, Names] = {
         "history_length": "historyLength",
     },
 }
-_TOP: dict[tuple[str, str], Names] = {  # (version, op): see router.jsonrpc.Op
+_TOP: dict[tuple[str, str], Names] = {  # (version, op): see router.protocol.envelope.Op
     ("1.0", "get"): {"history_length": "historyLength"},
     ("0.3", "get"): {"history_length": "historyLength"},
     ("1.0", "list"): {
@@ -63,8 +63,8 @@ _TOP: dict[tuple[str, str], Names] = {  # (version, op): see router.jsonrpc.Op
 def json_names(
     version: str, op: str, params: dict[str, Any]
 ) -> tuple[dict[str, Any], list[tuple[str, str]]]:
-    """``params`` of an ``op`` call (a :class:`router.jsonrpc.Op` value) with A2A's proto field
-    names renamed to their JSON names (a copy where anything changes), and the violations:
+    """``params`` of an ``op`` call (a :class:`router.protocol.envelope.Op` value) with A2A's proto
+    field names renamed to their JSON names (a copy where anything changes), and the violations:
     each field given under both names, by its path."""
     clashes: list[tuple[str, str]] = []
     out = _renamed(params, _TOP.get((version, op), {}), "", clashes)

@@ -2,7 +2,7 @@
 
 :class:`Upstream` owns the client session (per-host and total connection limits, no cookie
 jar, no proxy variables from the environment, redirects not followed). Failures become
-:class:`~router.jsonrpc.RpcError` with ``data = {"agent", "url", "reason"}`` (strings, no
+:class:`~router.protocol.envelope.RpcError` with ``data = {"agent", "url", "reason"}`` (strings, no
 stack traces):
 
 * ``AGENT_UNAVAILABLE`` (-32052): connection refused/reset, TLS or DNS failure, refused
@@ -36,14 +36,14 @@ from yarl import URL
 from registry.errors import RegistryError
 from registry.jsonsafe import json_depth
 from registry.netguard import AddressPolicy, GuardedResolver, redact_url
-from router.jsonrpc import (
+from router.forward.sse import SseError, SseEvent, SseParser
+from router.protocol.envelope import (
     AGENT_UNAVAILABLE,
     INVALID_AGENT_RESPONSE,
     STREAM_FAILED,
     RpcError,
     Version,
 )
-from router.sse import SseError, SseEvent, SseParser
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, Literal
 
-from router.jsonrpc import INVALID_PARAMS, PUSH_NOT_SUPPORTED, Op, RpcError, Version
+from router.protocol.envelope import INVALID_PARAMS, PUSH_NOT_SUPPORTED, Op, RpcError, Version
 
 __all__ = [
     "MAX_ID_LENGTH",
@@ -94,7 +94,7 @@ _V1_EVENT_KEYS: dict[str, EventKind] = {
 }
 _V03_EVENT_KINDS: tuple[EventKind, ...] = ("task", "message", "status-update", "artifact-update")
 
-# Shared with router.translate, which maps one version's names onto the other's.
+# Shared with router.compat.translate, which maps one version's names onto the other's.
 ROLES = _ROLES  # per version: (user, agent)
 V1_PART_CONTENT = _V1_CONTENT  # the members of which a 1.0 part holds exactly one
 V1_EVENT_KEYS = _V1_EVENT_KEYS  # 1.0 stream response member -> event kind

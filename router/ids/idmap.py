@@ -4,15 +4,15 @@ A router task ID maps to one (agent, upstream task ID). A router context ID maps
 upstream context ID per agent, so one conversation can span several agents and no agent ever
 sees another agent's IDs or the router's.
 
-The common IDs carry their mapping themselves: sealed tokens (:mod:`router.tokens`), the same
+The common IDs carry their mapping themselves: sealed tokens (:mod:`router.ids.tokens`), the same
 in every replica and after a restart, unforgeable, so mapping them reads no table. The rare
 ones are stored (``router_contexts``, ``router_tasks``, ``router_task_aliases``) with LRU
 caches in front, race-safe through unique constraints: a context the client chose, a router
 context another agent joins, IDs too long for a token, v0.1 aliases, and every ID of the
 previous (stored) scheme. The task list (ListTasks, last known states) is written behind the
-requests (:mod:`router.tasklog`).
+requests (:mod:`router.ids.tasklog`).
 
-:class:`Rewriter` (in :mod:`router.rewrite`, re-exported here) applies the mapping to requests,
+:class:`Rewriter` (in :mod:`router.ids.rewrite`, re-exported here) applies the mapping to requests,
 results, stream events and errors of both protocol versions.
 """
 
@@ -35,10 +35,9 @@ from sqlmodel import Field, SQLModel, col, select
 
 from registry.records import as_utc, utcnow
 from registry.store import Store
-from router.jsonrpc import RpcError
-from router.rewrite import Rewriter
-from router.tasklog import RouterTaskEntry, TaskLog, TaskWrite
-from router.tokens import (
+from router.ids.rewrite import Rewriter
+from router.ids.tasklog import RouterTaskEntry, TaskLog, TaskWrite
+from router.ids.tokens import (
     CONTEXT_PREFIX,
     CTX_NONE,
     CTX_ROUTER,
@@ -47,7 +46,8 @@ from router.tokens import (
     Sealer,
     load_id_secret,
 )
-from router.wire import MAX_ID_LENGTH, params_error
+from router.protocol.envelope import RpcError
+from router.protocol.payloads import MAX_ID_LENGTH, params_error
 
 __all__ = [
     "MAX_ID_LENGTH",
@@ -135,7 +135,7 @@ class RouterContextRow(SQLModel, table=True):
 
 class TaskAliasRow(SQLModel, table=True):
     """A task ID chosen by an A2A v0.1 client (``tasks/send`` ``id``) and the router task it
-    stands for (see :mod:`router.legacy`)."""
+    stands for (see :mod:`router.compat.legacy`)."""
 
     __tablename__ = "router_task_aliases"
 
@@ -174,12 +174,12 @@ class TaskRef:
 class IdMap:
     """Router IDs <-> upstream IDs: sealed tokens, a few stored mappings, cached per process.
 
-    The common IDs are tokens (:mod:`router.tokens`): mapping them reads no table. Stored
+    The common IDs are tokens (:mod:`router.ids.tokens`): mapping them reads no table. Stored
     mappings remain for the rare cases a token cannot carry: a context the client chose, a
     router context another agent joins, IDs a token would make too long, v0.1 aliases, and
     the IDs of the previous (stored) scheme. Only positive answers are cached (a miss asks
     the database, so IDs stored by another replica or before a restart resolve). Task rows
-    for ListTasks and states are written behind (:class:`router.tasklog.TaskLog`).
+    for ListTasks and states are written behind (:class:`router.ids.tasklog.TaskLog`).
     """
 
     def __init__(self, store: Store, cache_size: int = 10000, flush_delay: float = 0.05) -> None:

@@ -6,9 +6,9 @@
   on the message (or, second, on the request params). An unknown, unroutable or incompatible
   skill or agent is ``-32051``, never a fallback to matching.
 - **Matching**: every skill of every agent is a candidate, dropped by the hard filters of
-  :mod:`router.fits` (routable, an interface of the client's version or the other one,
+  :mod:`router.choose.fits` (routable, an interface of the client's version or the other one,
   streaming, input media types, ``acceptedOutputModes``). With the message's embedding (the
-  semantic tier, :mod:`router.meaning`) the rest are ranked by meaning fused with words, with
+  semantic tier, :mod:`router.choose.meaning`) the rest are ranked by meaning fused with words, with
   a calibrated floor and margin; without one (``SWITCHBOARD_MATCHER=lexical``, or no model) by
   a BM25 score of the message text against the skill's name (x3), id, tags (x2),
   description, examples and its agent's name and description (x0.5). An agent's score is
@@ -23,8 +23,8 @@ apart". Stop words and lone letters or digits (the ``s`` of ``what's``) never co
 without any such words (an image alone) goes to the one agent accepting its media types, or
 the one of them already serving the conversation; more than one is ``-32050``.
 
-:meth:`Matcher.decide` returns a :class:`router.choice.Decision` that an adjudicator may still
-settle (:mod:`router.chooser`); :meth:`Matcher.choose` settles it at once.
+:meth:`Matcher.decide` returns a :class:`router.choose.choice.Decision` that an adjudicator
+may still settle (:mod:`router.choose.chooser`); :meth:`Matcher.choose` settles it at once.
 """
 
 from __future__ import annotations
@@ -40,8 +40,7 @@ from registry.cards import Interface
 from registry.records import AgentRecord
 from registry.service import Registry
 from registry.textsearch import tokenize
-from router import wire
-from router.choice import (
+from router.choose.choice import (
     CLOSEST,
     ROUTING_EXTENSION,
     Candidate,
@@ -53,9 +52,15 @@ from router.choice import (
     rank_key,
     ranked,
 )
-from router.fits import jsonrpc_interface, mode_problem, offers, route_interface, via_note
-from router.hints import by_hint, parse_hint
-from router.jsonrpc import (
+from router.choose.fits import jsonrpc_interface, mode_problem, offers, route_interface, via_note
+from router.choose.hints import by_hint, parse_hint
+from router.choose.meaning import by_meaning
+from router.choose.refusals import content_type_refusal
+from router.choose.semantic import Semantic
+from router.choose.skillindex import MAX_QUERY_CHARS, SkillIndex, query_text
+from router.forward.upstream import Target
+from router.protocol import payloads as wire
+from router.protocol.envelope import (
     AGENT_UNAVAILABLE,
     NO_MATCHING_AGENT,
     VERSION_NOT_SUPPORTED,
@@ -63,11 +68,6 @@ from router.jsonrpc import (
     RpcError,
     Version,
 )
-from router.meaning import by_meaning
-from router.refusals import content_type_refusal
-from router.semantic import Semantic
-from router.skillindex import MAX_QUERY_CHARS, SkillIndex, query_text
-from router.upstream import Target
 
 __all__ = [
     "MAX_QUERY_CHARS",
@@ -101,7 +101,7 @@ class Matcher:
         self.threshold = threshold
         self.default_agent: str | None = None
         """SWITCHBOARD_DEFAULT_AGENT: where a message no tier was confident about goes
-        (:func:`router.refusals.default_route`)."""
+        (:func:`router.choose.refusals.default_route`)."""
         self.default_skill: str | None = None
         """SWITCHBOARD_DEFAULT_SKILL: the default agent's skill to use (None: its first fitting)."""
         self.semantic = semantic
@@ -113,7 +113,7 @@ class Matcher:
     # --- public ------------------------------------------------------------------------------
 
     def hint(self, version: Version, params: Mapping[str, Any]) -> dict[str, str] | None:
-        """The routing hint of a call (see :func:`router.hints.parse_hint`)."""
+        """The routing hint of a call (see :func:`router.choose.hints.parse_hint`)."""
         return parse_hint(version, params)
 
     def choose(

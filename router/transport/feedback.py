@@ -21,11 +21,11 @@ from registry.api import REGISTRY, read_json
 from registry.errors import NotFound, RegistryError
 from registry.examples import LearnedExamples
 from registry.records import AgentRecord
-from router import wire
-from router.endpoints import ROUTER
-from router.jsonrpc import Op, RpcError, Version, method_name
-from router.proxy import Router
-from router.semantic import SemanticIndex
+from router.choose.semantic import SemanticIndex
+from router.forward.handler import Router
+from router.protocol import payloads as wire
+from router.protocol.envelope import Op, RpcError, Version, method_name
+from router.transport.routes import ROUTER
 
 EXAMPLES = web.AppKey("examples", LearnedExamples)
 _PREFIX = "/api/v1"

@@ -1,6 +1,6 @@
 """The JSON-RPC 2.0 envelope of the router's A2A endpoint, for A2A 0.3 and 1.0.
 
-Two legacy dialects are recognized here too (:mod:`router.legacy`, docs/dialects.md): A2A
+Two legacy dialects are recognized here too (:mod:`router.compat.legacy`, docs/dialects.md): A2A
 v0.1 names (``tasks/send``...) are read as the equivalent 0.3 call and ``A2A.``-prefixed 1.0
 names as the 1.0 call, whatever the header says; :attr:`Request.dialect` tells which the
 client speaks, so that it is answered in its own shape.
@@ -26,7 +26,7 @@ from typing import Any, Literal
 from aiohttp import web
 
 from registry.jsonsafe import JsonLimitError, loads_limited
-from router.fieldnames import json_names
+from router.protocol.fieldnames import json_names
 
 __all__ = [
     "A2A_ERROR_DOMAIN",
@@ -69,7 +69,7 @@ __all__ = [
 
 Version = Literal["0.3", "1.0"]
 VERSIONS: tuple[Version, ...] = ("0.3", "1.0")
-# What a client speaks: a version, or a legacy dialect served as one (router.legacy).
+# What a client speaks: a version, or a legacy dialect served as one (router.compat.legacy).
 Dialect = Literal["0.3", "1.0", "0.1", "1.0-prefixed"]
 VERSION_HEADER = "A2A-Version"
 
@@ -163,7 +163,7 @@ class Op(StrEnum):
     SUBSCRIBE = "subscribe"
     LIST = "list"
     PUSH_CONFIG = "push-config"  # any push-notification-config method
-    CARD = "card"  # A2A v0.1 agent/getCard (router.legacy)
+    CARD = "card"  # A2A v0.1 agent/getCard (router.compat.legacy)
 
 
 # (0.3 name, 1.0 name, op); None where a version has no such method.
@@ -422,7 +422,7 @@ class Request:
 
     ``dialect`` is what the client speaks (its ``version`` unless a legacy dialect: then
     ``method``/``params``/``op``/``version`` are the equivalent call the router serves);
-    ``client_task_id`` is the task ID a v0.1 client chose (see :mod:`router.codec`).
+    ``client_task_id`` is the task ID a v0.1 client chose (see :mod:`router.compat.codec`).
     """
 
     id: str | int | None
@@ -443,7 +443,7 @@ async def read_request(
 ) -> Request:
     """Read, parse and check one JSON-RPC request of A2A ``version``.
 
-    A v0.1 method (:data:`router.legacy.V01_METHODS`: one only v0.1 has, or a shared name
+    A v0.1 method (:data:`router.compat.legacy.V01_METHODS`: one only v0.1 has, or a shared name
     with a v0.1 ``sessionId``) is read as its 0.3 equivalent, dialect "0.1"; an ``A2A.``
     name as the 1.0 method, dialect "1.0-prefixed", whatever ``version`` is.
 
@@ -452,7 +452,7 @@ async def read_request(
     method in ``version``), -32602 (invalid params, each field named by its path), -32003 (a
     push notification config in a send), -32007 (extended card).
     """
-    from router import legacy  # legacy imports this module
+    from router.compat import legacy  # legacy imports this module
 
     body = await _read_body(request, max_bytes)
     document = _parse(body, max_depth)
@@ -483,7 +483,7 @@ async def read_request(
 def _is_v01(method: str, params: dict[str, Any], version: Version) -> bool:
     """Whether a call is A2A v0.1: a name only v0.1 has, or a 0.3 name of v0.1 too (get,
     cancel, resubscribe) with a ``sessionId``, which 0.3 does not have."""
-    from router import legacy
+    from router.compat import legacy
 
     if method in legacy.V01_ONLY_METHODS:
         return True
@@ -675,11 +675,12 @@ def _fix_for(method: str, version: Version, other: Version) -> str:
 
 def _check_params(version: Version, op: Op, method: str, params: dict[str, Any]) -> dict[str, Any]:
     """The params of ``op``, with proto field names read as JSON names
-    (:func:`router.fieldnames.json_names`). RpcError: -32003 for a push notification config
+    (:func:`router.protocol.fieldnames.json_names`). RpcError: -32003 for a push notification config
     method (not supported: said before any check of its params) or one in a send, -32602
-    naming each bad field by its path; see :func:`router.wire.check_send_params`,
-    :func:`router.wire.check_task_params` and :func:`router.wire.list_tasks_query`."""
-    from router import wire  # wire imports this module
+    naming each bad field by its path; see :func:`router.protocol.payloads.check_send_params`,
+    :func:`router.protocol.payloads.check_task_params` and
+    :func:`router.protocol.payloads.list_tasks_query`."""
+    from router.protocol import payloads as wire  # wire imports this module
 
     if op is Op.PUSH_CONFIG:
         raise RpcError(

@@ -1,10 +1,10 @@
-"""Matching by meaning: a message's skills ranked by the fused score of :mod:`router.semantic`,
-the hard filters applied in that order, and the calibrated refusal.
+"""Matching by meaning: a message's skills ranked by the fused score of
+:mod:`router.choose.semantic`, the hard filters applied in that order, and the calibrated refusal.
 
 The best skill that can take the call decides, if its score reaches the floor and its agent
 leads the next agent that could take the call by the margin; otherwise the answer is
 ``-32050`` listing the closest skills. A score near the floor, or a small margin, marks the
-decision ``uncertain`` for an adjudicator (:mod:`router.chooser`). Only the best rows are
+decision ``uncertain`` for an adjudicator (:mod:`router.choose.chooser`). Only the best rows are
 looked at (in descending order, until the choice, its margin and a few runners-up are known),
 so a decision costs a matrix-vector product and a handful of candidate checks.
 """
@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from router.choice import (
+from router.choose.choice import (
     CLOSEST,
     ROUTING_EXTENSION,
     Candidate,
@@ -29,9 +29,9 @@ from router.choice import (
     rank_key,
     ranked,
 )
-from router.jsonrpc import NO_MATCHING_AGENT, Op, RpcError, Version
-from router.semantic import Semantic, fuse
-from router.skillindex import SkillIndex
+from router.choose.semantic import Semantic, fuse
+from router.choose.skillindex import SkillIndex
+from router.protocol.envelope import NO_MATCHING_AGENT, Op, RpcError, Version
 
 
 def by_meaning(
@@ -47,7 +47,7 @@ def by_meaning(
     context_agents: frozenset[str],
     complete: bool,
 ) -> Decision:
-    """Matching by meaning: skills ranked by the fused score (:mod:`router.semantic`);
+    """Matching by meaning: skills ranked by the fused score (:mod:`router.choose.semantic`);
     the best agent must reach the calibrated floor and lead the next by the margin."""
     cal = semantic.calibration
     sindex = semantic.index_for(index, index.pairs)

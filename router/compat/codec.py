@@ -1,12 +1,13 @@
 """The client edge of a legacy-dialect call: the client's task ID, and its answers' shape.
 
-The router serves an A2A v0.1 call as the 0.3 call :mod:`router.legacy` makes of it; only
+The router serves an A2A v0.1 call as the 0.3 call :mod:`router.compat.legacy` makes of it; only
 what the client sees differs. :func:`open_codec` (called once per call, before dispatch)
 maps the task ID the v0.1 client chose to the router's task and returns a
 :class:`LegacyCodec`, which :func:`current` then hands to the two places that emit bodies
-(``router.proxy._json`` and :meth:`router.sse.SseWriter.send`): each 0.3 answer or event
+(``router.forward.handler._json`` and :meth:`router.forward.sse.SseWriter.send`):
+each 0.3 answer or event
 becomes the v0.1 one named with the client's ID, and the first router task an answer
-reveals is bound to that ID (persisted, :meth:`router.ids.IdMap.bind_alias`) before the
+reveals is bound to that ID (persisted, :meth:`router.ids.idmap.IdMap.bind_alias`) before the
 client sees it. An ``A2A.``-prefixed call gets a :class:`PrefixedCodec`, which puts its 1.0
 results into seed 002's draft shapes. Other dialects have no codec: their answers are
 emitted as they are.
@@ -21,16 +22,16 @@ from typing import TYPE_CHECKING, Any
 from registry.errors import NotFound
 from registry.jsonsafe import JsonLimitError, loads_limited
 from registry.records import iso, utcnow
-from router import legacy
-from router.jsonrpc import AGENT_UNAVAILABLE, TASK_NOT_FOUND, Op, Request, RpcError
-from router.tokens import TASK_PREFIX
+from router.compat import legacy
+from router.ids.tokens import TASK_PREFIX
+from router.protocol.envelope import AGENT_UNAVAILABLE, TASK_NOT_FOUND, Op, Request, RpcError
 
 if TYPE_CHECKING:
     from aiohttp import web
 
     from registry.service import Registry
     from registry.settings import Settings
-    from router.ids import IdMap
+    from router.ids.idmap import IdMap
 
 __all__ = [
     "ClientCodec",
@@ -100,7 +101,7 @@ async def open_codec(
 async def _is_alias(ids: IdMap, task_id: Any) -> bool:
     """Whether a header-less 0.3 call's ``id`` is a v0.1 client's task ID. A router task
     token (``t1.``) says itself that it is none, with no lookup; another ID is looked up as
-    an alias (misses are cached briefly, :meth:`router.ids.IdMap.alias`)."""
+    an alias (misses are cached briefly, :meth:`router.ids.idmap.IdMap.alias`)."""
     if not isinstance(task_id, str):
         return False
     if task_id.startswith(TASK_PREFIX) and (await ids.sealer()).open_task(task_id) is not None:
@@ -125,7 +126,7 @@ class ClientCodec:
 
 class PrefixedCodec(ClientCodec):
     """Answers of one ``A2A.``-prefixed call: 1.0 results in seed 002's draft shapes
-    (:func:`router.legacy.prefixed_result`); errors are 1.0's."""
+    (:func:`router.compat.legacy.prefixed_result`); errors are 1.0's."""
 
     def __init__(self, op: Op) -> None:
         self.op = op
@@ -202,7 +203,7 @@ class LegacyCodec(ClientCodec):
         if self.task_id is not None or not isinstance(result, dict):
             return
         kind = result.get("kind")
-        if kind is None:  # 0.3 requires it; tolerate its absence as router.wire does
+        if kind is None:  # 0.3 requires it; tolerate its absence as router.protocol.payloads does
             kind = "task" if "status" in result and "id" in result else "update"
         task_id = result.get("id") if kind == "task" else result.get("taskId")
         if kind not in ("task", "status-update", "artifact-update", "update"):

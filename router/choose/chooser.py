@@ -1,9 +1,9 @@
 """The whole choice of an agent for one call, with the tiers that wait on I/O.
 
-:class:`router.matcher.Matcher` decides synchronously on the catalog snapshot. Around it,
-:class:`Chooser` embeds the message first (the semantic tier, :mod:`router.semantic`) and,
+:class:`router.choose.matcher.Matcher` decides synchronously on the catalog snapshot. Around it,
+:class:`Chooser` embeds the message first (the semantic tier, :mod:`router.choose.semantic`) and,
 when the decision is uncertain (a small margin between the two best agents, or a score near
-the floor) and an LLM adjudicator is configured (:mod:`router.adjudicator`), asks it to pick
+the floor) and an LLM adjudicator is configured (:mod:`router.choose.adjudicator`), asks it to pick
 one of the best candidates or none; a timeout, an error or an answer that is not one of the
 candidates falls back to the embedding decision (or its refusal).
 """
@@ -15,12 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from router import wire
-from router.adjudicator import Adjudicator, Option, Verdict
-from router.jsonrpc import NO_MATCHING_AGENT, Op, RpcError, Version
-from router.matcher import MAX_QUERY_CHARS, ROUTING_EXTENSION, Choice, Decision, Matcher
-from router.refusals import default_route
-from router.semantic import Semantic
+from router.choose.adjudicator import Adjudicator, Option, Verdict
+from router.choose.matcher import MAX_QUERY_CHARS, ROUTING_EXTENSION, Choice, Decision, Matcher
+from router.choose.refusals import default_route
+from router.choose.semantic import Semantic
+from router.protocol import payloads as wire
+from router.protocol.envelope import NO_MATCHING_AGENT, Op, RpcError, Version
 
 
 class Chooser:

@@ -25,7 +25,7 @@ from typing import Any
 
 from aiohttp import web
 
-from router import codec
+from router.compat import codec
 
 __all__ = [
     "DEFAULT_MAX_EVENT_BYTES",
@@ -280,7 +280,7 @@ class SseWriter:
 
         The JSON is ASCII only (no raw line separator can end up on the wire) and strict:
         NaN and infinities raise :class:`ValueError` before anything is written.
-        A v0.1 client's events are first converted (:func:`router.codec.current`): one event
+        A v0.1 client's events are first converted (:func:`router.compat.codec.current`): one event
         may become several.
         """
         client = codec.current()

@@ -9,7 +9,7 @@ their own shape (docs/dialects.md):
   equivalent A2A 0.3 call (:func:`v01_to_v03`) and every 0.3 answer goes back into the v0.1
   shape (:func:`v03_result_to_v01`, :func:`v03_event_to_v01`, :func:`card_to_v01`). The
   client chooses the task ID in v0.1; mapping it to a router task is the caller's job
-  (:mod:`router.codec`), so the functions here take the ID to answer with.
+  (:mod:`router.compat.codec`), so the functions here take the ID to answer with.
 - **``A2A.``-prefixed 1.0 names** (a 1.0 draft: ``A2A.SendMessage``, ``A2A.GetTask``...):
   the 1.0 method, with the draft's unambiguous spellings normalized
   (:func:`prefixed_to_v1`); answers go back into the draft's shapes where seed 002 is
@@ -29,14 +29,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from router.jsonrpc import (
+from router.protocol.envelope import (
     METHOD_NOT_FOUND,
     METHODS,
     PUSH_NOT_SUPPORTED,
     Op,
     RpcError,
 )
-from router.wire import MAX_ID_LENGTH, json_type, params_error
+from router.protocol.payloads import MAX_ID_LENGTH, json_type, params_error
 
 __all__ = [
     "PREFIX",
@@ -103,7 +103,7 @@ class V01Call:
 
     ``params`` are 0.3 params; the task ID the client chose is ``client_task_id`` (not yet
     mapped: a send carries no ``message.taskId`` and a get/cancel's ``id`` is the client's,
-    until :mod:`router.codec` resolves it).
+    until :mod:`router.compat.codec` resolves it).
     """
 
     op: Op

@@ -1,7 +1,7 @@
 """HTTP routes of the router: the A2A endpoints, the cards it serves, and route explain.
 
 - ``POST /`` and ``POST /agents/{agent_id}`` (with or without a trailing slash): JSON-RPC
-  (see :mod:`router.proxy`).
+  (see :mod:`router.forward.handler`).
 - ``GET /.well-known/agent-card.json`` (and the legacy ``agent.json``): the router's card.
 - ``GET /agents/{agent_id}/.well-known/agent-card.json``: that agent's card with every URL
   pointing at the router. Both cards are re-signed with the router's key.
@@ -22,8 +22,8 @@ from registry.api import REGISTRY, SETTINGS, read_json
 from registry.errors import RegistryError
 from registry.jsonsafe import JsonLimitError, loads_limited
 from router.card import agent_card_via_router, card_for, router_card, without_paths
-from router.fieldnames import json_names
-from router.jsonrpc import (
+from router.forward.handler import Router
+from router.protocol.envelope import (
     VERSION_HEADER,
     Op,
     RpcError,
@@ -31,7 +31,7 @@ from router.jsonrpc import (
     client_version,
     request_version,
 )
-from router.proxy import Router
+from router.protocol.fieldnames import json_names
 from router.signing import CardSigner
 
 ROUTER = web.AppKey("router", Router)

@@ -9,7 +9,7 @@ lexical fallback when it cannot be had.
   there; ``serve --demo`` and ``SWITCHBOARD_MODEL_FETCH=true`` fetch it when it is missing).
 
 A model that cannot be loaded is logged once at start with what to do, and routing goes by
-words (:attr:`router.matcher.Matcher.status` says so in explain and ``/readyz``).
+words (:attr:`router.choose.matcher.Matcher.status` says so in explain and ``/readyz``).
 """
 
 from __future__ import annotations

@@ -16,10 +16,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from registry import mediatypes
-from router import wire
-from router.choice import Choice, Evaluator
-from router.jsonrpc import CONTENT_TYPE, NO_MATCHING_AGENT, Op, RpcError, Version
-from router.skillindex import SkillIndex
+from router.choose.choice import Choice, Evaluator
+from router.choose.skillindex import SkillIndex
+from router.protocol import payloads as wire
+from router.protocol.envelope import CONTENT_TYPE, NO_MATCHING_AGENT, Op, RpcError, Version
 
 
 def content_type_refusal(

@@ -1,14 +1,16 @@
 """The A2A endpoint: ``POST /`` routes each call to the agent whose skill fits, and
 ``POST /agents/{agent_id}`` is the same endpoint pinned to one agent.
 
-A call is read and checked (:mod:`router.jsonrpc`), its agent chosen (the task's owner, or
-:class:`router.matcher.Matcher`), its IDs rewritten (:mod:`router.ids`), and it is forwarded
-(:mod:`router.upstream`): one answer for send/get/cancel, an event-by-event SSE proxy for
+A call is read and checked (:mod:`router.protocol.envelope`), its agent chosen (the task's owner, or
+:class:`router.choose.matcher.Matcher`), its IDs rewritten (:mod:`router.ids.idmap`), and
+it is forwarded
+(:mod:`router.forward.upstream`): one answer for send/get/cancel, an event-by-event SSE proxy for
 stream/subscribe. Clients only ever see the router's task and context IDs.
 
 A client speaking a legacy dialect (docs/dialects.md) is served as the 0.3 or 1.0 call
-:func:`router.jsonrpc.read_request` makes of its call; a v0.1 client's answers go through its
-:mod:`router.codec` where bodies are emitted (:func:`_json`, ``SseWriter.send``).
+:func:`router.protocol.envelope.read_request` makes of its call; a v0.1 client's answers go
+through its
+:mod:`router.compat.codec` where bodies are emitted (:func:`_json`, ``SseWriter.send``).
 """
 
 from __future__ import annotations
@@ -28,11 +30,15 @@ from registry.netguard import AddressPolicy
 from registry.records import iso
 from registry.service import Registry
 from registry.settings import Settings
-from router import codec, translate, wire
-from router.adjudicator import Adjudicator
-from router.chooser import Chooser
-from router.ids import IdMap, Rewriter, TaskRef
-from router.jsonrpc import (
+from router.choose.adjudicator import Adjudicator
+from router.choose.chooser import Chooser
+from router.choose.matcher import Choice, Matcher
+from router.compat import codec, translate
+from router.forward.sse import SseWriter
+from router.forward.upstream import EXTENSIONS_HEADER, Upstream, forward_headers
+from router.ids.idmap import IdMap, Rewriter, TaskRef
+from router.protocol import payloads as wire
+from router.protocol.envelope import (
     AGENT_UNAVAILABLE,
     BAD_ROUTING_HINT,
     INTERNAL,
@@ -50,9 +56,6 @@ from router.jsonrpc import (
     result_body,
     version_of,
 )
-from router.matcher import Choice, Matcher
-from router.sse import SseWriter
-from router.upstream import EXTENSIONS_HEADER, Upstream, forward_headers
 
 log = logging.getLogger(__name__)
 
@@ -287,7 +290,7 @@ class Router:
         """One JSON-RPC call to the chosen agent, in its version's method name and headers.
 
         ``params`` are in the client's version and so is the answer's ``result``: when the
-        agent speaks the other version, both are translated (:mod:`router.translate`); an
+        agent speaks the other version, both are translated (:mod:`router.compat.translate`); an
         ``error`` is left in the agent's shape (IDs are rewritten before it is translated).
         """
         target = choice.target
@@ -593,7 +596,7 @@ async def _plain_error(events: _Resumed) -> tuple[_Resumed, dict[str, Any] | Non
 
 def _json(body: dict[str, Any], headers: dict[str, str] | None = None) -> web.Response:
     """A JSON answer that is always valid JSON (no NaN/Infinity), as the spec requires, in
-    the client's dialect (:func:`router.codec.current`)."""
+    the client's dialect (:func:`router.compat.codec.current`)."""
     client = codec.current()
     if client is not None:
         body = client.answer(body)

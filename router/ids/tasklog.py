@@ -1,6 +1,6 @@
 """The task list: one row per router task, written behind the requests that reveal them.
 
-Mapping a router ID needs no row (:mod:`router.tokens`); only ListTasks, the last known
+Mapping a router ID needs no row (:mod:`router.ids.tokens`); only ListTasks, the last known
 task states and answers' references to earlier tasks do. So a request only queues its
 task's row (or state) in this process, and :class:`TaskLog` writes the queue in batches, one
 transaction per batch, a few tens of milliseconds later, off the request path. It is written
@@ -26,7 +26,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlmodel import Field, SQLModel
 
 from registry.store import Store
-from router.wire import MAX_ID_LENGTH
+from router.protocol.payloads import MAX_ID_LENGTH
 
 __all__ = ["RouterTaskEntry", "TaskLog", "TaskWrite"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from router.choice import (
+from router.choose.choice import (
     ROUTING_EXTENSION,
     Decision,
     Evaluator,
@@ -20,8 +20,8 @@ from router.choice import (
     rank_key,
     ranked,
 )
-from router.jsonrpc import BAD_ROUTING_HINT, Op, RpcError, Version
-from router.skillindex import SkillIndex
+from router.choose.skillindex import SkillIndex
+from router.protocol.envelope import BAD_ROUTING_HINT, Op, RpcError, Version
 
 
 def parse_hint(version: Version, params: Mapping[str, Any]) -> dict[str, str] | None:
