@@ -14,30 +14,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import DateTime, Text, delete
+from sqlalchemy import delete
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Field, SQLModel, col, select
+from sqlmodel import col, select
 
 from registry.records import utcnow
-from registry.store import CatalogStateRow, Store, _bump
+from registry.store import Store, _bump
+from registry.tables import CatalogStateRow, SkillExampleRow
 
 VERSION_KEY = "examples_version"
 MAX_TEXT = 4096
 """Characters of a message kept as an example (routing reads no more of a message)."""
-
-
-class SkillExampleRow(SQLModel, table=True):
-    """One learned example of one skill of one agent."""
-
-    __tablename__ = "skill_examples"
-
-    id: str = Field(primary_key=True, max_length=64)
-    agent_id: str = Field(index=True, max_length=64)
-    skill_id: str = Field(max_length=256)
-    text: str = Field(sa_type=Text)
-    source: str = Field(default="feedback", max_length=32)
-    task_id: str | None = Field(default=None, max_length=1024)
-    created_at: datetime = Field(sa_type=DateTime(timezone=True))
 
 
 @dataclass(frozen=True)

@@ -33,8 +33,8 @@ from registry.health import MAX_ERROR_CHARS, Health, RefreshPolicy
 from registry.jsonsafe import JsonLimitError, loads_limited
 from registry.records import AgentRecord, Source, VerificationRecord, as_utc, utcnow
 from registry.signatures import KeyResolver, StaticKeys, verify_card
-from registry.store import RefreshRow, Store
-from registry.trust import TrustAnchorRow  # noqa: F401 - its table must exist with the schema
+from registry.store import Store
+from registry.tables import RefreshRow
 
 log = logging.getLogger(__name__)
 

@@ -37,9 +37,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from cachetools import TLRUCache
 from jwcrypto.jwk import JWK, JWKValuesRegistry, ParmType
-from sqlalchemy import JSON, Column, DateTime
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Field, SQLModel, select
+from sqlmodel import select
 from yarl import URL
 
 from registry.crawler import Crawler
@@ -48,6 +47,7 @@ from registry.netguard import redact_url
 from registry.records import as_utc, iso, utcnow
 from registry.signatures import KeyLookup
 from registry.store import Store
+from registry.tables import TrustAnchorRow
 
 if TYPE_CHECKING:  # registry.seeds imports registry.service, which imports this module
     from registry.seeds import SeedKey
@@ -91,20 +91,6 @@ Source = Literal["api", "seed"]
 
 
 # --- the table -------------------------------------------------------------------------------
-
-
-class TrustAnchorRow(SQLModel, table=True):
-    """One trust anchor: a public JWK or a JWKS URL."""
-
-    __tablename__ = "trust_anchors"
-
-    id: str = Field(primary_key=True, max_length=64)
-    kind: str = Field(max_length=16)  # "jwk" | "jwks_url"
-    kid: str | None = None
-    jwk: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
-    jwks_url: str | None = Field(default=None, unique=True)
-    source: str = Field(max_length=16)  # "api" | "seed"
-    created_at: datetime = Field(sa_type=DateTime(timezone=True))
 
 
 @dataclass(frozen=True)

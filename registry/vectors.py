@@ -20,34 +20,21 @@ import hashlib
 import inspect
 import logging
 from collections.abc import Iterable, Sequence
-from datetime import datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy import DateTime, LargeBinary
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Field, SQLModel, select
+from sqlmodel import select
 
 from registry.cards import Skill
 from registry.records import AgentRecord, utcnow
 from registry.store import Store
+from registry.tables import SkillVectorRow
 
 log = logging.getLogger(__name__)
 
 BATCH = 256
 """Texts embedded (and rows written) per step at index time."""
-
-
-class SkillVectorRow(SQLModel, table=True):
-    """The embedding of one text by one model."""
-
-    __tablename__ = "skill_vectors"
-
-    model_id: str = Field(primary_key=True, max_length=255)
-    text_sha256: str = Field(primary_key=True, max_length=64)
-    dim: int
-    vector: bytes = Field(sa_type=LargeBinary)
-    created_at: datetime = Field(sa_type=DateTime(timezone=True))
 
 
 def text_key(text: str) -> str:

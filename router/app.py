@@ -30,6 +30,7 @@ from router.choose.models import load_embedder
 from router.choose.semantic import Calibration, Semantic
 from router.forward.handler import Router
 from router.signing import CardSigner
+from router.tables import SCHEMA
 from router.transport.feedback import EXAMPLES, add_feedback_routes
 from router.transport.routes import ROUTER, SIGNER, add_router_routes
 
@@ -43,7 +44,7 @@ def create_app(settings: Settings) -> web.Application:
         client_max_size=settings.max_request_bytes,
     )
     app[SETTINGS] = settings
-    store, crawler = Store(settings.database_url), Crawler(settings)
+    store, crawler = Store(settings.database_url, SCHEMA), Crawler(settings)
     trust = TrustStore(store, crawler, settings.trusted_jku)
     app[TRUST] = trust
     app[REGISTRY] = Registry(

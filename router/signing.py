@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +19,8 @@ from cachetools import LRUCache
 from jwcrypto.common import JWException
 from jwcrypto.jwk import JWK
 from jwcrypto.jws import JWS
-from sqlalchemy import JSON, Column, DateTime
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Field, SQLModel, col, select
+from sqlmodel import col, select
 
 from registry.errors import RegistryError
 from registry.jwkeys import default_alg
@@ -30,19 +28,7 @@ from registry.payloads import payload_forms
 from registry.records import utcnow
 from registry.signatures import generate_key, public_jwks
 from registry.store import Store
-
-
-class SigningKeyRow(SQLModel, table=True):
-    """The generated router signing key (private JWK), shared by every replica."""
-
-    __tablename__ = "router_signing_keys"
-
-    kid: str = Field(primary_key=True, max_length=128)
-    # the one generated key has slot 1 (unique): of two replicas starting together, one
-    # inserts it and the other reads that one
-    slot: int | None = Field(default=None, unique=True)
-    jwk: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
-    created_at: datetime = Field(sa_type=DateTime(timezone=True))
+from router.tables import SigningKeyRow
 
 
 class CardSigner:

@@ -23,6 +23,7 @@ from router.protocol.envelope import (
     error_body,
 )
 from router.protocol.payloads import check_send_params, check_task_params
+from router.tables import SCHEMA
 from tests.helpers import said
 
 NOW = "2026-01-02T03:04:05+00:00"
@@ -485,7 +486,7 @@ def test_prefixed_send_normalizes_the_drafts_spellings() -> None:
 
 @pytest.fixture
 async def store(db_url: str) -> AsyncIterator[Store]:
-    store = Store(db_url)
+    store = Store(db_url, SCHEMA)
     await store.create_schema()
     yield store
     await store.close()

@@ -23,6 +23,7 @@ from registry.signatures import StaticKeys, generate_key, sign_card
 from registry.store import Store
 from router.card import V03_CARD_FIELDS, agent_card_via_router, card_for, router_card
 from router.choose.matcher import ROUTING_EXTENSION
+from router.tables import SCHEMA
 from seeds.demo_agents import caption_card, currency_card, translate_card
 from tests.helpers import card_v03, card_v1, make_settings, schema_problems
 
@@ -93,7 +94,7 @@ def record(agent_id: str, card: dict[str, Any]) -> AgentRecord:
 @pytest.fixture
 async def registry(sqlite_url: str) -> AsyncIterator[Registry]:
     registry = Registry(
-        Store(sqlite_url),
+        Store(sqlite_url, SCHEMA),
         Crawler(make_settings(sqlite_url)),
         keys=StaticKeys(json.loads(KEY.export_public())),
     )

@@ -19,15 +19,7 @@ import pytest
 from sqlmodel import col, func, select
 
 from registry.store import Store
-from router.ids.idmap import (
-    IdMap,
-    Rewriter,
-    RouterContextRow,
-    RouterTaskEntry,
-    RouterTaskRow,
-    TaskRef,
-    canonical_state,
-)
+from router.ids.idmap import IdMap, Rewriter, RouterTaskEntry, TaskRef, canonical_state
 from router.protocol.envelope import (
     INVALID_AGENT_RESPONSE,
     INVALID_PARAMS,
@@ -36,13 +28,14 @@ from router.protocol.envelope import (
     RpcError,
     Version,
 )
+from router.tables import SCHEMA, RouterContextRow, RouterTaskRow
 
 WIRE = Path(__file__).parent / "fixtures" / "wire"
 
 
 @pytest.fixture
 async def store(db_url: str) -> AsyncIterator[Store]:
-    store = Store(db_url)
+    store = Store(db_url, SCHEMA)
     await store.create_schema()
     yield store
     await store.close()
@@ -126,7 +119,7 @@ async def test_a_restarted_router_still_resolves_old_ids(store: Store, db_url: s
     await before.close()  # writes the queued task rows
     await store.close()
 
-    restarted = Store(db_url)  # a new process: new engine, empty caches
+    restarted = Store(db_url, SCHEMA)  # a new process: new engine, empty caches
     try:
         after = IdMap(restarted)
         found = await after.task(ref.task_id)
@@ -150,7 +143,7 @@ async def test_a_restarted_router_still_resolves_old_ids(store: Store, db_url: s
 
 
 async def test_concurrent_creation_yields_one_id(store: Store, db_url: str) -> None:
-    replica = Store(db_url)  # a second process on the same database
+    replica = Store(db_url, SCHEMA)  # a second process on the same database
     try:
         maps = [IdMap(store), IdMap(replica)]
         refs = await asyncio.gather(

@@ -31,6 +31,7 @@ from router.protocol.envelope import (
     RpcError,
     Version,
 )
+from router.tables import SCHEMA
 from seeds.demo_agents import caption_card, currency_card, translate_card
 from tests.helpers import card_v03, card_v1, make_settings
 
@@ -127,7 +128,7 @@ class Catalog:
 @pytest.fixture
 async def catalog(sqlite_url: str) -> AsyncIterator[Catalog]:
     registry = Registry(
-        Store(sqlite_url),
+        Store(sqlite_url, SCHEMA),
         Crawler(make_settings(sqlite_url)),
         keys=StaticKeys(json.loads(KEY.export_public())),
     )

@@ -17,6 +17,7 @@ from registry.store import Store
 from registry.vectors import SkillVectors
 from router.choose.models import local_embedder
 from router.choose.semantic import CALIBRATION_FILE, Calibration, SemanticIndex, fuse
+from router.tables import SCHEMA
 from tests.helpers import card_v1
 
 
@@ -66,7 +67,7 @@ def test_unknown_keys_in_a_calibration_file_are_ignored(tmp_path: Path) -> None:
 
 @pytest.fixture
 async def store(sqlite_url: str) -> Store:
-    store = Store(sqlite_url)
+    store = Store(sqlite_url, SCHEMA)
     await store.create_schema()
     yield store
     await store.close()

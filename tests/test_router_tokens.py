@@ -19,7 +19,7 @@ from sqlalchemy import event
 from registry.api import REGISTRY
 from registry.store import Store
 from router.app import create_app
-from router.ids.idmap import IdMap, Rewriter, RouterContextRow, RouterTaskRow, TaskAliasRow
+from router.ids.idmap import IdMap, Rewriter
 from router.ids.tokens import (
     CONTEXT_PREFIX,
     CTX_NONE,
@@ -29,6 +29,7 @@ from router.ids.tokens import (
     Sealer,
 )
 from router.protocol.envelope import TASK_NOT_FOUND, Op, RpcError
+from router.tables import SCHEMA, RouterContextRow, RouterTaskRow, TaskAliasRow
 from router.transport.routes import ROUTER
 from seeds.demo_agents import DemoAgents, start_demo_agents
 from tests.helpers import make_settings
@@ -250,7 +251,7 @@ def _png() -> bytes:
 
 @pytest.fixture
 async def store(db_url: str) -> AsyncIterator[Store]:
-    store = Store(db_url)
+    store = Store(db_url, SCHEMA)
     await store.create_schema()
     yield store
     await store.close()
@@ -360,7 +361,7 @@ async def test_written_behind_rows_reach_list_tasks(store: Store) -> None:
 async def test_a_failed_write_keeps_the_rows_queued(store: Store) -> None:
     ids = IdMap(store, flush_delay=3600.0)
     ref = await ids.task_for_upstream("wx", "ut-1", None)
-    broken = Store("sqlite:////nonexistent-dir/x.db")
+    broken = Store("sqlite:////nonexistent-dir/x.db", SCHEMA)
     ids.log.store = broken
     with pytest.raises(Exception):  # noqa: B017 - whatever the driver raises
         await ids.flush()

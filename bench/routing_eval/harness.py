@@ -30,6 +30,7 @@ from router.choose.chooser import Chooser
 from router.choose.matcher import Matcher, query_text
 from router.choose.semantic import Calibration, Semantic
 from router.protocol.envelope import Op, RpcError
+from router.tables import SCHEMA
 
 
 @dataclass
@@ -55,7 +56,7 @@ async def catalog(
     """The evaluation catalog registered in a scratch database; ``embedder`` None: lexical."""
     with tempfile.TemporaryDirectory() as tmp:
         url = f"sqlite:///{Path(tmp) / 'eval.db'}"
-        store = Store(url)
+        store = Store(url, SCHEMA)
         settings = Settings(database_url=url, refresh=False)
         registry = Registry(store, Crawler(settings))
         await registry.load()

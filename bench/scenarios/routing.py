@@ -33,6 +33,7 @@ from registry.settings import Settings
 from registry.store import Store, _agent_row, _bump, _child_rows, _revision
 from router.choose.matcher import Matcher
 from router.protocol.envelope import Op
+from router.tables import SCHEMA
 
 VERBS = (
     "convert translate caption summarize forecast schedule search book classify detect "
@@ -154,7 +155,7 @@ def _text(i: int) -> str:
 
 async def measure(url: str, agents: list[AgentRecord], calls: int) -> dict[str, Any]:
     """Load ``agents`` into the database at ``url``; latencies of each kind of decision/query."""
-    store = Store(url)
+    store = Store(url, SCHEMA)
     registry = Registry(store, Crawler(Settings(database_url=url)))
     try:
         start = time.perf_counter()
@@ -296,7 +297,7 @@ async def _semantic(section: Section, opts: Options, agents: list[AgentRecord]) 
     )
     for size in sizes:
         url = f"sqlite:///{opts.tmp / f'semantic-{size}.db'}"
-        store = Store(url)
+        store = Store(url, SCHEMA)
         registry = Registry(store, Crawler(Settings(database_url=url)))
         try:
             await bulk_insert(store, agents[:size])

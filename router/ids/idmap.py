@@ -29,14 +29,14 @@ from typing import Any
 from uuid import uuid4
 
 from cachetools import LRUCache, TTLCache
-from sqlalchemy import DateTime, UniqueConstraint, and_, exists, func, insert, or_
+from sqlalchemy import and_, exists, func, insert, or_
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Field, SQLModel, col, select
+from sqlmodel import col, select
 
 from registry.records import as_utc, utcnow
 from registry.store import Store
 from router.ids.rewrite import Rewriter
-from router.ids.tasklog import RouterTaskEntry, TaskLog, TaskWrite
+from router.ids.tasklog import TaskLog, TaskWrite
 from router.ids.tokens import (
     CONTEXT_PREFIX,
     CTX_NONE,
@@ -48,6 +48,13 @@ from router.ids.tokens import (
 )
 from router.protocol.envelope import RpcError
 from router.protocol.payloads import MAX_ID_LENGTH, params_error
+from router.tables import (
+    RouterContextRow,
+    RouterTaskEntry,
+    RouterTaskRow,
+    TaskAliasEntry,
+    TaskAliasRow,
+)
 
 __all__ = [
     "MAX_ID_LENGTH",
@@ -102,57 +109,6 @@ def canonical_state(state: str | None) -> str | None:
 
 
 # --- tables ----------------------------------------------------------------------------------
-
-
-class RouterTaskRow(SQLModel, table=True):
-    """A stored router task ID and the agent task it stands for (the previous scheme, and
-    upstream IDs too long for a token); ListTasks reads :class:`RouterTaskEntry`."""
-
-    __tablename__ = "router_tasks"
-    __table_args__ = (UniqueConstraint("agent_id", "upstream_task_id"),)
-
-    task_id: str = Field(primary_key=True, max_length=64)
-    agent_id: str = Field(max_length=64)
-    upstream_task_id: str = Field(max_length=MAX_ID_LENGTH)
-    context_id: str | None = Field(default=None, index=True, max_length=MAX_ID_LENGTH)
-    state: str | None = Field(default=None, max_length=64)
-    created_at: datetime = Field(sa_type=DateTime(timezone=True), index=True)
-    updated_at: datetime = Field(sa_type=DateTime(timezone=True), index=True)
-
-
-class RouterContextRow(SQLModel, table=True):
-    """One agent's upstream context within a router context (agent ``""``: the context
-    itself, recorded before any agent served it)."""
-
-    __tablename__ = "router_contexts"
-    __table_args__ = (UniqueConstraint("agent_id", "upstream_context_id"),)
-
-    context_id: str = Field(primary_key=True, max_length=MAX_ID_LENGTH)
-    agent_id: str = Field(primary_key=True, max_length=64)
-    upstream_context_id: str | None = Field(default=None, max_length=MAX_ID_LENGTH)
-    created_at: datetime = Field(sa_type=DateTime(timezone=True))
-
-
-class TaskAliasRow(SQLModel, table=True):
-    """A task ID chosen by an A2A v0.1 client (``tasks/send`` ``id``) and the router task it
-    stands for (see :mod:`router.compat.legacy`)."""
-
-    __tablename__ = "router_task_aliases"
-
-    alias: str = Field(primary_key=True, max_length=MAX_ID_LENGTH)
-    task_id: str = Field(index=True, max_length=64)
-    created_at: datetime = Field(sa_type=DateTime(timezone=True))
-
-
-class TaskAliasEntry(SQLModel, table=True):
-    """A v0.1 client's task ID bound to a router task ID of any length (a token); the
-    earlier versions' bindings stay in :class:`TaskAliasRow`."""
-
-    __tablename__ = "router_task_alias_entries"
-
-    alias: str = Field(primary_key=True, max_length=MAX_ID_LENGTH)
-    task_id: str = Field(max_length=MAX_ID_LENGTH)
-    created_at: datetime = Field(sa_type=DateTime(timezone=True))
 
 
 @dataclass(frozen=True)

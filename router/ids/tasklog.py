@@ -20,13 +20,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import DateTime, UniqueConstraint, and_, case, func, or_
+from sqlalchemy import and_, case, func, or_
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlmodel import Field, SQLModel
 
 from registry.store import Store
-from router.protocol.payloads import MAX_ID_LENGTH
+from router.tables import RouterTaskEntry
 
 __all__ = ["RouterTaskEntry", "TaskLog", "TaskWrite"]
 
@@ -35,21 +34,6 @@ log = logging.getLogger(__name__)
 _BATCH = 200  # rows per transaction
 _ATTEMPTS = 3  # failed batch writes before rows are tried one at a time
 _RETRY_MAX = 5.0  # seconds between attempts after a failed write, at most
-
-
-class RouterTaskEntry(SQLModel, table=True):
-    """A router task as ListTasks lists it: its IDs, context and last known state."""
-
-    __tablename__ = "router_task_entries"
-    __table_args__ = (UniqueConstraint("agent_id", "upstream_task_id"),)
-
-    task_id: str = Field(primary_key=True, max_length=MAX_ID_LENGTH)
-    agent_id: str = Field(max_length=64)
-    upstream_task_id: str = Field(max_length=MAX_ID_LENGTH)
-    context_id: str | None = Field(default=None, index=True, max_length=MAX_ID_LENGTH)
-    state: str | None = Field(default=None, max_length=64)
-    created_at: datetime = Field(sa_type=DateTime(timezone=True), index=True)
-    updated_at: datetime = Field(sa_type=DateTime(timezone=True), index=True)
 
 
 @dataclass

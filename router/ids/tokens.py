@@ -16,17 +16,16 @@ import base64
 import binascii
 import json
 import os
-from datetime import datetime
 from typing import Any
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESSIV
-from sqlalchemy import DateTime
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Field, SQLModel, col, select
+from sqlmodel import col, select
 
 from registry.records import utcnow
 from registry.store import Store
+from router.tables import IdSecretRow
 
 __all__ = [
     "CONTEXT_PREFIX",
@@ -48,16 +47,6 @@ CTX_ROUTER = 2  # this router context, as it is
 
 
 _SECRET_ROW = 1  # the one row of the key
-
-
-class IdSecretRow(SQLModel, table=True):
-    """The key that seals router IDs (base64url), shared by every replica."""
-
-    __tablename__ = "router_secrets"
-
-    id: int | None = Field(default=None, primary_key=True)
-    secret: str = Field(max_length=128)
-    created_at: datetime = Field(sa_type=DateTime(timezone=True))
 
 
 class Sealer:
