@@ -21,11 +21,10 @@ from router.protocol.envelope import (
     equivalent_method,
     error_body,
     method_name,
-    read_request,
-    request_version,
     result_body,
     version_of,
 )
+from router.transport.jsonrpc import read_request, request_version
 from tests.helpers import facts, said
 
 WIRE = Path(__file__).parent / "fixtures" / "wire"

@@ -1,34 +1,30 @@
 """The client edge of a legacy-dialect call: the client's task ID, and its answers' shape.
 
-The router serves an A2A v0.1 call as the 0.3 call :mod:`router.compat.legacy` makes of it; only
-what the client sees differs. :func:`open_codec` (called once per call, before dispatch)
-maps the task ID the v0.1 client chose to the router's task and returns a
-:class:`LegacyCodec`, which :func:`current` then hands to the two places that emit bodies
-(``router.forward.handler._json`` and :meth:`router.forward.sse.SseWriter.send`):
-each 0.3 answer or event
-becomes the v0.1 one named with the client's ID, and the first router task an answer
-reveals is bound to that ID (persisted, :meth:`router.ids.idmap.IdMap.bind_alias`) before the
-client sees it. An ``A2A.``-prefixed call gets a :class:`PrefixedCodec`, which puts its 1.0
-results into seed 002's draft shapes. Other dialects have no codec: their answers are
-emitted as they are.
+The router serves an A2A v0.1 call as the 0.3 call :mod:`router.compat.legacy` makes of it;
+only what the client sees differs. :func:`open_codec` (called once per call, before dispatch)
+maps the task ID the v0.1 client chose to the router's task and returns a :class:`LegacyCodec`,
+which the routing core (:mod:`router.forward.handler`, :mod:`router.forward.relay`) applies to
+each answer and event before it leaves: each 0.3 answer or event becomes the v0.1 one named
+with the client's ID, and the first router task an answer reveals is bound to that ID
+(persisted) before the client sees it. An ``A2A.``-prefixed call gets a :class:`PrefixedCodec`,
+which puts its 1.0 results into seed 002's draft shapes. Other dialects have no codec: their
+answers are emitted as they are.
 """
 
 from __future__ import annotations
 
-import contextvars
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from registry.errors import NotFound
 from registry.jsonsafe import JsonLimitError, loads_limited
 from registry.records import iso, utcnow
+from router.card import agent_card_via_router, router_card, without_paths
 from router.compat import legacy
 from router.ids.tokens import TASK_PREFIX
 from router.protocol.envelope import AGENT_UNAVAILABLE, TASK_NOT_FOUND, Op, Request, RpcError
 
 if TYPE_CHECKING:
-    from aiohttp import web
-
     from registry.service import Registry
     from registry.settings import Settings
     from router.ids.idmap import IdMap
@@ -37,32 +33,15 @@ __all__ = [
     "ClientCodec",
     "LegacyCodec",
     "PrefixedCodec",
-    "close_codec",
-    "current",
     "open_codec",
     "v01_card",
 ]
-
-_CURRENT: contextvars.ContextVar[ClientCodec | None] = contextvars.ContextVar(
-    "switchboard_client_codec", default=None
-)
-
-
-def current() -> ClientCodec | None:
-    """The codec of the call being answered in this task, if its client speaks a legacy
-    dialect (v0.1, or the ``A2A.``-prefixed names)."""
-    return _CURRENT.get()
-
-
-def close_codec() -> None:
-    """Forget the codec of the call just answered (the next call on this task has none)."""
-    _CURRENT.set(None)
 
 
 async def open_codec(
     ids: IdMap, rpc: Request, *, header: str | None
 ) -> tuple[Request, ClientCodec | None]:
-    """The call to dispatch, and the codec its answers go through (set as :func:`current`).
+    """The call to dispatch, and the codec its answers go through (None: as they are).
 
     A v0.1 send continues the router task its ``id`` names, if any (else it starts one); a
     v0.1 get/cancel/resubscribe is about that task (-32001 if the ID names none). A 0.3
@@ -74,9 +53,7 @@ async def open_codec(
         if await _is_alias(ids, task_id):
             rpc = dataclasses.replace(rpc, dialect="0.1", client_task_id=task_id)
     if rpc.dialect == "1.0-prefixed":
-        prefixed = PrefixedCodec(rpc.op)
-        _CURRENT.set(prefixed)
-        return rpc, prefixed
+        return rpc, PrefixedCodec(rpc.op)
     if rpc.dialect != "0.1" or rpc.op is Op.CARD or rpc.client_task_id is None:
         return rpc, None
     client_id = rpc.client_task_id
@@ -94,7 +71,6 @@ async def open_codec(
         params["id"] = task_id
         session = None
     codec = LegacyCodec(ids, client_id, task_id, session)
-    _CURRENT.set(codec)
     return dataclasses.replace(rpc, params=params), codec
 
 
@@ -224,14 +200,12 @@ def _replaced(value: Any, old: str, new: str) -> Any:
 
 
 async def v01_card(
-    registry: Registry, settings: Settings, request: web.Request, pinned: str | None
+    registry: Registry, settings: Settings, base_url: str, pinned: str | None
 ) -> dict[str, Any]:
     """The answer to v0.1 ``agent/getCard``: the router's card, or on a per-agent endpoint
     that agent's card as reached through the router, in the v0.1 shape (unsigned: v0.1
-    cards have no signatures)."""
-    from router.card import agent_card_via_router, router_card, without_paths  # card -> sse -> us
-
-    base = (settings.public_url or f"{request.scheme}://{request.host}").rstrip("/")
+    cards have no signatures). ``base_url``: where clients reach Switchboard."""
+    base = base_url.rstrip("/")
     if pinned is None:
         card = router_card(
             registry, base, name=settings.router_name, description=settings.router_description

@@ -1,29 +1,25 @@
-"""The A2A endpoint: ``POST /`` routes each call to the agent whose skill fits, and
-``POST /agents/{agent_id}`` is the same endpoint pinned to one agent.
+"""The routing core: one A2A call in (:class:`router.forward.call.Call`), one answer out.
 
-A call is read and checked (:mod:`router.protocol.envelope`), its agent chosen (the task's owner, or
-:class:`router.choose.matcher.Matcher`), its IDs rewritten (:mod:`router.ids.idmap`), and
-it is forwarded
-(:mod:`router.forward.upstream`): one answer for send/get/cancel, an event-by-event SSE proxy for
-stream/subscribe. Clients only ever see the router's task and context IDs.
+A transport (:mod:`router.transport.jsonrpc`) has read and checked the call
+(:mod:`router.protocol.envelope`); here its agent is chosen (the task's owner, or
+:class:`router.choose.chooser.Chooser`), its IDs rewritten (:mod:`router.ids.rewrite`), its
+params translated when the agent speaks the other version (:mod:`router.compat.translate`),
+and it is forwarded (:mod:`router.forward.upstream`): one :class:`~router.forward.call.Reply`
+for send/get/cancel/list, an :class:`~router.forward.call.EventStream` for stream/subscribe
+(:mod:`router.forward.relay`). Clients only ever see the router's task and context IDs.
 
-A client speaking a legacy dialect (docs/dialects.md) is served as the 0.3 or 1.0 call
-:func:`router.protocol.envelope.read_request` makes of its call; a v0.1 client's answers go
-through its
-:mod:`router.compat.codec` where bodies are emitted (:func:`_json`, ``SseWriter.send``).
+A client speaking a legacy dialect (docs/dialects.md) is served as the 0.3 or 1.0 call the
+envelope makes of its call; its answers are put in its dialect by its
+:mod:`router.compat.codec` before they leave the core.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import json
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncIterator
 from typing import Any
-
-from aiohttp import web
 
 from registry.errors import NotFound
 from registry.netguard import AddressPolicy
@@ -34,9 +30,12 @@ from router.choose.adjudicator import Adjudicator
 from router.choose.chooser import Chooser
 from router.choose.matcher import Choice, Matcher
 from router.compat import codec, translate
-from router.forward.sse import SseWriter
-from router.forward.upstream import EXTENSIONS_HEADER, Upstream, forward_headers
-from router.ids.idmap import IdMap, Rewriter, TaskRef
+from router.compat.codec import ClientCodec
+from router.forward.call import Call, EventStream, Reply
+from router.forward.relay import Relay, extensions_header, one_event
+from router.forward.upstream import Upstream, forward_headers
+from router.ids.idmap import IdMap, TaskRef
+from router.ids.rewrite import Rewriter
 from router.protocol import payloads as wire
 from router.protocol.envelope import (
     AGENT_UNAVAILABLE,
@@ -51,8 +50,6 @@ from router.protocol.envelope import (
     Version,
     error_body,
     method_name,
-    read_request,
-    request_version,
     result_body,
     version_of,
 )
@@ -90,77 +87,54 @@ class Router:
             stream_limit=settings.max_streams,
             policy=AddressPolicy(settings.allow_networks),  # agents' cards choose the address
         )
-        self._streams = 0
+        self.relay = Relay(self.upstream, settings.max_streams, self._record)
         self._openings: dict[tuple[str, str], asyncio.Lock] = {}
 
-    async def handle(self, request: web.Request, pinned: str | None = None) -> web.StreamResponse:
-        """Answer one JSON-RPC call (``pinned``: the agent of a per-agent endpoint)."""
-        try:
-            return await self._handle(request, pinned)
-        finally:
-            codec.close_codec()  # after the error bodies too: they go through the codec
+    async def handle(self, call: Call) -> Reply | EventStream:
+        """Answer one call: a JSON-RPC body, or a stream of them, in the client's dialect.
 
-    async def _handle(self, request: web.Request, pinned: str | None) -> web.StreamResponse:
-        version: Version = "0.3"
-        rpc: Request | None = None
+        Errors become JSON-RPC error answers (an internal failure too, logged, with no
+        trace); an error on an A2A 0.3 streaming call is a stream of one error event.
+        """
+        rpc, client = call.rpc, None
         try:
-            try:
-                version = request_version(request)  # header, or ?A2A-Version= (spec 1.0)
-            except RpcError as error:
-                # a client that sends the header knows 1.x: answer in the 1.0 shape, with its id
-                version, error.id = "1.0", await self._request_id(request)
-                raise
-            rpc = await self._read(request, version)
-            version = rpc.version  # an A2A.-prefixed name is 1.0 whatever the header says
-            if pinned is not None and pinned not in self.registry.catalog.snapshot.agents:
-                raise RpcError(AGENT_UNAVAILABLE, f"no agent with id {pinned!r}", {"agent": pinned})
-            header = request.headers.get(VERSION_HEADER)
+            if call.pinned is not None and call.pinned not in self.registry.catalog.snapshot.agents:
+                raise RpcError(
+                    AGENT_UNAVAILABLE, f"no agent with id {call.pinned!r}", {"agent": call.pinned}
+                )
+            header = call.headers.get(VERSION_HEADER)
             rpc, client = await codec.open_codec(self.ids, rpc, header=header)
             if rpc.op is Op.CARD:  # v0.1 agent/getCard
-                card = await codec.v01_card(self.registry, self.settings, request, pinned)
-                return _json(result_body(rpc.id, card))
-            response = await self._dispatch(request, rpc, pinned)
+                base, pinned = call.base_url, call.pinned
+                card = await codec.v01_card(self.registry, self.settings, base, pinned)
+                return Reply(result_body(rpc.id, card))
+            answer = await self._dispatch(call, rpc, client)
+            if client is not None and isinstance(answer, Reply):
+                answer = Reply(client.answer(answer.body), answer.headers)
             if client is not None:
-                await client.flush()  # before the client can see the answer
-            return response
+                await client.flush()  # what the answer taught, before the client sees it
+            return answer
         except RpcError as exc:
-            error, request_id = exc, (rpc.id if rpc is not None else exc.id)
-            version = exc.version or version
+            error, version = exc, exc.version or rpc.version
         except Exception:  # a bug or a database failure: still a JSON-RPC answer, no trace
-            log.exception("internal error answering %s", rpc.method if rpc else "a request")
+            log.exception("internal error answering %s", rpc.method)
             error = RpcError(INTERNAL, "Switchboard failed internally; see its log", {})
-            request_id = rpc.id if rpc is not None else None
-        body = error_body(version, request_id, error)
-        if rpc is not None and rpc.op in (Op.STREAM, Op.SUBSCRIBE) and rpc.version == "0.3":
+            version = rpc.version
+        body = error_body(version, rpc.id, error)
+        if rpc.op in (Op.STREAM, Op.SUBSCRIBE) and rpc.version == "0.3":
             # as an a2a-sdk agent serving 0.3 answers a call it has read: one SSE error event
-            # (1.0, and a request that cannot be read, get a plain JSON answer)
-            return await _one_event_stream(request, body, rpc)
-        return _json(body)
-
-    async def _read(self, request: web.Request, version: Version) -> Request:
-        return await read_request(
-            request,
-            version,
-            max_bytes=self.settings.max_request_bytes,
-            max_depth=self.settings.max_json_depth,
-        )
-
-    async def _request_id(self, request: web.Request) -> Any:
-        """The client's request id, read with either version's method table."""
-        try:
-            return (await self._read(request, "1.0")).id
-        except RpcError as error:
-            return error.id
+            return one_event(body, rpc, client)
+        return Reply(client.answer(body) if client is not None else body)
 
     async def _dispatch(
-        self, request: web.Request, rpc: Request, pinned: str | None
-    ) -> web.StreamResponse:
+        self, call: Call, rpc: Request, client: ClientCodec | None
+    ) -> Reply | EventStream:
         if rpc.op in (Op.SEND, Op.STREAM):
-            return await self._message(request, rpc, pinned)
+            return await self._message(call, rpc, client)
         if rpc.op in (Op.GET, Op.CANCEL, Op.SUBSCRIBE):
-            return await self._task_call(request, rpc, pinned)
+            return await self._task_call(call, rpc, client)
         if rpc.op is Op.LIST:
-            return _json(result_body(rpc.id, await self._list(request, rpc, pinned)))
+            return Reply(result_body(rpc.id, await self._list(call, rpc)))
         raise RpcError(
             PUSH_NOT_SUPPORTED,
             "Switchboard does not relay push notifications; use message/stream or polling",
@@ -219,17 +193,21 @@ class Router:
     # --- calls -----------------------------------------------------------------------------
 
     async def _message(
-        self, request: web.Request, rpc: Request, pinned: str | None
-    ) -> web.StreamResponse:
+        self, call: Call, rpc: Request, client: ClientCodec | None
+    ) -> Reply | EventStream:
         message = wire.message_of(rpc.version, rpc.params)
-        choice = await self._choose_for_message(rpc, message, pinned)
-        context_id = message.get("contextId") or None  # checked a string by read_request
-        async with self._first_turn(context_id, choice.agent.id):
+        choice = await self._choose_for_message(rpc, message, call.pinned)
+        context_id = message.get("contextId") or None  # checked a string by the envelope
+        async with contextlib.AsyncExitStack() as turn:
+            await turn.enter_async_context(self._first_turn(context_id, choice.agent.id))
             rewriter = Rewriter(self.ids, rpc.version, choice.agent.id, context_id)
             params = await rewriter.request_to_upstream(rpc.op, rpc.params)
-            if rpc.op is Op.STREAM:
-                return await self._stream(request, rpc, choice, rewriter, params)
-            return await self._call(request, rpc, choice, rewriter, params)
+            if rpc.op is not Op.STREAM:
+                return await self._call(call, rpc, choice, rewriter, params)
+            answer = await self._stream(call, rpc, choice, rewriter, params, client)
+            if isinstance(answer, EventStream):
+                answer.add_closer(turn.pop_all().aclose)  # the first turn lasts the stream
+            return answer
 
     @contextlib.asynccontextmanager
     async def _first_turn(self, context_id: str | None, agent_id: str) -> AsyncIterator[None]:
@@ -248,39 +226,34 @@ class Router:
                 del self._openings[key]
 
     async def _task_call(
-        self, request: web.Request, rpc: Request, pinned: str | None
-    ) -> web.StreamResponse:
+        self, call: Call, rpc: Request, client: ClientCodec | None
+    ) -> Reply | EventStream:
         task_id = wire.task_id_param(rpc.version, rpc.op, rpc.params)
-        ref = await self._owner(task_id, pinned)
+        ref = await self._owner(task_id, call.pinned)
         choice = self.matcher.target_for(rpc.version, ref.agent_id)
         rewriter = Rewriter(self.ids, rpc.version, ref.agent_id, ref.context_id)
         params = await rewriter.request_to_upstream(rpc.op, rpc.params)
         if rpc.op is Op.SUBSCRIBE:
-            return await self._stream(request, rpc, choice, rewriter, params)
-        return await self._call(request, rpc, choice, rewriter, params)
+            return await self._stream(call, rpc, choice, rewriter, params, client)
+        return await self._call(call, rpc, choice, rewriter, params)
 
     async def _call(
-        self,
-        request: web.Request,
-        rpc: Request,
-        choice: Choice,
-        rewriter: Rewriter,
-        params: dict[str, Any],
-    ) -> web.Response:
+        self, call: Call, rpc: Request, choice: Choice, rewriter: Rewriter, params: dict[str, Any]
+    ) -> Reply:
         extensions: list[str] = []
-        answer = await self._call_upstream(request, rpc, choice, rpc.op, params, extensions)
-        headers = _extensions_header(extensions, rpc.version)
+        answer = await self._call_upstream(call, rpc, choice, rpc.op, params, extensions)
+        headers = extensions_header(extensions, rpc.version)
         if "error" in answer:  # IDs rewritten in the agent's shape, then translated
             error = await rewriter.error_from_upstream(answer["error"])
             error = translate.error_to(error, choice.target.version, rpc.version)
-            return _json({"jsonrpc": "2.0", "id": rpc.id, "error": error}, headers)
+            return Reply({"jsonrpc": "2.0", "id": rpc.id, "error": error}, headers)
         result = await rewriter.result_from_upstream(rpc.op, answer.get("result"))
         await self._record(rpc, result)
-        return _json(result_body(rpc.id, result), headers)
+        return Reply(result_body(rpc.id, result), headers)
 
     async def _call_upstream(
         self,
-        request: web.Request,
+        call: Call,
         rpc: Request,
         choice: Choice,
         op: Op,
@@ -304,7 +277,7 @@ class Router:
             method_name(target.version, op),
             params,
             request_id=rpc.id,
-            headers=forward_headers(request.headers, target.version),
+            headers=forward_headers(call.headers, target.version),
             extensions=extensions,
         )
         if not translating or "result" not in answer:
@@ -316,113 +289,17 @@ class Router:
 
     async def _stream(
         self,
-        request: web.Request,
+        call: Call,
         rpc: Request,
         choice: Choice,
         rewriter: Rewriter,
         params: dict[str, Any],
-    ) -> web.StreamResponse:
-        if self._streams >= self.settings.max_streams:
-            raise RpcError(
-                AGENT_UNAVAILABLE,
-                "too many streams are open through Switchboard; try again later",
-                {"maxStreams": self.settings.max_streams},
-            )
-        target = choice.target
-        if target.version != rpc.version:
+        client: ClientCodec | None,
+    ) -> Reply | EventStream:
+        self.relay.check_capacity()
+        if choice.target.version != rpc.version:
             params = _translated_params(rpc.op, params, rpc.version, choice)
-        replied = asyncio.Event()
-        extensions: list[str] = []
-        plain: list[bool] = []
-
-        def on_headers(found: list[str], streamed: bool) -> None:
-            extensions.extend(found)
-            plain.append(not streamed)
-            replied.set()
-
-        upstream_events = self.upstream.stream(
-            target,
-            method_name(target.version, rpc.op),
-            params,
-            request_id=rpc.id,
-            headers=forward_headers(request.headers, target.version),
-            on_headers=on_headers,
-        )
-        self._streams += 1
-        try:
-            # the agent's response headers first (they name the activated extensions)
-            events = await _after_headers(upstream_events, replied)
-        except BaseException:
-            self._streams -= 1
-            with contextlib.suppress(Exception):
-                await upstream_events.aclose()
-            raise
-        headers = _extensions_header(extensions, rpc.version)
-        if plain and plain[0]:
-            # the agent answered a plain JSON error before any event: so does the router
-            try:
-                events, failed = await _plain_error(events)
-            except BaseException:
-                self._streams -= 1
-                with contextlib.suppress(Exception):
-                    await events.aclose()
-                raise
-            if failed is not None:
-                self._streams -= 1
-                error = await rewriter.error_from_upstream(failed)
-                error = translate.error_to(error, target.version, rpc.version)
-                return _json({"jsonrpc": "2.0", "id": rpc.id, "error": error}, headers)
-        writer = SseWriter(keepalive=self.settings.sse_keepalive, headers=headers)
-        try:
-            await writer.prepare(request)
-            await self._pump(rpc, events, rewriter, writer, target.version)
-        finally:
-            self._streams -= 1
-            with contextlib.suppress(Exception):
-                await events.aclose()  # closes the upstream connection at once
-            with contextlib.suppress(ConnectionResetError, RuntimeError):
-                await writer.close()
-        return writer.response
-
-    async def _pump(
-        self,
-        rpc: Request,
-        events: Any,
-        rewriter: Rewriter,
-        writer: SseWriter,
-        agent_version: Version | None = None,
-    ) -> None:
-        """Forward each upstream event as it arrives until the stream ends (translated from
-        ``agent_version`` to the client's first when they differ)."""
-        source = agent_version or rpc.version
-        try:
-            async for upstream_answer in _until_lost(events, writer):
-                answer = upstream_answer
-                if source != rpc.version and "result" in answer:
-                    result = translate.result_to(rpc.op, answer["result"], source, rpc.version)
-                    answer = {**answer, "result": result}
-                if "error" in answer:  # IDs rewritten in the agent's shape, then translated
-                    error = await rewriter.error_from_upstream(answer["error"])
-                    error = translate.error_to(error, source, rpc.version)
-                    await writer.send(
-                        {"jsonrpc": "2.0", "id": rpc.id, "error": error}, event=_error_event(rpc)
-                    )
-                    return
-                event = await rewriter.event_from_upstream(answer.get("result"))
-                await self._record(rpc, event)
-                await writer.send(result_body(rpc.id, event))
-                if wire.ends_stream(rpc.version, event):
-                    return
-                if source != rpc.version and wire.ends_stream(source, upstream_answer):
-                    return  # e.g. a 0.3 agent's final input-required update
-        except RpcError as error:
-            await writer.send(error_body(rpc.version, rpc.id, error), event=_error_event(rpc))
-        except (ConnectionResetError, asyncio.CancelledError):
-            raise  # the client went away: the caller closes the upstream stream
-        except Exception:  # the stream has begun: end it with an error event, not a trace
-            log.exception("internal error while streaming %s", rpc.method)
-            error = RpcError(INTERNAL, "Switchboard failed internally; see its log", {})
-            await writer.send(error_body(rpc.version, rpc.id, error), event=_error_event(rpc))
+        return await self.relay.open(rpc, choice, rewriter, params, call.headers, client)
 
     async def _record(self, rpc: Request, result: Any, op: Op | None = None) -> None:
         """Remember the last known state of every task an answer or event carries."""
@@ -431,7 +308,8 @@ class Router:
 
     # --- ListTasks ---------------------------------------------------------------------------
 
-    async def _list(self, request: web.Request, rpc: Request, pinned: str | None) -> dict[str, Any]:
+    async def _list(self, call: Call, rpc: Request) -> dict[str, Any]:
+        pinned = call.pinned
         query = wire.list_tasks_query(rpc.params)
         refs, token = await self.ids.list_tasks(
             context_id=query.context_id,
@@ -451,7 +329,7 @@ class Router:
 
         async def current(ref: Any) -> dict[str, Any]:
             async with semaphore:
-                return await self._current_task(request, rpc, ref)
+                return await self._current_task(call, rpc, ref)
 
         tasks = list(await asyncio.gather(*(current(ref) for ref in refs)))
         await self._record(rpc, {"tasks": tasks}, Op.LIST)
@@ -467,7 +345,7 @@ class Router:
             "totalSize": total,
         }
 
-    async def _current_task(self, request: web.Request, rpc: Request, ref: Any) -> dict[str, Any]:
+    async def _current_task(self, call: Call, rpc: Request, ref: Any) -> dict[str, Any]:
         """The task as its owner reports it now, or its last known state if it cannot say."""
         status = {"state": ref.state or "TASK_STATE_UNSPECIFIED"}
         if ref.updated_at is not None:
@@ -485,7 +363,7 @@ class Router:
             rewriter = Rewriter(self.ids, rpc.version, ref.agent_id, ref.context_id)
             params = await rewriter.request_to_upstream(Op.GET, get)
             answer = await asyncio.wait_for(
-                self._call_upstream(request, rpc, choice, Op.GET, params),
+                self._call_upstream(call, rpc, choice, Op.GET, params),
                 timeout=_LIST_OWNER_TIMEOUT,
             )
         except (RpcError, TimeoutError):
@@ -523,117 +401,6 @@ def _interface_tenant(choice: Choice) -> str | None:
     return None
 
 
-def _extensions_header(extensions: list[str], version: Version) -> dict[str, str]:
-    """The agent's activated extensions, under the client version's header name."""
-    return {EXTENSIONS_HEADER[version]: ", ".join(extensions)} if extensions else {}
-
-
-async def _after_headers(events: AsyncGenerator[Any, None], replied: asyncio.Event) -> _Resumed:
-    """``events``, once the agent's response headers are in (``replied``) or its first
-    item (or failure) is: that first read goes on and is the first item."""
-    first = asyncio.ensure_future(anext(events))
-    waiting = asyncio.ensure_future(replied.wait())
-    try:
-        await asyncio.wait({first, waiting}, return_when=asyncio.FIRST_COMPLETED)
-    except BaseException:
-        first.cancel()
-        raise
-    finally:
-        waiting.cancel()
-    return _Resumed(first, events)
-
-
-class _Resumed:
-    """An upstream event stream whose first read has already started."""
-
-    def __init__(self, first: asyncio.Future[Any], events: AsyncGenerator[Any, None]) -> None:
-        self._first: asyncio.Future[Any] | None = first
-        self._events = events
-
-    def __aiter__(self) -> _Resumed:
-        return self
-
-    async def __anext__(self) -> Any:
-        if self._first is not None:
-            first, self._first = self._first, None
-            return await first  # StopAsyncIteration too, if the agent sent nothing
-        return await anext(self._events)
-
-    async def aclose(self) -> None:
-        """Stop the first read if it still runs, and close the upstream stream."""
-        if self._first is not None:
-            self._first.cancel()
-            with contextlib.suppress(BaseException):
-                await self._first
-        await self._events.aclose()
-
-
-async def _one_event_stream(
-    request: web.Request, body: dict[str, Any], rpc: Request
-) -> web.StreamResponse:
-    """An error on an A2A 0.3 streaming call: an SSE stream of one error event."""
-    writer = SseWriter(keepalive=3600)
-    await writer.prepare(request)
-    try:
-        await writer.send(body, event=_error_event(rpc))
-    finally:
-        await writer.close()
-    return writer.response
-
-
-async def _plain_error(events: _Resumed) -> tuple[_Resumed, dict[str, Any] | None]:
-    """The agent's plain JSON answer to a streaming call: its ``error`` (the stream is closed),
-    or None with the answer put back as the stream's first item (a plain result is relayed
-    as a one-event stream, as before)."""
-    answer = await anext(events)
-    if isinstance(answer, dict) and "error" in answer:
-        await events.aclose()
-        return events, answer["error"]
-    first: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-    first.set_result(answer)
-    return _Resumed(first, events), None
-
-
-def _json(body: dict[str, Any], headers: dict[str, str] | None = None) -> web.Response:
-    """A JSON answer that is always valid JSON (no NaN/Infinity), as the spec requires, in
-    the client's dialect (:func:`router.compat.codec.current`)."""
-    client = codec.current()
-    if client is not None:
-        body = client.answer(body)
-    dumps = functools.partial(json.dumps, allow_nan=False)
-    return web.json_response(body, dumps=dumps, headers=headers)
-
-
 def _wants_detail(rpc: Request) -> bool:
     """Whether ListTasks asked for more than the mapping table knows (artifacts, history)."""
     return bool(rpc.params.get("includeArtifacts")) or bool(rpc.params.get("historyLength"))
-
-
-async def _until_lost(events: AsyncIterator[Any], writer: SseWriter) -> AsyncIterator[Any]:
-    """``events``, ending as soon as the client is gone (noticed by a failed write, such as
-    a keep-alive ping), even while the agent is silent."""
-    lost = asyncio.ensure_future(writer.lost.wait())
-    following: asyncio.Future[Any] | None = None
-    try:
-        while True:
-            following = asyncio.ensure_future(anext(events))
-            done, _ = await asyncio.wait({following, lost}, return_when=asyncio.FIRST_COMPLETED)
-            if following not in done:
-                raise ConnectionResetError("the client went away")
-            try:
-                item = following.result()
-            except StopAsyncIteration:
-                return
-            following = None
-            yield item
-    finally:
-        lost.cancel()
-        if following is not None and not following.done():
-            following.cancel()  # stops the upstream read; the caller then closes the stream
-            with contextlib.suppress(BaseException):
-                await following
-
-
-def _error_event(rpc: Request) -> str | None:
-    """1.x SDK servers mark error events ``event: error``; 0.3 sends plain data events."""
-    return "error" if rpc.version == "1.0" else None

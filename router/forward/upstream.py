@@ -46,6 +46,7 @@ from router.protocol.envelope import (
 )
 
 __all__ = [
+    "CLIENT_HEADERS",
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_MAX_DEPTH",
     "EXTENSIONS_HEADER",
@@ -71,6 +72,9 @@ FORWARDED_HEADERS: dict[str, str] = {
     "tracestate": "tracestate",
     "accept-language": "Accept-Language",
 }
+
+#: Every client header :func:`forward_headers` reads (lower case): what a transport hands on.
+CLIENT_HEADERS = frozenset({*FORWARDED_HEADERS, *_EXTENSION_NAMES, "connection"})
 
 # Headers Upstream always decides itself, whatever the caller passes.
 _FRAMING = frozenset(

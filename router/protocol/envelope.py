@@ -10,7 +10,7 @@ The protocol version of a call is the ``A2A-Version`` header (empty means 0.3, s
 (:data:`METHODS`) and in the shape of an error's ``data``: a plain object in 0.3, a list of
 typed detail objects (``google.rpc.ErrorInfo`` first) in 1.0 (:func:`error_body`).
 
-:func:`read_request` reads and checks one request; every envelope error it raises is an
+:func:`parse_request` parses and checks one request; every envelope error it raises is an
 :class:`RpcError` carrying the client's ``id`` when it could be read (``None`` otherwise).
 """
 
@@ -22,8 +22,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal
-
-from aiohttp import web
 
 from registry.jsonsafe import JsonLimitError, loads_limited
 from router.protocol.fieldnames import json_names
@@ -61,8 +59,7 @@ __all__ = [
     "error_domain",
     "error_object",
     "method_name",
-    "read_request",
-    "request_version",
+    "parse_request",
     "result_body",
     "version_of",
 ]
@@ -241,12 +238,6 @@ def client_version(header_value: str | None) -> Version:
     )
 
 
-def request_version(request: web.Request) -> Version:
-    """:func:`client_version` of the header, or of an ``A2A-Version`` query parameter."""
-    value = request.headers.get(VERSION_HEADER) or request.query.get(VERSION_HEADER)
-    return client_version(value)
-
-
 def version_of(protocol_version: str) -> Version | None:
     """The router version of an agent interface's ``protocolVersion``: 0.x is "0.3"."""
     parsed = _major_minor(protocol_version) if isinstance(protocol_version, str) else None
@@ -269,7 +260,7 @@ class RpcError(Exception):
     :func:`error_object`) unless ``shaped`` is true: then it is passed through verbatim (an
     upstream agent's error relayed as it came). ``reason`` overrides the ErrorInfo reason of
     the code; ``violations`` are (field, description) pairs of invalid params. ``id`` is the
-    client's request id when known (set by :func:`read_request`); ``version`` the version
+    client's request id when known (set by :func:`parse_request`); ``version`` the version
     to answer in when the request's dialect says otherwise than its header (a v0.1 method,
     an ``A2A.`` prefix), else None.
     """
@@ -438,23 +429,21 @@ class Request:
             object.__setattr__(self, "dialect", self.version)
 
 
-async def read_request(
-    request: web.Request, version: Version, *, max_bytes: int, max_depth: int
-) -> Request:
-    """Read, parse and check one JSON-RPC request of A2A ``version``.
+def parse_request(body: bytes, version: Version, header: str | None, *, max_depth: int) -> Request:
+    """Parse and check one JSON-RPC request of A2A ``version`` (``header``: the client's
+    ``A2A-Version`` header, which names the fix when a method belongs to the other version).
 
     A v0.1 method (:data:`router.compat.legacy.V01_METHODS`: one only v0.1 has, or a shared name
     with a v0.1 ``sessionId``) is read as its 0.3 equivalent, dialect "0.1"; an ``A2A.``
     name as the 1.0 method, dialect "1.0-prefixed", whatever ``version`` is.
 
-    Raises :class:`RpcError`: -32700 (body too large, not JSON, nested too deep), -32600 (a
+    Raises :class:`RpcError`: -32700 (not JSON, nested too deep), -32600 (a
     batch, not an object, bad ``jsonrpc``/``id``/``method``/``params``), -32601 (no such
     method in ``version``), -32602 (invalid params, each field named by its path), -32003 (a
     push notification config in a send), -32007 (extended card).
     """
     from router.compat import legacy  # legacy imports this module
 
-    body = await _read_body(request, max_bytes)
     document = _parse(body, max_depth)
     request_id = _request_id(document)
     dialect: Dialect = version
@@ -470,7 +459,7 @@ async def read_request(
             if call.op is Op.CARD:
                 return Request(request_id, method, {}, Op.CARD, version, dialect)
             method, params, client_task_id = call.method, call.params, call.client_task_id
-        op = _lookup(method, version, request.headers.get(VERSION_HEADER))
+        op = _lookup(method, version, header)
         params = _check_params(version, op, method, params)
     except RpcError as exc:
         exc.id = request_id
@@ -488,32 +477,6 @@ def _is_v01(method: str, params: dict[str, Any], version: Version) -> bool:
     if method in legacy.V01_ONLY_METHODS:
         return True
     return version == "0.3" and method in legacy.V01_METHODS and "sessionId" in params
-
-
-async def _read_body(request: web.Request, max_bytes: int) -> bytes:
-    length = request.content_length
-    if length is not None and length > max_bytes:
-        raise _too_large(max_bytes, length)
-    chunks: list[bytes] = []
-    total = 0
-    async for chunk in request.content.iter_chunked(64 * 1024):
-        total += len(chunk)
-        if total > max_bytes:
-            raise _too_large(max_bytes, None)
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _too_large(max_bytes: int, length: int | None) -> RpcError:
-    data: dict[str, Any] = {"maxBytes": max_bytes}
-    if length is not None:
-        data["contentLength"] = length
-    return RpcError(
-        PARSE,
-        f"The request body is larger than the limit of {max_bytes} bytes",
-        data,
-        reason="REQUEST_TOO_LARGE",
-    )
 
 
 def _parse(body: bytes, max_depth: int) -> Any:

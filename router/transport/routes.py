@@ -1,7 +1,7 @@
 """HTTP routes of the router: the A2A endpoints, the cards it serves, and route explain.
 
 - ``POST /`` and ``POST /agents/{agent_id}`` (with or without a trailing slash): JSON-RPC
-  (see :mod:`router.forward.handler`).
+  (see :mod:`router.transport.jsonrpc`).
 - ``GET /.well-known/agent-card.json`` (and the legacy ``agent.json``): the router's card.
 - ``GET /agents/{agent_id}/.well-known/agent-card.json``: that agent's card with every URL
   pointing at the router. Both cards are re-signed with the router's key.
@@ -29,10 +29,11 @@ from router.protocol.envelope import (
     RpcError,
     Version,
     client_version,
-    request_version,
 )
 from router.protocol.fieldnames import json_names
 from router.signing import CardSigner
+from router.transport import jsonrpc
+from router.transport.jsonrpc import request_version
 
 ROUTER = web.AppKey("router", Router)
 SIGNER = web.AppKey("signer", CardSigner)
@@ -57,20 +58,17 @@ def add_router_routes(app: web.Application) -> None:
 
 def base_url(request: web.Request) -> str:
     """Where clients reach Switchboard: ``SWITCHBOARD_PUBLIC_URL``, else this request's origin."""
-    configured = request.app[SETTINGS].public_url
-    if configured:
-        return configured.rstrip("/")
-    return f"{request.scheme}://{request.host}"
+    return jsonrpc.public_origin(request, request.app[SETTINGS].public_url)
 
 
 async def a2a_endpoint(request: web.Request) -> web.StreamResponse:
     """The routing A2A endpoint."""
-    return await request.app[ROUTER].handle(request)
+    return await jsonrpc.serve(request.app[ROUTER], request)
 
 
 async def a2a_agent_endpoint(request: web.Request) -> web.StreamResponse:
     """One agent's A2A endpoint through the router (no skill matching)."""
-    return await request.app[ROUTER].handle(request, pinned=request.match_info["agent_id"])
+    return await jsonrpc.serve(request.app[ROUTER], request, pinned=request.match_info["agent_id"])
 
 
 async def get_router_card(request: web.Request) -> web.Response:

@@ -1,0 +1,85 @@
+"""The seam between a transport and the routing core: one call in, one answer out.
+
+A transport (today the JSON-RPC binding over aiohttp, :mod:`router.transport.jsonrpc`) reads
+an HTTP request into a :class:`Call`; the core (:class:`router.forward.handler.Router`)
+answers it with a :class:`Reply` (one JSON-RPC body) or an :class:`EventStream` (JSON-RPC
+bodies, one per event). Both are already in the client's version and dialect; the transport
+only encodes them (JSON, or Server-Sent Events) and notices when the client goes away. The
+core never sees the web framework.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from router.protocol.envelope import Request
+
+__all__ = ["Call", "Event", "EventStream", "Reply"]
+
+Event = tuple[dict[str, Any], str | None]
+"""One stream event: its JSON-RPC body and its SSE event type (None: a plain data event)."""
+
+
+@dataclass(frozen=True)
+class Call:
+    """One A2A call as the core sees it.
+
+    ``rpc`` is the parsed request (its ``version`` and ``dialect`` say what the client
+    speaks); ``headers`` the client's headers that matter downstream (forwarded ones,
+    extensions, ``Connection``); ``pinned`` the agent of a per-agent endpoint; ``caller`` who
+    is calling, when a transport authenticated it; ``base_url`` where clients reach
+    Switchboard (for cards an answer carries).
+    """
+
+    rpc: Request
+    headers: Mapping[str, str] = field(default_factory=dict)
+    pinned: str | None = None
+    caller: str | None = None
+    base_url: str = ""
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A one-body answer, with the response headers the client should see."""
+
+    body: dict[str, Any]
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+class EventStream:
+    """A streamed answer: :attr:`events` in order, then the end of the stream.
+
+    The transport must call :meth:`aclose` once it is done, whether the stream ended, the
+    client went away or writing failed: it closes the upstream connection and frees the
+    stream's slot (once; later calls do nothing).
+    """
+
+    def __init__(
+        self,
+        events: AsyncIterator[Event],
+        headers: Mapping[str, str] | None = None,
+        on_close: Callable[[], Awaitable[Any]] | None = None,
+    ) -> None:
+        self.events = events
+        self.headers: Mapping[str, str] = dict(headers or {})
+        self._closers = [on_close] if on_close is not None else []
+        self._closed = False
+
+    def add_closer(self, closer: Callable[[], Awaitable[Any]]) -> None:
+        """Also run ``closer`` when the stream is closed (after those added before)."""
+        self._closers.append(closer)
+
+    async def aclose(self) -> None:
+        """Stop the events and release what the stream holds (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            closer = getattr(self.events, "aclose", None)
+            if closer is not None:
+                await closer()
+        finally:
+            for closer in self._closers:
+                await closer()

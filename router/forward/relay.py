@@ -1,0 +1,244 @@
+"""Relaying an agent's event stream to the client, event by event.
+
+:meth:`Relay.open` starts the upstream SSE call (``message/stream``, ``tasks/resubscribe`` and
+their 1.0 names), waits for the agent's response headers (they name the activated
+extensions), and answers with an :class:`router.forward.call.EventStream` whose events are the
+agent's, their IDs rewritten (:mod:`router.ids.rewrite`), translated to the client's version
+(:mod:`router.compat.translate`) and put in its dialect (:mod:`router.compat.codec`). An agent
+that answers a streaming call with a plain JSON error gets that error relayed as a plain
+answer. Errors in the middle of a stream end it with one error event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any
+
+from router.choose.matcher import Choice
+from router.compat import translate
+from router.compat.codec import ClientCodec
+from router.forward.call import Event, EventStream, Reply
+from router.forward.upstream import EXTENSIONS_HEADER, Upstream, forward_headers
+from router.ids.rewrite import Rewriter
+from router.protocol import payloads as wire
+from router.protocol.envelope import (
+    AGENT_UNAVAILABLE,
+    INTERNAL,
+    Request,
+    RpcError,
+    Version,
+    error_body,
+    method_name,
+    result_body,
+)
+
+log = logging.getLogger(__name__)
+
+Record = Callable[[Request, Any], Awaitable[None]]
+"""What the relay calls with every event it forwards (the router records task states)."""
+
+
+class Relay:
+    """The router's open event streams, at most ``max_streams`` at a time."""
+
+    def __init__(self, upstream: Upstream, max_streams: int, record: Record) -> None:
+        self.upstream = upstream
+        self.max_streams = max_streams
+        self.open_streams = 0
+        self._record = record
+
+    def check_capacity(self) -> None:
+        """Raise -32052 when no further stream may open."""
+        if self.open_streams >= self.max_streams:
+            raise RpcError(
+                AGENT_UNAVAILABLE,
+                "too many streams are open through Switchboard; try again later",
+                {"maxStreams": self.max_streams},
+            )
+
+    async def open(
+        self,
+        rpc: Request,
+        choice: Choice,
+        rewriter: Rewriter,
+        params: dict[str, Any],
+        headers: Mapping[str, str],
+        client: ClientCodec | None,
+    ) -> Reply | EventStream:
+        """Open the agent's stream for ``rpc`` (``params`` already in the agent's version)."""
+        self.check_capacity()
+        target = choice.target
+        replied = asyncio.Event()
+        extensions: list[str] = []
+        plain: list[bool] = []
+
+        def on_headers(found: list[str], streamed: bool) -> None:
+            extensions.extend(found)
+            plain.append(not streamed)
+            replied.set()
+
+        upstream_events = self.upstream.stream(
+            target,
+            method_name(target.version, rpc.op),
+            params,
+            request_id=rpc.id,
+            headers=forward_headers(headers, target.version),
+            on_headers=on_headers,
+        )
+        self.open_streams += 1
+        try:
+            # the agent's response headers first (they name the activated extensions)
+            events = await _after_headers(upstream_events, replied)
+        except BaseException:
+            self.open_streams -= 1
+            with contextlib.suppress(Exception):
+                await upstream_events.aclose()
+            raise
+        reply_headers = extensions_header(extensions, rpc.version)
+        if plain and plain[0]:
+            # the agent answered a plain JSON error before any event: so does the router
+            try:
+                events, failed = await _plain_error(events)
+            except BaseException:
+                self.open_streams -= 1
+                with contextlib.suppress(Exception):
+                    await events.aclose()
+                raise
+            if failed is not None:
+                self.open_streams -= 1
+                error = await rewriter.error_from_upstream(failed)
+                error = translate.error_to(error, target.version, rpc.version)
+                return Reply({"jsonrpc": "2.0", "id": rpc.id, "error": error}, reply_headers)
+
+        async def close() -> None:
+            self.open_streams -= 1
+            with contextlib.suppress(Exception):
+                await events.aclose()  # closes the upstream connection at once
+
+        pumped = self._pump(rpc, events, rewriter, target.version)
+        return EventStream(in_dialect(pumped, client), reply_headers, close)
+
+    async def _pump(
+        self, rpc: Request, events: AsyncIterator[Any], rewriter: Rewriter, source: Version
+    ) -> AsyncGenerator[Event, None]:
+        """Each upstream event as it arrives until the stream ends (translated from
+        ``source``, the agent's version, to the client's first when they differ)."""
+        try:
+            async for upstream_answer in events:
+                answer = upstream_answer
+                if source != rpc.version and "result" in answer:
+                    result = translate.result_to(rpc.op, answer["result"], source, rpc.version)
+                    answer = {**answer, "result": result}
+                if "error" in answer:  # IDs rewritten in the agent's shape, then translated
+                    error = await rewriter.error_from_upstream(answer["error"])
+                    error = translate.error_to(error, source, rpc.version)
+                    yield {"jsonrpc": "2.0", "id": rpc.id, "error": error}, error_event(rpc)
+                    return
+                event = await rewriter.event_from_upstream(answer.get("result"))
+                await self._record(rpc, event)
+                yield result_body(rpc.id, event), None
+                if wire.ends_stream(rpc.version, event):
+                    return
+                if source != rpc.version and wire.ends_stream(source, upstream_answer):
+                    return  # e.g. a 0.3 agent's final input-required update
+        except RpcError as error:
+            yield error_body(rpc.version, rpc.id, error), error_event(rpc)
+        except (ConnectionResetError, asyncio.CancelledError, GeneratorExit):
+            raise  # the client went away: the transport closes the stream
+        except Exception:  # the stream has begun: end it with an error event, not a trace
+            log.exception("internal error while streaming %s", rpc.method)
+            error = RpcError(INTERNAL, "Switchboard failed internally; see its log", {})
+            yield error_body(rpc.version, rpc.id, error), error_event(rpc)
+
+
+async def in_dialect(
+    events: AsyncIterator[Event], client: ClientCodec | None
+) -> AsyncGenerator[Event, None]:
+    """``events`` as a legacy-dialect client sees them (one event may become several)."""
+    try:
+        async for body, kind in events:
+            if client is None:
+                yield body, kind
+                continue
+            for item in await client.events(body):
+                yield item, kind
+    finally:
+        closer = getattr(events, "aclose", None)
+        if closer is not None:
+            await closer()
+
+
+def one_event(body: dict[str, Any], rpc: Request, client: ClientCodec | None) -> EventStream:
+    """An error on an A2A 0.3 streaming call: a stream of one error event (as an a2a-sdk
+    agent serving 0.3 answers a call it has read)."""
+
+    async def single() -> AsyncGenerator[Event, None]:
+        yield body, error_event(rpc)
+
+    return EventStream(in_dialect(single(), client))
+
+
+def error_event(rpc: Request) -> str | None:
+    """1.x SDK servers mark error events ``event: error``; 0.3 sends plain data events."""
+    return "error" if rpc.version == "1.0" else None
+
+
+def extensions_header(extensions: list[str], version: Version) -> dict[str, str]:
+    """The agent's activated extensions, under the client version's header name."""
+    return {EXTENSIONS_HEADER[version]: ", ".join(extensions)} if extensions else {}
+
+
+async def _after_headers(events: AsyncGenerator[Any, None], replied: asyncio.Event) -> _Resumed:
+    """``events``, once the agent's response headers are in (``replied``) or its first
+    item (or failure) is: that first read goes on and is the first item."""
+    first = asyncio.ensure_future(anext(events))
+    waiting = asyncio.ensure_future(replied.wait())
+    try:
+        await asyncio.wait({first, waiting}, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:
+        first.cancel()
+        raise
+    finally:
+        waiting.cancel()
+    return _Resumed(first, events)
+
+
+class _Resumed:
+    """An upstream event stream whose first read has already started."""
+
+    def __init__(self, first: asyncio.Future[Any], events: AsyncGenerator[Any, None]) -> None:
+        self._first: asyncio.Future[Any] | None = first
+        self._events = events
+
+    def __aiter__(self) -> _Resumed:
+        return self
+
+    async def __anext__(self) -> Any:
+        if self._first is not None:
+            first, self._first = self._first, None
+            return await first  # StopAsyncIteration too, if the agent sent nothing
+        return await anext(self._events)
+
+    async def aclose(self) -> None:
+        """Stop the first read if it still runs, and close the upstream stream."""
+        if self._first is not None:
+            self._first.cancel()
+            with contextlib.suppress(BaseException):
+                await self._first
+        await self._events.aclose()
+
+
+async def _plain_error(events: _Resumed) -> tuple[_Resumed, dict[str, Any] | None]:
+    """The agent's plain JSON answer to a streaming call: its ``error`` (the stream is closed),
+    or None with the answer put back as the stream's first item (a plain result is relayed
+    as a one-event stream, as before)."""
+    answer = await anext(events)
+    if isinstance(answer, dict) and "error" in answer:
+        await events.aclose()
+        return events, answer["error"]
+    first: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    first.set_result(answer)
+    return _Resumed(first, events), None

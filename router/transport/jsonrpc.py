@@ -1,0 +1,197 @@
+"""The JSON-RPC binding over HTTP: an aiohttp request in, a :class:`router.forward.call.Call`
+to the routing core, its answer encoded back.
+
+:func:`serve` reads the A2A version (the ``A2A-Version`` header, or the query parameter of
+that name), the body (within ``SWITCHBOARD_MAX_REQUEST_BYTES``) and its JSON-RPC envelope
+(:func:`router.protocol.envelope.parse_request`), keeps the headers that matter downstream,
+and hands the call to :meth:`router.forward.handler.Router.handle`. A
+:class:`~router.forward.call.Reply` is written as JSON (always valid JSON: no NaN or
+Infinity, as the spec requires); an :class:`~router.forward.call.EventStream` as Server-Sent
+Events (:mod:`router.transport.sse`), stopped as soon as the client goes away, even while the
+agent is silent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import logging
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from aiohttp import web
+from multidict import CIMultiDict
+
+from router.forward.call import Call, EventStream, Reply
+from router.forward.handler import Router
+from router.forward.upstream import CLIENT_HEADERS
+from router.protocol.envelope import (
+    INTERNAL,
+    PARSE,
+    VERSION_HEADER,
+    Request,
+    RpcError,
+    Version,
+    client_version,
+    error_body,
+    parse_request,
+)
+from router.transport.sse import SseWriter
+
+__all__ = ["json_answer", "public_origin", "read_request", "request_version", "serve"]
+
+log = logging.getLogger(__name__)
+
+_HEADERS = CLIENT_HEADERS | {VERSION_HEADER.lower()}
+_DUMPS = functools.partial(json.dumps, allow_nan=False)
+
+
+async def serve(
+    router: Router, request: web.Request, pinned: str | None = None
+) -> web.StreamResponse:
+    """Answer one JSON-RPC call (``pinned``: the agent of a per-agent endpoint)."""
+    settings = router.settings
+    version: Version = "0.3"
+    try:
+        try:
+            version = request_version(request)
+        except RpcError as error:
+            # a client that sends the header knows 1.x: answer in the 1.0 shape, with its id
+            version, error.id = "1.0", await _request_id(router, request)
+            raise
+        rpc = await read_request(
+            request,
+            version,
+            max_bytes=settings.max_request_bytes,
+            max_depth=settings.max_json_depth,
+        )
+    except RpcError as error:
+        return json_answer(error_body(error.version or version, error.id, error))
+    except Exception:  # a bug: still a JSON-RPC answer, no trace
+        log.exception("internal error reading a request")
+        error = RpcError(INTERNAL, "Switchboard failed internally; see its log", {})
+        return json_answer(error_body(version, None, error))
+    call = Call(
+        rpc,
+        headers=CIMultiDict((k, v) for k, v in request.headers.items() if k.lower() in _HEADERS),
+        pinned=pinned,
+        base_url=public_origin(request, settings.public_url),
+    )
+    answer = await router.handle(call)
+    if isinstance(answer, Reply):
+        return json_answer(answer.body, answer.headers)
+    return await _events(request, answer, settings.sse_keepalive)
+
+
+def request_version(request: web.Request) -> Version:
+    """:func:`~router.protocol.envelope.client_version` of the header, or of an
+    ``A2A-Version`` query parameter."""
+    value = request.headers.get(VERSION_HEADER) or request.query.get(VERSION_HEADER)
+    return client_version(value)
+
+
+async def read_request(
+    request: web.Request, version: Version, *, max_bytes: int, max_depth: int
+) -> Request:
+    """Read the body (at most ``max_bytes``, else -32700) and parse its JSON-RPC request of
+    A2A ``version`` (:func:`~router.protocol.envelope.parse_request`)."""
+    body = await _read_body(request, max_bytes)
+    return parse_request(body, version, request.headers.get(VERSION_HEADER), max_depth=max_depth)
+
+
+def public_origin(request: web.Request, public_url: str | None) -> str:
+    """Where clients reach Switchboard: ``public_url`` if configured, else the request's origin."""
+    if public_url:
+        return public_url.rstrip("/")
+    return f"{request.scheme}://{request.host}"
+
+
+def json_answer(body: dict[str, Any], headers: Mapping[str, str] | None = None) -> web.Response:
+    """A JSON answer that is always valid JSON (no NaN/Infinity), as the spec requires."""
+    return web.json_response(body, dumps=_DUMPS, headers=headers)
+
+
+async def _request_id(router: Router, request: web.Request) -> Any:
+    """The client's request id, read with either version's method table."""
+    settings = router.settings
+    try:
+        rpc = await read_request(
+            request, "1.0", max_bytes=settings.max_request_bytes, max_depth=settings.max_json_depth
+        )
+    except RpcError as error:
+        return error.id
+    return rpc.id
+
+
+async def _read_body(request: web.Request, max_bytes: int) -> bytes:
+    length = request.content_length
+    if length is not None and length > max_bytes:
+        raise _too_large(max_bytes, length)
+    chunks: list[bytes] = []
+    total = 0
+    async for chunk in request.content.iter_chunked(64 * 1024):
+        total += len(chunk)
+        if total > max_bytes:
+            raise _too_large(max_bytes, None)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _too_large(max_bytes: int, length: int | None) -> RpcError:
+    data: dict[str, Any] = {"maxBytes": max_bytes}
+    if length is not None:
+        data["contentLength"] = length
+    return RpcError(
+        PARSE,
+        f"The request body is larger than the limit of {max_bytes} bytes",
+        data,
+        reason="REQUEST_TOO_LARGE",
+    )
+
+
+async def _events(
+    request: web.Request, stream: EventStream, keepalive: float | None
+) -> web.StreamResponse:
+    """Write ``stream`` as Server-Sent Events until it ends or the client goes away."""
+    writer = SseWriter(keepalive=keepalive, headers=stream.headers)
+    try:
+        await writer.prepare(request)
+        async for body, event in _until_lost(stream.events, writer):
+            await writer.send(body, event=event)
+    except ConnectionResetError:
+        if writer.lost.is_set():
+            pass  # the client went away: nothing left to tell it
+        else:
+            raise
+    finally:
+        await stream.aclose()  # closes the upstream connection at once
+        with contextlib.suppress(ConnectionResetError, RuntimeError):
+            await writer.close()
+    return writer.response
+
+
+async def _until_lost(events: AsyncIterator[Any], writer: SseWriter) -> AsyncIterator[Any]:
+    """``events``, ending as soon as the client is gone (noticed by a failed write, such as
+    a keep-alive ping), even while the agent is silent."""
+    lost = asyncio.ensure_future(writer.lost.wait())
+    following: asyncio.Future[Any] | None = None
+    try:
+        while True:
+            following = asyncio.ensure_future(anext(events))
+            done, _ = await asyncio.wait({following, lost}, return_when=asyncio.FIRST_COMPLETED)
+            if following not in done:
+                raise ConnectionResetError("the client went away")
+            try:
+                item = following.result()
+            except StopAsyncIteration:
+                return
+            following = None
+            yield item
+    finally:
+        lost.cancel()
+        if following is not None and not following.done():
+            following.cancel()  # stops the upstream read; the stream is closed after
+            with contextlib.suppress(BaseException):
+                await following

@@ -1,0 +1,175 @@
+"""Server-Sent Events to clients: :class:`SseWriter` streams ``data: <json>\\r\\n\\r\\n``
+events over an aiohttp response, with ``: ping`` keep-alive comments whenever nothing was
+written for ``keepalive`` seconds. Its JSON is pure ASCII: clients that split lines like
+:meth:`str.splitlines` (httpx ``aiter_lines()``, used by the a2a-sdk clients) also break at
+U+2028, U+2029, U+0085 and a few ASCII controls, so a raw one inside a string would cut the
+event in two.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from aiohttp import web
+
+__all__ = ["SseWriter"]
+
+
+class SseWriter:
+    """Streams JSON events to a client over an aiohttp :class:`~aiohttp.web.StreamResponse`.
+
+    Usage: ``await w.prepare(request)``, then ``await w.send(obj)`` per event, finally
+    ``await w.close()``. While no event is written for ``keepalive`` seconds a ``: ping``
+    comment is written (a background task, cancelled by :meth:`close`).
+
+    Writes to a client that went away raise :class:`ConnectionResetError` (aiohttp's
+    ``ClientConnectionResetError``); :attr:`lost` is set as soon as any write, including a
+    keep-alive, fails that way, so an idle stream notices a gone client within about
+    ``keepalive`` seconds even while nothing else is written.
+
+    A proxy waiting on a silent upstream should race each read against :meth:`wait_lost`, so
+    that it stops (and closes the upstream connection) as soon as the client is gone::
+
+        gone = asyncio.ensure_future(writer.wait_lost())
+        try:
+            while True:
+                next_event = asyncio.ensure_future(anext(events, None))
+                done, _ = await asyncio.wait(
+                    {next_event, gone}, return_when=asyncio.FIRST_COMPLETED
+                )
+                if next_event not in done:  # the client left while the agent was silent
+                    next_event.cancel()
+                    await asyncio.wait({next_event})  # the generator closes its connection
+                    break
+                if (event := next_event.result()) is None:
+                    break
+                await writer.send(event)
+        finally:
+            gone.cancel()
+            await events.aclose()
+    """
+
+    def __init__(
+        self,
+        *,
+        keepalive: float | None = 15.0,
+        headers: Mapping[str, str] | None = None,
+        status: int = 200,
+    ) -> None:
+        self.keepalive = keepalive
+        self.lost = asyncio.Event()
+        self._extra_headers = dict(headers or {})
+        self._status = status
+        self._response: web.StreamResponse | None = None
+        self._lock = asyncio.Lock()
+        self._task: asyncio.Task[None] | None = None
+        self._last_write = 0.0
+        self._closed = False
+
+    @property
+    def response(self) -> web.StreamResponse:
+        """The prepared response (RuntimeError before :meth:`prepare`)."""
+        if self._response is None:
+            raise RuntimeError("SseWriter.prepare() has not been called")
+        return self._response
+
+    @property
+    def closed(self) -> bool:
+        """True after :meth:`close`."""
+        return self._closed
+
+    async def prepare(self, request: web.Request) -> web.StreamResponse:
+        """Send the response headers (``text/event-stream``, no caching, no proxy buffering)
+        and start the keep-alive task."""
+        response = web.StreamResponse(status=self._status, headers=self._extra_headers)
+        response.content_type = "text/event-stream"
+        response.charset = "utf-8"
+        response.headers["Cache-Control"] = "no-cache"
+        response.headers["X-Accel-Buffering"] = "no"
+        await response.prepare(request)
+        self._response = response
+        self._last_write = asyncio.get_running_loop().time()
+        if self.keepalive is not None and self.keepalive > 0:
+            self._task = asyncio.create_task(self._keepalive_loop())
+        return response
+
+    async def send(self, data: Any, *, event: str | None = None) -> None:
+        """Write one event ``data: <json>`` (optionally with an ``event:`` type) and drain.
+
+        The JSON is ASCII only (no raw line separator can end up on the wire) and strict:
+        NaN and infinities raise :class:`ValueError` before anything is written.
+        """
+        head = f"event: {_single_line(event)}\r\n" if event else ""
+        await self._write(f"{head}data: {_dumps(data)}\r\n\r\n".encode())
+
+    async def comment(self, text: str = "ping") -> None:
+        """Write a comment line ``: text`` (ignored by clients; keeps proxies from timing out)."""
+        await self._write(f": {_single_line(text)}\r\n\r\n".encode())
+
+    async def wait_lost(self) -> None:
+        """Return once the client is known to be gone (:attr:`lost` is set): a write failed,
+        at the latest the next keep-alive. Meant to be raced against the upstream read with
+        :func:`asyncio.wait` (wrap it in a task once; see the class docstring)."""
+        await self.lost.wait()
+
+    async def close(self) -> None:
+        """Stop the keep-alive task and end the response (quietly if the client is gone)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if self._response is not None and not self.lost.is_set():
+            try:
+                async with self._lock:
+                    await self._response.write_eof()
+            except ConnectionError:
+                self.lost.set()
+
+    async def _write(self, payload: bytes) -> None:
+        if self._closed:
+            raise RuntimeError("the event stream is closed")
+        response = self.response
+        try:
+            async with self._lock:
+                await response.write(payload)
+                self._last_write = asyncio.get_running_loop().time()
+        except ConnectionError:
+            self.lost.set()
+            raise
+
+    async def _keepalive_loop(self) -> None:
+        assert self.keepalive is not None
+        loop = asyncio.get_running_loop()
+        while not self.lost.is_set():
+            delay = self._last_write + self.keepalive - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+                continue
+            try:
+                await self.comment("ping")
+            except ConnectionError:
+                return  # _write has set `lost`
+            except RuntimeError:
+                return  # the response was ended without close(): nothing left to keep alive
+
+
+def _dumps(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+
+
+# Every line break of str.splitlines(), which clients such as httpx's aiter_lines() honour.
+_LINE_BREAKS = re.compile("\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+def _single_line(text: str) -> str:
+    """``text`` with line breaks replaced by spaces (they would end the SSE field)."""
+    return _LINE_BREAKS.sub(" ", text)
