@@ -14,15 +14,15 @@ from registry.store import Store
 from router.compat import legacy
 from router.compat.codec import LegacyCodec
 from router.ids.idmap import IdMap
-from router.protocol.envelope import (
+from router.protocol.errors import (
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
     PUSH_NOT_SUPPORTED,
-    Op,
     RpcError,
     error_body,
 )
 from router.protocol.payloads import check_send_params, check_task_params
+from router.protocol.versions import Op
 from tests.helpers import said
 
 NOW = "2026-01-02T03:04:05+00:00"

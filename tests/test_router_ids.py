@@ -28,14 +28,8 @@ from router.ids.idmap import (
     TaskRef,
     canonical_state,
 )
-from router.protocol.envelope import (
-    INVALID_AGENT_RESPONSE,
-    INVALID_PARAMS,
-    TASK_NOT_FOUND,
-    Op,
-    RpcError,
-    Version,
-)
+from router.protocol.errors import INVALID_AGENT_RESPONSE, INVALID_PARAMS, TASK_NOT_FOUND, RpcError
+from router.protocol.versions import Op, Version
 
 WIRE = Path(__file__).parent / "fixtures" / "wire"
 

@@ -12,18 +12,22 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
-from router.protocol import envelope as jsonrpc
-from router.protocol.envelope import (
+from router.protocol.envelope import read_request, request_version
+from router.protocol.errors import (
+    NO_MATCHING_AGENT,
+    STANDARD_MESSAGES,
+    VERSION_NOT_SUPPORTED,
+    RpcError,
+    error_body,
+    result_body,
+)
+from router.protocol.versions import (
     METHODS,
     Op,
-    RpcError,
+    Version,
     client_version,
     equivalent_method,
-    error_body,
     method_name,
-    read_request,
-    request_version,
-    result_body,
     version_of,
 )
 from tests.helpers import facts, said
@@ -89,12 +93,12 @@ def test_method_tables_match_the_official_sdk() -> None:
         ("1.0", Op.SUBSCRIBE, "SubscribeToTask"),
     ],
 )
-def test_method_name(version: jsonrpc.Version, op: Op, name: str) -> None:
+def test_method_name(version: Version, op: Op, name: str) -> None:
     assert method_name(version, op) == name
 
 
 @pytest.mark.parametrize(("version", "op"), [("0.3", Op.LIST), ("1.0", Op.PUSH_CONFIG)])
-def test_method_name_refuses_missing_or_ambiguous_ops(version: jsonrpc.Version, op: Op) -> None:
+def test_method_name_refuses_missing_or_ambiguous_ops(version: Version, op: Op) -> None:
     with pytest.raises(ValueError, match="methods for"):
         method_name(version, op)
 
@@ -136,7 +140,7 @@ def test_client_version_refuses_unsupported_versions(header: str) -> None:
     with pytest.raises(RpcError) as info:
         client_version(header)
     error = info.value
-    assert error.code == jsonrpc.VERSION_NOT_SUPPORTED == -32009
+    assert error.code == VERSION_NOT_SUPPORTED == -32009
     assert error.data == {"requestedVersion": header, "supportedVersions": ["0.3", "1.0"]}
     assert repr(header) in error.message
     assert "A2A-Version: 1.0" in error.message
@@ -186,7 +190,7 @@ def test_error_body_v03_without_data_omits_it() -> None:
 
 
 def test_standard_codes_say_the_specifications_message() -> None:
-    for code, message in jsonrpc.STANDARD_MESSAGES.items():
+    for code, message in STANDARD_MESSAGES.items():
         for version in ("0.3", "1.0"):
             body = error_body(version, 1, RpcError(code, "what went wrong, in detail"))
             assert body["error"]["message"] == message
@@ -197,7 +201,7 @@ def test_standard_codes_say_the_specifications_message() -> None:
 
 def test_error_body_v1_data_is_a_list_of_typed_details() -> None:
     error = RpcError(
-        jsonrpc.NO_MATCHING_AGENT,
+        NO_MATCHING_AGENT,
         "No agent matches",
         {"closest": [{"agent": "a", "score": 0.1}], "threshold": 0.3, "text": "hi"},
     )

@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 from router.protocol import payloads as wire
-from router.protocol.envelope import INVALID_PARAMS, PUSH_NOT_SUPPORTED, Op, RpcError, Version
+from router.protocol import versions
+from router.protocol.errors import INVALID_PARAMS, PUSH_NOT_SUPPORTED, RpcError
+from router.protocol.versions import Op, Version
 
 WIRE = Path(__file__).parent / "fixtures" / "wire"
 
@@ -233,26 +235,26 @@ def test_error_events_end_the_stream(version: Version) -> None:
 def test_terminal_and_interrupted_states(version: Version) -> None:
     terminal = {"completed", "canceled", "failed", "rejected"}
     interrupted = {"input-required", "auth-required"}
-    for old, new in zip(wire.STATES["0.3"], wire.STATES["1.0"], strict=True):
+    for old, new in zip(versions.STATES["0.3"], versions.STATES["1.0"], strict=True):
         for name in (old, new):
-            assert wire.is_terminal_state(version, name) is (old in terminal)
-            assert wire.is_interrupted_state(version, name) is (old in interrupted)
-    assert not wire.is_terminal_state(version, None)
-    assert not wire.is_terminal_state(version, "done")
+            assert versions.is_terminal_state(version, name) is (old in terminal)
+            assert versions.is_interrupted_state(version, name) is (old in interrupted)
+    assert not versions.is_terminal_state(version, None)
+    assert not versions.is_terminal_state(version, "done")
 
 
 def test_state_name_converts_spellings() -> None:
-    assert wire.state_name("1.0", "input-required") == "TASK_STATE_INPUT_REQUIRED"
-    assert wire.state_name("1.0", "TASK_STATE_WORKING") == "TASK_STATE_WORKING"
-    assert wire.state_name("0.3", "TASK_STATE_CANCELED") == "canceled"
-    assert wire.state_name("0.3", "TASK_STATE_UNSPECIFIED") == "unknown"
-    assert wire.state_name("0.3", "weird") == "weird"
+    assert versions.state_name("1.0", "input-required") == "TASK_STATE_INPUT_REQUIRED"
+    assert versions.state_name("1.0", "TASK_STATE_WORKING") == "TASK_STATE_WORKING"
+    assert versions.state_name("0.3", "TASK_STATE_CANCELED") == "canceled"
+    assert versions.state_name("0.3", "TASK_STATE_UNSPECIFIED") == "unknown"
+    assert versions.state_name("0.3", "weird") == "weird"
 
 
 def test_states_match_the_sdk_enum() -> None:
     from a2a.types import a2a_pb2
 
-    assert set(wire.STATES["1.0"]) == set(a2a_pb2.TaskState.keys())
+    assert set(versions.STATES["1.0"]) == set(a2a_pb2.TaskState.keys())
 
 
 # --- messages ------------------------------------------------------------------------------

@@ -42,18 +42,16 @@ from router.compat.translate import (
     task_to,
     timestamp_to,
 )
-from router.protocol.envelope import (
+from router.protocol.errors import (
     BAD_REQUEST_TYPE,
     ERROR_INFO_TYPE,
-    METHODS,
     STRUCT_TYPE,
     UNSUPPORTED,
     VALUE_TYPE,
-    Op,
     RpcError,
-    equivalent_method,
 )
-from router.protocol.payloads import ROLES, STATES, parse_timestamp
+from router.protocol.payloads import parse_timestamp
+from router.protocol.versions import METHODS, ROLES, STATES, Op, equivalent_method
 from tests.helpers import schema_problems
 
 WIRE = Path(__file__).resolve().parent / "fixtures" / "wire"

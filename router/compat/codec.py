@@ -24,7 +24,9 @@ from registry.jsonsafe import JsonLimitError, loads_limited
 from registry.records import iso, utcnow
 from router.compat import legacy
 from router.ids.tokens import TASK_PREFIX
-from router.protocol.envelope import AGENT_UNAVAILABLE, TASK_NOT_FOUND, Op, Request, RpcError
+from router.protocol.envelope import Request
+from router.protocol.errors import AGENT_UNAVAILABLE, TASK_NOT_FOUND, RpcError
+from router.protocol.versions import Op
 
 if TYPE_CHECKING:
     from aiohttp import web

@@ -29,20 +29,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from router.protocol.envelope import (
-    METHOD_NOT_FOUND,
-    METHODS,
-    PUSH_NOT_SUPPORTED,
-    Op,
-    RpcError,
-)
+from router.protocol.errors import METHOD_NOT_FOUND, PUSH_NOT_SUPPORTED, RpcError
 from router.protocol.payloads import MAX_ID_LENGTH, json_type, params_error
+from router.protocol.versions import (
+    METHODS,
+    PREFIX,
+    PREFIXED_ALIASES,
+    ROLE_TABLE,
+    ROLES,
+    TASK_STATES,
+    V01_METHODS,
+    Op,
+    task_state,
+)
 
 __all__ = [
-    "PREFIX",
     "STATE_KEY",
-    "V01_METHODS",
-    "V01_ONLY_METHODS",
     "V01Call",
     "card_to_v01",
     "message_to_prefixed",
@@ -60,36 +62,10 @@ __all__ = [
     "v03_result_to_v01",
 ]
 
-PREFIX = "A2A."
 STATE_KEY = "switchboard.state"  # metadata key holding a 0.3 state v0.1 cannot name exactly
 
-# v0.1 method -> (op, 0.3 method)
-V01_METHODS: dict[str, tuple[Op, str | None]] = {
-    "tasks/send": (Op.SEND, "message/send"),
-    "tasks/sendSubscribe": (Op.STREAM, "message/stream"),
-    "tasks/get": (Op.GET, "tasks/get"),
-    "tasks/cancel": (Op.CANCEL, "tasks/cancel"),
-    "tasks/resubscribe": (Op.SUBSCRIBE, "tasks/resubscribe"),
-    "tasks/pushNotification/set": (Op.PUSH_CONFIG, "tasks/pushNotificationConfig/set"),
-    "tasks/pushNotification/get": (Op.PUSH_CONFIG, "tasks/pushNotificationConfig/get"),
-    "agent/getCard": (Op.CARD, None),
-}
-# the names that exist only in v0.1 (the others are 0.3 names too)
-V01_ONLY_METHODS = frozenset(name for name in V01_METHODS if name not in METHODS["0.3"])
-
-_STATES_TO_V01 = {  # 0.3 state -> v0.1 state; the lossy ones keep the original in metadata
-    "submitted": "submitted",
-    "working": "working",
-    "input-required": "input-required",
-    "auth-required": "input-required",
-    "completed": "completed",
-    "canceled": "canceled",
-    "failed": "failed",
-    "rejected": "failed",
-    "unknown": "unknown",
-}
-_TERMINAL = frozenset({"completed", "canceled", "failed", "rejected"})
-_INTERRUPTED = frozenset({"input-required", "auth-required"})
+_TERMINAL = frozenset(state.v03 for state in TASK_STATES if state.terminal)
+_INTERRUPTED = frozenset(state.v03 for state in TASK_STATES if state.interrupted)
 _PART_TYPES = ("text", "file", "data")
 _V03_ID_FIELDS = ("kind", "taskId", "contextId", "referenceTaskIds")  # not in v0.1 messages
 
@@ -195,8 +171,9 @@ def _message_to_v03(
     message: dict[str, Any], session: str | None, violations: list[tuple[str, str]]
 ) -> dict[str, Any]:
     role = message.get("role")
-    if role not in ("user", "agent"):
-        violations.append(("message.role", _missing_or(role, '"user" or "agent"')))
+    if role not in ROLES["0.3"]:  # v0.1 spells roles as 0.3 does
+        allowed = " or ".join(f'"{name}"' for name in ROLES["0.3"])
+        violations.append(("message.role", _missing_or(role, allowed)))
     out: dict[str, Any] = {"kind": "message"}
     out.update(message)
     out["kind"] = "message"
@@ -255,10 +232,10 @@ def _check_file(file: Any, field: str, violations: list[tuple[str, str]]) -> Non
 def state_to_v01(state: Any) -> tuple[Any, bool]:
     """A 0.3 task state in v0.1 and whether that lost something (auth-required ->
     input-required, rejected -> failed). Unknown values pass unchanged."""
-    if not isinstance(state, str) or state not in _STATES_TO_V01:
+    row = task_state(state) if isinstance(state, str) else None
+    if row is None or row.v03 != state:
         return state, False
-    new = _STATES_TO_V01[state]
-    return new, new != state
+    return row.v01, row.v01 != state
 
 
 def part_to_v01(part: Any) -> Any:
@@ -499,21 +476,13 @@ def _skill_to_v01(skill: Any) -> Any:
 
 # --- A2A.-prefixed 1.0 names ------------------------------------------------------------------
 
-_PREFIXED_ALIASES = {  # the draft's names that differ from 1.0 beyond the prefix
-    "ListTaskPushNotificationConfig": "ListTaskPushNotificationConfigs",
-}
-_ROLES_V1 = {"user": "ROLE_USER", "agent": "ROLE_AGENT"}
+_STATE_PREFIX = "TASK_STATE_"
+_ROLES_V1 = {role.draft: role.v1 for role in ROLE_TABLE}
+# the draft's states: the 1.0 names without their prefix (and no UNSPECIFIED)
 _STATES_V1 = frozenset(
-    (
-        "SUBMITTED",
-        "WORKING",
-        "INPUT_REQUIRED",
-        "AUTH_REQUIRED",
-        "COMPLETED",
-        "CANCELED",
-        "FAILED",
-        "REJECTED",
-    )
+    state.v1.removeprefix(_STATE_PREFIX)
+    for state in TASK_STATES
+    if state.v1 != "TASK_STATE_UNSPECIFIED"
 )
 
 
@@ -528,7 +497,7 @@ def prefixed_to_v1(method: str, params: Mapping[str, Any]) -> tuple[str, dict[st
     ``TASK_STATE_WORKING``). -32601 for a name that is not a 1.0 method.
     """
     name = method.removeprefix(PREFIX)
-    name = _PREFIXED_ALIASES.get(name, name)
+    name = PREFIXED_ALIASES.get(name, name)
     if name not in METHODS["1.0"] and name != "GetExtendedAgentCard":
         raise RpcError(
             METHOD_NOT_FOUND,
@@ -588,8 +557,9 @@ def _part_to_v1(part: Any) -> Any:
 
 # --- 1.0 answers -> the draft's shapes (A2A.-prefixed calls) ---------------------------------
 
-_ROLES_DRAFT = {"ROLE_USER": "user", "ROLE_AGENT": "agent", 1: "user", 2: "agent"}
-_STATE_PREFIX = "TASK_STATE_"
+_ROLES_DRAFT: dict[Any, str] = {role.v1: role.draft for role in ROLE_TABLE} | {
+    role.number: role.draft for role in ROLE_TABLE
+}
 
 
 def prefixed_result(op: Op, result: Any) -> Any:

@@ -23,19 +23,27 @@ from datetime import UTC
 from typing import Any
 
 from router.protocol import payloads as wire
-from router.protocol.envelope import (
+from router.protocol.errors import (
     BAD_REQUEST_TYPE,
     ERROR_INFO_TYPE,
     REASONS,
     STRUCT_TYPE,
     UNSUPPORTED,
     VALUE_TYPE,
-    Op,
     RpcError,
-    Version,
-    equivalent_method,
     error_domain,
     shaped_data,
+)
+from router.protocol.versions import (
+    ROLES,
+    STATES,
+    Op,
+    Version,
+    equivalent_method,
+    is_interrupted_state,
+    is_terminal_state,
+    role_name,
+    task_state,
 )
 
 __all__ = [
@@ -195,13 +203,13 @@ TABLE: tuple[Row, ...] = (
     ),
     (
         "role",
-        ", ".join(f"`{role}`" for role in wire.ROLES["0.3"]),
-        ", ".join(f"`{role}`" for role in wire.ROLES["1.0"]) + " (or 1, 2)",
+        ", ".join(f"`{role}`" for role in ROLES["0.3"]),
+        ", ".join(f"`{role}`" for role in ROLES["1.0"]) + " (or 1, 2)",
         "",
     ),
     *(
         ("state", f"`{old}`", f"`{new}`", "")
-        for old, new in zip(wire.STATES["0.3"], wire.STATES["1.0"], strict=True)
+        for old, new in zip(STATES["0.3"], STATES["1.0"], strict=True)
     ),
     ("object", '`{"kind": "message", ...}`', "Message without `kind`", ""),
     ("object", '`{"kind": "task", ...}`', "Task without `kind`", ""),
@@ -521,10 +529,6 @@ EXAMPLES: dict[tuple[str, str], Example] = {
 }
 
 _STREAM_KEYS = {kind: key for key, kind in wire.V1_EVENT_KEYS.items()}
-_ROLE_PAIRS = tuple(zip(wire.ROLES["0.3"], wire.ROLES["1.0"], strict=True))
-_ROLE_TO_V1: dict[Any, str] = {old: new for old, new in _ROLE_PAIRS}
-# ProtoJSON also allows enum numbers: ROLE_USER is 1, ROLE_AGENT 2
-_ROLE_TO_V03: dict[Any, str] = {new: old for old, new in _ROLE_PAIRS} | {1: "user", 2: "agent"}
 _V1_CONTENT = wire.V1_PART_CONTENT
 _SEND_OPS = (Op.SEND, Op.STREAM)
 
@@ -575,30 +579,15 @@ def _carried(obj: Any) -> dict[str, Any]:
 
 def state_to(state: Any, dst: Version) -> Any:
     """A task state in ``dst``'s spelling (1.0 enum numbers too); unknown: unchanged."""
-    if isinstance(state, int) and not isinstance(state, bool) and 0 <= state < 9:
-        state = _STATE_NUMBERS[state]
-    return wire.state_name(dst, state) if isinstance(state, str) else state
-
-
-_STATE_NUMBERS = (
-    "TASK_STATE_UNSPECIFIED",
-    "TASK_STATE_SUBMITTED",
-    "TASK_STATE_WORKING",
-    "TASK_STATE_COMPLETED",
-    "TASK_STATE_FAILED",
-    "TASK_STATE_CANCELED",
-    "TASK_STATE_INPUT_REQUIRED",
-    "TASK_STATE_REJECTED",
-    "TASK_STATE_AUTH_REQUIRED",
-)
+    row = task_state(state)
+    if row is None:
+        return state
+    return row.v03 if dst == "0.3" else row.v1
 
 
 def role_to(role: Any, dst: Version) -> Any:
-    """A message role in ``dst``'s spelling; unknown: unchanged."""
-    table = _ROLE_TO_V1 if dst == "1.0" else _ROLE_TO_V03
-    if isinstance(role, bool) or not isinstance(role, str | int):
-        return role
-    return table.get(role, role)
+    """A message role in ``dst``'s spelling (1.0 enum numbers too); unknown: unchanged."""
+    return role_name(dst, role)
 
 
 _ZULU = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?Z")
@@ -799,7 +788,7 @@ def _status_update(event: dict[str, Any], src: Version, dst: Version) -> dict[st
     out = {k: v for k, v in event.items() if k not in ("kind", "final")}
     status = out.get("status")
     state = status.get("state") if isinstance(status, dict) else None
-    ends = wire.is_terminal_state(src, state) or wire.is_interrupted_state(src, state)
+    ends = is_terminal_state(src, state) or is_interrupted_state(src, state)
     if dst == "1.0" and event.get("final") is True and not ends:
         _carry(out, {"final": True})  # a 0.3 stream that ends where 1.0 would not
     out = _with_status(out, src, dst)

@@ -38,22 +38,23 @@ from router.forward.sse import SseWriter
 from router.forward.upstream import EXTENSIONS_HEADER, Upstream, forward_headers
 from router.ids.idmap import IdMap, Rewriter, TaskRef
 from router.protocol import payloads as wire
-from router.protocol.envelope import (
+from router.protocol.envelope import Request, read_request, request_version
+from router.protocol.errors import (
     AGENT_UNAVAILABLE,
     BAD_ROUTING_HINT,
     INTERNAL,
     PUSH_NOT_SUPPORTED,
     TASK_NOT_FOUND,
+    RpcError,
+    error_body,
+    result_body,
+)
+from router.protocol.versions import (
     VERSION_HEADER,
     Op,
-    Request,
-    RpcError,
     Version,
-    error_body,
+    is_terminal_state,
     method_name,
-    read_request,
-    request_version,
-    result_body,
     version_of,
 )
 
@@ -478,7 +479,7 @@ class Router:
         get = {"id": ref.task_id}
         if "historyLength" in rpc.params:
             get["historyLength"] = rpc.params["historyLength"]
-        if ref.state and wire.is_terminal_state("1.0", ref.state) and not _wants_detail(rpc):
+        if ref.state and is_terminal_state("1.0", ref.state) and not _wants_detail(rpc):
             return fallback  # a finished task does not change: no need to ask its owner
         try:
             choice = self.matcher.target_for(rpc.version, ref.agent_id)

@@ -22,12 +22,18 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, Literal
 
-from router.protocol.envelope import INVALID_PARAMS, PUSH_NOT_SUPPORTED, Op, RpcError, Version
+from router.protocol.errors import INVALID_PARAMS, PUSH_NOT_SUPPORTED, RpcError
+from router.protocol.versions import (
+    ROLE_NUMBERS,
+    ROLES,
+    STATES,
+    Op,
+    Version,
+    is_terminal_state,
+)
 
 __all__ = [
     "MAX_ID_LENGTH",
-    "ROLES",
-    "STATES",
     "V1_EVENT_KEYS",
     "V1_PART_CONTENT",
     "EventKind",
@@ -38,8 +44,6 @@ __all__ = [
     "ends_stream",
     "event_payload",
     "event_task_state",
-    "is_interrupted_state",
-    "is_terminal_state",
     "json_type",
     "list_tasks_query",
     "message_of",
@@ -49,7 +53,6 @@ __all__ = [
     "parse_timestamp",
     "part_media_types",
     "result_task_states",
-    "state_name",
     "status_at_or_after",
     "status_timestamp",
     "stream_event_kind",
@@ -59,31 +62,6 @@ __all__ = [
 
 EventKind = Literal["task", "message", "status-update", "artifact-update"]
 
-# (0.3 name, 1.0 name) of every task state.
-_STATE_PAIRS: tuple[tuple[str, str], ...] = (
-    ("submitted", "TASK_STATE_SUBMITTED"),
-    ("working", "TASK_STATE_WORKING"),
-    ("input-required", "TASK_STATE_INPUT_REQUIRED"),
-    ("auth-required", "TASK_STATE_AUTH_REQUIRED"),
-    ("completed", "TASK_STATE_COMPLETED"),
-    ("canceled", "TASK_STATE_CANCELED"),
-    ("failed", "TASK_STATE_FAILED"),
-    ("rejected", "TASK_STATE_REJECTED"),
-    ("unknown", "TASK_STATE_UNSPECIFIED"),
-)
-STATES: dict[Version, tuple[str, ...]] = {
-    "0.3": tuple(old for old, _ in _STATE_PAIRS),
-    "1.0": tuple(new for _, new in _STATE_PAIRS),
-}
-_TERMINAL = {"completed", "canceled", "failed", "rejected"}
-_INTERRUPTED = {"input-required", "auth-required"}
-_TO_V03 = {new: old for old, new in _STATE_PAIRS} | {old: old for old, _ in _STATE_PAIRS}
-_TO_V1 = {old: new for old, new in _STATE_PAIRS} | {new: new for _, new in _STATE_PAIRS}
-
-_ROLES: dict[Version, tuple[str, ...]] = {
-    "0.3": ("user", "agent"),
-    "1.0": ("ROLE_USER", "ROLE_AGENT"),
-}
 _V1_CONTENT = ("text", "raw", "url", "data")
 _V03_KINDS = ("text", "file", "data")
 _V1_EVENT_KEYS: dict[str, EventKind] = {
@@ -95,7 +73,6 @@ _V1_EVENT_KEYS: dict[str, EventKind] = {
 _V03_EVENT_KINDS: tuple[EventKind, ...] = ("task", "message", "status-update", "artifact-update")
 
 # Shared with router.compat.translate, which maps one version's names onto the other's.
-ROLES = _ROLES  # per version: (user, agent)
 V1_PART_CONTENT = _V1_CONTENT  # the members of which a 1.0 part holds exactly one
 V1_EVENT_KEYS = _V1_EVENT_KEYS  # 1.0 stream response member -> event kind
 
@@ -103,25 +80,6 @@ DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 100
 MAX_ID_LENGTH = 512  # longest task/context ID accepted from a client or an agent
 _INT32_MAX = 2**31 - 1  # historyLength is an int32 in the proto
-
-
-# --- states ---------------------------------------------------------------------------------
-
-
-def state_name(version: Version, state: str) -> str:
-    """``state`` (either version's spelling) in ``version``'s spelling; unknown: unchanged."""
-    table = _TO_V03 if version == "0.3" else _TO_V1
-    return table.get(state, state)
-
-
-def is_terminal_state(version: Version, state: str | None) -> bool:
-    """completed, canceled, failed, rejected, in either spelling."""
-    return isinstance(state, str) and _TO_V03.get(state) in _TERMINAL
-
-
-def is_interrupted_state(version: Version, state: str | None) -> bool:
-    """input-required or auth-required, in either spelling: the task waits for the client."""
-    return isinstance(state, str) and _TO_V03.get(state) in _INTERRUPTED
 
 
 # --- params checks --------------------------------------------------------------------------
@@ -309,12 +267,12 @@ def _shown(value: Any) -> str:
 def _check_role(version: Version, role: Any, violations: list[tuple[str, str]]) -> None:
     if role is None:
         violations.append(("message.role", "is required"))
-    elif version == "1.0" and role in (1, 2) and not isinstance(role, bool):
+    elif version == "1.0" and role in ROLE_NUMBERS and not isinstance(role, bool):
         return  # ProtoJSON allows enum numbers
-    elif role not in _ROLES[version]:
+    elif role not in ROLES[version]:
         other: Version = "1.0" if version == "0.3" else "0.3"
-        hint = f" ({role!r} is the A2A {other} spelling)" if role in _ROLES[other] else ""
-        allowed = " or ".join(repr(name) for name in _ROLES[version])
+        hint = f" ({role!r} is the A2A {other} spelling)" if role in ROLES[other] else ""
+        allowed = " or ".join(repr(name) for name in ROLES[version])
         violations.append(("message.role", f"must be {allowed} in A2A {version}{hint}"))
 
 
