@@ -12,6 +12,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
+from router.compat.dialects import served_call
 from router.protocol.envelope import read_request, request_version
 from router.protocol.errors import (
     NO_MATCHING_AGENT,
@@ -318,7 +319,9 @@ async def _endpoint(request: web.Request) -> web.Response:
     except RpcError as exc:
         return web.json_response(error_body("1.0", None, exc))
     try:
-        rpc = await read_request(request, version, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH)
+        rpc = await read_request(
+            request, version, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH, dialects=served_call
+        )
     except RpcError as exc:
         return web.json_response(error_body(version, exc.id, exc))
     echo = {"method": rpc.method, "op": rpc.op.value, "version": rpc.version, "params": rpc.params}

@@ -30,7 +30,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from router.protocol.errors import METHOD_NOT_FOUND, PUSH_NOT_SUPPORTED, RpcError
-from router.protocol.payloads import MAX_ID_LENGTH, json_type, params_error
+from router.protocol.payloads import (
+    INT32_MAX,
+    MAX_ID_LENGTH,
+    check_object,
+    json_type,
+    missing_or,
+    params_error,
+)
 from router.protocol.versions import (
     METHODS,
     PREFIX,
@@ -107,7 +114,7 @@ def v01_to_v03(method: str, params: Mapping[str, Any]) -> V01Call:
     violations: list[tuple[str, str]] = []
     task_id = _client_task_id(params, violations)
     out = copy.deepcopy(dict(params))
-    _check_object(params.get("metadata"), "metadata", violations)
+    check_object(params.get("metadata"), "metadata", violations)
     if op in (Op.SEND, Op.STREAM):
         out = _send_params(out, violations)
     else:
@@ -115,14 +122,14 @@ def v01_to_v03(method: str, params: Mapping[str, Any]) -> V01Call:
         if op is Op.GET:
             _check_history_length(params.get("historyLength"), "historyLength", violations)
     if violations:
-        raise _params_error(violations)
+        raise params_error(violations)
     return V01Call(op, method03 or "", out, task_id)
 
 
 def _client_task_id(params: Mapping[str, Any], violations: list[tuple[str, str]]) -> str:
     value = params.get("id")
     if not isinstance(value, str) or not value:
-        violations.append(("id", _missing_or(value, "the task id string the client chose")))
+        violations.append(("id", missing_or(value, "the task id string the client chose")))
         return ""
     if len(value) > MAX_ID_LENGTH:
         violations.append(("id", f"must be at most {MAX_ID_LENGTH} characters long"))
@@ -161,7 +168,7 @@ def _send_params(params: dict[str, Any], violations: list[tuple[str, str]]) -> d
         params["configuration"] = config
     message = params.get("message")
     if not isinstance(message, dict):
-        violations.append(("message", _missing_or(message, "an object")))
+        violations.append(("message", missing_or(message, "an object")))
         return params
     params["message"] = _message_to_v03(message, session, violations)
     return params
@@ -173,18 +180,18 @@ def _message_to_v03(
     role = message.get("role")
     if role not in ROLES["0.3"]:  # v0.1 spells roles as 0.3 does
         allowed = " or ".join(f'"{name}"' for name in ROLES["0.3"])
-        violations.append(("message.role", _missing_or(role, allowed)))
+        violations.append(("message.role", missing_or(role, allowed)))
     out: dict[str, Any] = {"kind": "message"}
     out.update(message)
     out["kind"] = "message"
     out["messageId"] = message.get("messageId") or str(uuid.uuid4())  # required in 0.3
     if session is not None:
         out["contextId"] = session
-    _check_object(message.get("metadata"), "message.metadata", violations)
+    check_object(message.get("metadata"), "message.metadata", violations)
     parts = message.get("parts")
     if not isinstance(parts, list) or not parts:
         problem = "must hold at least one part" if parts == [] else None
-        violations.append(("message.parts", problem or _missing_or(parts, "an array")))
+        violations.append(("message.parts", problem or missing_or(parts, "an array")))
         return out
     out["parts"] = [
         _part_to_v03(part, f"message.parts[{index}]", violations)
@@ -216,7 +223,7 @@ def _part_to_v03(part: Any, field: str, violations: list[tuple[str, str]]) -> An
 
 def _check_file(file: Any, field: str, violations: list[tuple[str, str]]) -> None:
     if not isinstance(file, dict):
-        violations.append((field, _missing_or(file, 'an object with "bytes" or "uri"')))
+        violations.append((field, missing_or(file, 'an object with "bytes" or "uri"')))
         return
     present = [key for key in ("bytes", "uri") if file.get(key) is not None]
     if len(present) != 1 or not isinstance(file[present[0]], str):
@@ -695,27 +702,12 @@ def _artifact_to_prefixed(artifact: Any) -> Any:
 # --- helpers ----------------------------------------------------------------------------------
 
 
-def _missing_or(value: Any, wanted: str) -> str:
-    if value is None:
-        return "is required"
-    if value == "":
-        return "must not be empty"
-    return f"must be {wanted}, not {json_type(value)}"
-
-
-def _check_object(value: Any, field: str, violations: list[tuple[str, str]]) -> None:
-    if value is not None and not isinstance(value, dict):
-        violations.append((field, f"must be an object, not {json_type(value)}"))
-
-
 def _check_history_length(value: Any, field: str, violations: list[tuple[str, str]]) -> bool:
-    """Whether ``value`` is a usable historyLength (None: absent, no violation)."""
+    """Whether ``value`` is a usable historyLength (None: absent, no violation). v0.1 is plain
+    JSON: a number only (ProtoJSON's decimal strings, which 0.3 and 1.0 take, are not one)."""
     if value is None:
         return False
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 2**31 - 1:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= INT32_MAX:
         violations.append((field, "must be a non-negative integer"))
         return False
     return True
-
-
-_params_error = params_error  # fields named in their v0.1 paths

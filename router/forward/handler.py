@@ -34,6 +34,7 @@ from router.choose.adjudicator import Adjudicator
 from router.choose.chooser import Chooser
 from router.choose.matcher import Choice, Matcher
 from router.compat import codec, translate
+from router.compat.dialects import served_call
 from router.forward.sse import SseWriter
 from router.forward.upstream import EXTENSIONS_HEADER, Upstream, forward_headers
 from router.ids.idmap import IdMap, Rewriter, TaskRef
@@ -144,6 +145,7 @@ class Router:
             version,
             max_bytes=self.settings.max_request_bytes,
             max_depth=self.settings.max_json_depth,
+            dialects=served_call,
         )
 
     async def _request_id(self, request: web.Request) -> Any:

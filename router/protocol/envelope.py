@@ -1,9 +1,10 @@
 """The JSON-RPC 2.0 request envelope of the router's A2A endpoint, for A2A 0.3 and 1.0.
 
-Two legacy dialects are recognized here too (:mod:`router.compat.legacy`, docs/dialects.md): A2A
-v0.1 names (``tasks/send``...) are read as the equivalent 0.3 call and ``A2A.``-prefixed 1.0
-names as the 1.0 call, whatever the header says; :attr:`Request.dialect` tells which the
-client speaks, so that it is answered in its own shape.
+Two legacy dialects are recognized here too (docs/dialects.md): A2A v0.1 names
+(``tasks/send``...) are read as the equivalent 0.3 call and ``A2A.``-prefixed 1.0 names as the
+1.0 call, whatever the header says; :attr:`Request.dialect` tells which the client speaks, so
+that it is answered in its own shape. Their calls are converted by the caller's
+:data:`DialectReader` (:mod:`router.compat` knows the dialects; this package does not).
 
 :func:`read_request` reads and checks one request: the JSON-RPC document, its method (in the
 tables of :mod:`router.protocol.versions`) and its params; every envelope error it raises is an
@@ -14,6 +15,7 @@ tables of :mod:`router.protocol.versions`) and its params; every envelope error 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +48,7 @@ from router.protocol.versions import (
 )
 
 __all__ = [
+    "DialectReader",
     "Request",
     "read_request",
     "request_version",
@@ -59,6 +62,10 @@ def request_version(request: web.Request) -> Version:
 
 
 # --- requests -------------------------------------------------------------------------------
+
+DialectReader = Callable[[Dialect, str, dict[str, Any]], tuple[str, dict[str, Any], str | None]]
+"""A legacy dialect's call (dialect, method, params) as the call the router serves: its method,
+params and the task ID a v0.1 client chose (:func:`router.compat.dialects.served_call`)."""
 
 
 @dataclass(frozen=True)
@@ -84,21 +91,25 @@ class Request:
 
 
 async def read_request(
-    request: web.Request, version: Version, *, max_bytes: int, max_depth: int
+    request: web.Request,
+    version: Version,
+    *,
+    max_bytes: int,
+    max_depth: int,
+    dialects: DialectReader,
 ) -> Request:
     """Read, parse and check one JSON-RPC request of A2A ``version``.
 
-    A v0.1 method (:data:`router.protocol.versions.V01_METHODS`: one only v0.1 has, or a shared name
-    with a v0.1 ``sessionId``) is read as its 0.3 equivalent, dialect "0.1"; an ``A2A.``
-    name as the 1.0 method, dialect "1.0-prefixed", whatever ``version`` is.
+    A v0.1 method (:data:`router.protocol.versions.V01_METHODS`: one only v0.1 has, or a
+    shared name with a v0.1 ``sessionId``) is read as its 0.3 equivalent, dialect "0.1"; an
+    ``A2A.`` name as the 1.0 method, dialect "1.0-prefixed", whatever ``version`` is; the
+    caller's ``dialects`` (:func:`router.compat.dialects.served_call`) makes the served call.
 
     Raises :class:`RpcError`: -32700 (body too large, not JSON, nested too deep), -32600 (a
     batch, not an object, bad ``jsonrpc``/``id``/``method``/``params``), -32601 (no such
     method in ``version``), -32602 (invalid params, each field named by its path), -32003 (a
     push notification config in a send), -32007 (extended card).
     """
-    from router.compat import legacy  # legacy imports this module
-
     body = await _read_body(request, max_bytes)
     document = _parse(body, max_depth)
     request_id = _request_id(document)
@@ -108,13 +119,12 @@ async def read_request(
         method, params = _envelope(document)
         if method.startswith(PREFIX):
             version, dialect = "1.0", "1.0-prefixed"
-            method, params = legacy.prefixed_to_v1(method, params)
         elif _is_v01(method, params, version):
             version, dialect = "0.3", "0.1"
-            call = legacy.v01_to_v03(method, params)
-            if call.op is Op.CARD:
+            if V01_METHODS[method][0] is Op.CARD:
                 return Request(request_id, method, {}, Op.CARD, version, dialect)
-            method, params, client_task_id = call.method, call.params, call.client_task_id
+        if dialect in ("0.1", "1.0-prefixed"):
+            method, params, client_task_id = dialects(dialect, method, params)
         op = _lookup(method, version, request.headers.get(VERSION_HEADER))
         params = _check_params(version, op, method, params)
     except RpcError as exc:

@@ -33,12 +33,14 @@ from router.protocol.versions import (
 )
 
 __all__ = [
+    "INT32_MAX",
     "MAX_ID_LENGTH",
     "V1_EVENT_KEYS",
     "V1_PART_CONTENT",
     "EventKind",
     "ListQuery",
     "accepted_output_modes",
+    "check_object",
     "check_send_params",
     "check_task_params",
     "ends_stream",
@@ -49,6 +51,7 @@ __all__ = [
     "message_of",
     "message_task_id",
     "message_text",
+    "missing_or",
     "params_error",
     "parse_timestamp",
     "part_media_types",
@@ -79,7 +82,7 @@ V1_EVENT_KEYS = _V1_EVENT_KEYS  # 1.0 stream response member -> event kind
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 100
 MAX_ID_LENGTH = 512  # longest task/context ID accepted from a client or an agent
-_INT32_MAX = 2**31 - 1  # historyLength is an int32 in the proto
+INT32_MAX = 2**31 - 1  # historyLength is an int32 in the proto
 
 
 # --- params checks --------------------------------------------------------------------------
@@ -113,10 +116,8 @@ def params_error(violations: list[tuple[str, str]]) -> RpcError:
     )
 
 
-_params_error = params_error
-
-
-def _missing_or(value: Any, wanted: str) -> str:
+def missing_or(value: Any, wanted: str) -> str:
+    """Why ``value`` is not ``wanted``: missing, empty, or of another JSON type."""
     if value is None:
         return "is required"
     if value == "":
@@ -130,7 +131,7 @@ def _require_str(
     if value is None and not required:
         return
     if not isinstance(value, str) or not value:
-        violations.append((field, _missing_or(value, "a string")))
+        violations.append((field, missing_or(value, "a string")))
 
 
 def _require_id(value: Any, field: str, violations: list[tuple[str, str]]) -> None:
@@ -138,14 +139,14 @@ def _require_id(value: Any, field: str, violations: list[tuple[str, str]]) -> No
     if value is None:
         return
     if not isinstance(value, str) or not value:
-        violations.append((field, _missing_or(value, "a string")))
+        violations.append((field, missing_or(value, "a string")))
     elif len(value) > MAX_ID_LENGTH:
         violations.append(
             (field, f"must be at most {MAX_ID_LENGTH} characters long, not {len(value)}")
         )
 
 
-def _check_object(value: Any, field: str, violations: list[tuple[str, str]]) -> None:
+def check_object(value: Any, field: str, violations: list[tuple[str, str]]) -> None:
     """An optional JSON object (``metadata``: a google.protobuf.Struct)."""
     if value is not None and not isinstance(value, dict):
         violations.append((field, f"must be an object, not {json_type(value)}"))
@@ -155,11 +156,11 @@ def message_of(version: Version, params: Mapping[str, Any]) -> dict[str, Any]:
     """``params.message``, checked: an object with messageId, role and a list of parts."""
     message = params.get("message")
     if not isinstance(message, dict):
-        raise _params_error([("message", _missing_or(message, "an object"))])
+        raise params_error([("message", missing_or(message, "an object"))])
     violations: list[tuple[str, str]] = []
     _message_violations(version, message, violations)
     if violations:
-        raise _params_error(violations)
+        raise params_error(violations)
     return message
 
 
@@ -172,7 +173,7 @@ def _message_violations(
         _require_id(message.get(key), f"message.{key}", violations)
     _check_reference_ids(message.get("referenceTaskIds"), violations)
     _check_parts(version, message.get("parts"), violations)
-    _check_object(message.get("metadata"), "message.metadata", violations)
+    check_object(message.get("metadata"), "message.metadata", violations)
 
 
 # configuration members that ask the agent to push to a client's webhook (camelCase and the
@@ -206,15 +207,15 @@ def check_send_params(version: Version, params: Mapping[str, Any]) -> None:
     if isinstance(message, dict):
         _message_violations(version, message, violations)
     else:
-        violations.append(("message", _missing_or(message, "an object")))
-    _check_object(params.get("metadata"), "metadata", violations)
+        violations.append(("message", missing_or(message, "an object")))
+    check_object(params.get("metadata"), "metadata", violations)
     config = params.get("configuration")
     if config is not None and not isinstance(config, dict):
         violations.append(("configuration", f"must be an object, not {json_type(config)}"))
     elif isinstance(config, dict):
         _configuration_violations(version, config, violations)
     if violations:
-        raise _params_error(violations)
+        raise params_error(violations)
     if isinstance(config, dict):
         for key in _PUSH_CONFIG_KEYS:
             if config.get(key) is not None:
@@ -253,7 +254,7 @@ def _check_history_length(
     if value is None:
         return None
     number = _int_param(value)
-    if number is None or not 0 <= number <= _INT32_MAX:
+    if number is None or not 0 <= number <= INT32_MAX:
         violations.append((field, f"must be a non-negative integer, got {_shown(value)}"))
         return None
     return number
@@ -417,12 +418,12 @@ def accepted_output_modes(version: Version, params: Mapping[str, Any]) -> list[s
     if config is None:
         return []
     if not isinstance(config, dict):
-        raise _params_error([("configuration", f"must be an object, not {json_type(config)}")])
+        raise params_error([("configuration", f"must be an object, not {json_type(config)}")])
     modes = config.get("acceptedOutputModes")
     if modes is None:
         return []
     if not isinstance(modes, list) or not all(isinstance(mode, str) for mode in modes):
-        raise _params_error(
+        raise params_error(
             [("configuration.acceptedOutputModes", "must be an array of media type strings")]
         )
     return list(modes)
@@ -442,9 +443,9 @@ def check_task_params(version: Version, op: Op, params: Mapping[str, Any]) -> st
     if op is Op.GET:
         _check_history_length(params, "historyLength", violations)
     if op is not Op.PUSH_CONFIG:
-        _check_object(params.get("metadata"), "metadata", violations)
+        check_object(params.get("metadata"), "metadata", violations)
     if violations:
-        raise _params_error(violations)
+        raise params_error(violations)
     return task_id
 
 
@@ -462,7 +463,7 @@ def task_id_param(version: Version, op: Op, params: Mapping[str, Any]) -> str:
         raise ValueError(f"{op.value!r} calls take no task id parameter")
     value = params.get(field)
     if not isinstance(value, str) or not value:
-        raise _params_error([(field, _missing_or(value, "a task id string"))])
+        raise params_error([(field, missing_or(value, "a task id string"))])
     return value
 
 
@@ -517,7 +518,7 @@ def list_tasks_query(params: Mapping[str, Any]) -> ListQuery:
     if not isinstance(include, bool):
         violations.append(("includeArtifacts", f"must be a boolean, not {json_type(include)}"))
     if violations:
-        raise _params_error(violations)
+        raise params_error(violations)
     return ListQuery(
         context_id=params.get("contextId") or None,
         status=status,
