@@ -50,7 +50,7 @@ from router.protocol.errors import (
     VALUE_TYPE,
     RpcError,
 )
-from router.protocol.payloads import parse_timestamp
+from router.protocol.timestamps import parse_timestamp
 from router.protocol.versions import METHODS, ROLES, STATES, Op, equivalent_method
 from tests.helpers import schema_problems
 

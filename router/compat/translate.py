@@ -34,6 +34,8 @@ from router.protocol.errors import (
     error_domain,
     shaped_data,
 )
+from router.protocol.events import V1_EVENT_KEYS, event_payload, stream_event_kind
+from router.protocol.timestamps import parse_timestamp, status_timestamp
 from router.protocol.versions import (
     ROLES,
     STATES,
@@ -528,7 +530,7 @@ EXAMPLES: dict[tuple[str, str], Example] = {
     ),
 }
 
-_STREAM_KEYS = {kind: key for key, kind in wire.V1_EVENT_KEYS.items()}
+_STREAM_KEYS = {kind: key for key, kind in V1_EVENT_KEYS.items()}
 _V1_CONTENT = wire.V1_PART_CONTENT
 _SEND_OPS = (Op.SEND, Op.STREAM)
 
@@ -606,7 +608,7 @@ def timestamp_to(value: Any, dst: Version) -> Any:
     same = _UTC_OFFSET.fullmatch(value)
     if same:
         return same.group(1).replace("t", "T").replace(" ", "T") + "Z"
-    moment = wire.status_timestamp({"status": {"timestamp": value}})
+    moment = status_timestamp({"status": {"timestamp": value}})
     if moment is None:
         return value
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -744,7 +746,7 @@ def _status(status: Any, src: Version, dst: Version, carried: dict[str, Any]) ->
 
 def _readable_timestamp(value: Any) -> bool:
     """Whether a 1.x SDK reads ``value`` as a google.protobuf.Timestamp."""
-    return isinstance(value, str) and wire.parse_timestamp(value) is not None
+    return isinstance(value, str) and parse_timestamp(value) is not None
 
 
 def _with_status(out: dict[str, Any], src: Version, dst: Version) -> dict[str, Any]:
@@ -820,8 +822,8 @@ def event_to(event: Any, src: Version, dst: Version) -> Any:
     """
     if src == dst or not isinstance(event, dict):
         return event
-    kind = wire.stream_event_kind(src, event)
-    payload = wire.event_payload(src, event)
+    kind = stream_event_kind(src, event)
+    payload = event_payload(src, event)
     if kind is None or payload is None:
         return event
     if kind == "task":

@@ -50,6 +50,8 @@ from router.protocol.errors import (
     error_body,
     result_body,
 )
+from router.protocol.events import ends_stream, result_task_states
+from router.protocol.listing import list_tasks_query, status_at_or_after
 from router.protocol.versions import (
     VERSION_HEADER,
     Op,
@@ -414,9 +416,9 @@ class Router:
                 event = await rewriter.event_from_upstream(answer.get("result"))
                 await self._record(rpc, event)
                 await writer.send(result_body(rpc.id, event))
-                if wire.ends_stream(rpc.version, event):
+                if ends_stream(rpc.version, event):
                     return
-                if source != rpc.version and wire.ends_stream(source, upstream_answer):
+                if source != rpc.version and ends_stream(source, upstream_answer):
                     return  # e.g. a 0.3 agent's final input-required update
         except RpcError as error:
             await writer.send(error_body(rpc.version, rpc.id, error), event=_error_event(rpc))
@@ -429,13 +431,13 @@ class Router:
 
     async def _record(self, rpc: Request, result: Any, op: Op | None = None) -> None:
         """Remember the last known state of every task an answer or event carries."""
-        for task_id, state in wire.result_task_states(rpc.version, op or rpc.op, result):
+        for task_id, state in result_task_states(rpc.version, op or rpc.op, result):
             await self.ids.record_state(task_id, state)
 
     # --- ListTasks ---------------------------------------------------------------------------
 
     async def _list(self, request: web.Request, rpc: Request, pinned: str | None) -> dict[str, Any]:
-        query = wire.list_tasks_query(rpc.params)
+        query = list_tasks_query(rpc.params)
         refs, token = await self.ids.list_tasks(
             context_id=query.context_id,
             state=query.status,
@@ -460,7 +462,7 @@ class Router:
         await self._record(rpc, {"tasks": tasks}, Op.LIST)
         if query.status_timestamp_after:
             after = query.status_timestamp_after
-            tasks = [t for t in tasks if wire.status_at_or_after(t, after)]
+            tasks = [t for t in tasks if status_at_or_after(t, after)]
         if not query.include_artifacts:
             tasks = [{k: v for k, v in t.items() if k != "artifacts"} for t in tasks]
         return {

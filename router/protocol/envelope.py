@@ -33,6 +33,7 @@ from router.protocol.errors import (
     valid_id,
 )
 from router.protocol.fieldnames import json_names
+from router.protocol.listing import list_tasks_query
 from router.protocol.versions import (
     EXTENDED_CARD_METHODS,
     METHODS,
@@ -348,5 +349,5 @@ def _check_params(version: Version, op: Op, method: str, params: dict[str, Any])
     elif op in (Op.GET, Op.CANCEL, Op.SUBSCRIBE):
         wire.check_task_params(version, op, params)
     elif op is Op.LIST:
-        wire.list_tasks_query(params)
+        list_tasks_query(params)
     return params
