@@ -581,7 +581,7 @@ async def test_a_v1_method_without_a_header(post: Post) -> None:
 
 
 async def test_legacy_and_extended_card_methods(post: Post) -> None:
-    # v0.1 names are read as v0.1 (router.compat.legacy): these 0.3 params lack the client's task id
+    # v0.1 names are read as v0.1 (router.compat.v01): these 0.3 params lack the client's task id
     body = await post(_send_v03(method="tasks/send"))
     assert body["error"]["code"] == -32602
     assert body["error"]["data"]["fields"] == ["id"]

@@ -1,8 +1,8 @@
 """The legacy dialects' calls as the calls the router serves.
 
 :func:`served_call` is what :func:`router.protocol.envelope.read_request` is given (its
-``dialects``) to read an A2A v0.1 call (:func:`router.compat.legacy.v01_to_v03`) or an
-``A2A.``-prefixed one (:func:`router.compat.legacy.prefixed_to_v1`).
+``dialects``) to read an A2A v0.1 call (:func:`router.compat.v01.v01_to_v03`) or an
+``A2A.``-prefixed one (:func:`router.compat.prefixed.prefixed_to_v1`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from router.compat.legacy import prefixed_to_v1, v01_to_v03
+from router.compat.prefixed import prefixed_to_v1
+from router.compat.v01 import v01_to_v03
 from router.protocol.versions import Dialect
 
 __all__ = ["served_call"]
