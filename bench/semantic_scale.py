@@ -25,7 +25,8 @@ from registry.vectors import SkillVectors, documents
 from router.choose.chooser import Chooser
 from router.choose.matcher import Matcher
 from router.choose.semantic import Calibration, Semantic
-from router.protocol.envelope import Op, RpcError
+from router.protocol.errors import RpcError
+from router.protocol.versions import Op
 
 
 async def measure_semantic(

@@ -21,7 +21,7 @@ from registry.records import AgentRecord
 from registry.service import Registry
 from router.choose.choice import ROUTING_EXTENSION
 from router.choose.fits import jsonrpc_interface
-from router.protocol.envelope import Version, version_of
+from router.protocol.versions import Version, version_of
 
 ROUTER_PROTOCOL_VERSIONS = ("1.0", "0.3")
 """The A2A versions the router's endpoint speaks (the ``A2A-Version`` header picks one)."""

@@ -11,18 +11,27 @@ from typing import Any
 import pytest
 
 from registry.store import Store
-from router.compat import legacy
 from router.compat.codec import LegacyCodec
+from router.compat.prefixed import prefixed_result, prefixed_to_v1
+from router.compat.v01 import (
+    STATE_KEY,
+    card_to_v01,
+    state_to_v01,
+    task_to_v01,
+    v01_to_v03,
+    v03_event_to_v01,
+    v03_result_to_v01,
+)
 from router.ids.idmap import IdMap
-from router.protocol.envelope import (
+from router.protocol.errors import (
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
     PUSH_NOT_SUPPORTED,
-    Op,
     RpcError,
     error_body,
 )
 from router.protocol.payloads import check_send_params, check_task_params
+from router.protocol.versions import Op
 from router.tables import SCHEMA
 from tests.helpers import said
 
@@ -59,7 +68,7 @@ def _error(call: Any) -> RpcError:
 
 
 def test_tasks_send_becomes_message_send() -> None:
-    call = legacy.v01_to_v03("tasks/send", SEND_V01)
+    call = v01_to_v03("tasks/send", SEND_V01)
     assert (call.op, call.method, call.client_task_id) == (Op.SEND, "message/send", "client-task-1")
     params = call.params
     message = params["message"]
@@ -84,20 +93,20 @@ def test_tasks_send_becomes_message_send() -> None:
 
 
 def test_send_subscribe_and_task_calls() -> None:
-    call = legacy.v01_to_v03("tasks/sendSubscribe", SEND_V01)
+    call = v01_to_v03("tasks/sendSubscribe", SEND_V01)
     assert (call.op, call.method) == (Op.STREAM, "message/stream")
-    got = legacy.v01_to_v03("tasks/get", {"id": "t", "sessionId": "s", "historyLength": 2})
+    got = v01_to_v03("tasks/get", {"id": "t", "sessionId": "s", "historyLength": 2})
     assert (got.op, got.method, got.params) == (
         Op.GET,
         "tasks/get",
         {"id": "t", "historyLength": 2},
     )
-    cancel = legacy.v01_to_v03("tasks/cancel", {"id": "t", "sessionId": "s", "metadata": {}})
+    cancel = v01_to_v03("tasks/cancel", {"id": "t", "sessionId": "s", "metadata": {}})
     assert (cancel.op, cancel.params) == (Op.CANCEL, {"id": "t", "metadata": {}})
     check_task_params("0.3", Op.CANCEL, cancel.params)
-    again = legacy.v01_to_v03("tasks/resubscribe", {"id": "t"})
+    again = v01_to_v03("tasks/resubscribe", {"id": "t"})
     assert (again.op, again.method) == (Op.SUBSCRIBE, "tasks/resubscribe")
-    card = legacy.v01_to_v03("agent/getCard", {})
+    card = v01_to_v03("agent/getCard", {})
     assert (card.op, card.client_task_id) == (Op.CARD, None)
 
 
@@ -106,7 +115,7 @@ def test_a_message_id_and_a_kind_tagged_part_are_kept() -> None:
         "id": "t",
         "message": {"role": "user", "messageId": "m-9", "parts": [{"kind": "text", "text": "x"}]},
     }
-    message = legacy.v01_to_v03("tasks/send", params).params["message"]
+    message = v01_to_v03("tasks/send", params).params["message"]
     assert message["messageId"] == "m-9"
     assert message["parts"] == [{"kind": "text", "text": "x"}]
     assert "contextId" not in message  # no sessionId: the agent starts a context
@@ -159,7 +168,7 @@ def test_a_message_id_and_a_kind_tagged_part_are_kept() -> None:
     ],
 )
 def test_bad_v01_send_params_name_each_field(params: dict[str, Any], fields: list[str]) -> None:
-    error = _error(lambda: legacy.v01_to_v03("tasks/send", params))
+    error = _error(lambda: v01_to_v03("tasks/send", params))
     assert error.code == INVALID_PARAMS
     assert error.data == {"fields": fields}
     body = error_body("0.3", 1, error)["error"]
@@ -169,20 +178,20 @@ def test_bad_v01_send_params_name_each_field(params: dict[str, Any], fields: lis
 
 
 def test_bad_v01_task_params() -> None:
-    error = _error(lambda: legacy.v01_to_v03("tasks/get", {"historyLength": "x"}))
+    error = _error(lambda: v01_to_v03("tasks/get", {"historyLength": "x"}))
     assert error.data == {"fields": ["id", "historyLength"]}
-    error = _error(lambda: legacy.v01_to_v03("tasks/cancel", {"id": "x" * 513}))
+    error = _error(lambda: v01_to_v03("tasks/cancel", {"id": "x" * 513}))
     assert error.data == {"fields": ["id"]}
 
 
 def test_push_notifications_are_refused_with_their_code() -> None:
     for method in ("tasks/pushNotification/set", "tasks/pushNotification/get"):
-        error = _error(lambda m=method: legacy.v01_to_v03(m, {"id": "t"}))
+        error = _error(lambda m=method: v01_to_v03(m, {"id": "t"}))
         assert error.code == PUSH_NOT_SUPPORTED == -32003
         assert "does not relay push notifications" in error.message
         assert error.data == {"method": method}
     with_push = {**SEND_V01, "pushNotification": {"url": "https://client.example/hook"}}
-    error = _error(lambda: legacy.v01_to_v03("tasks/send", with_push))
+    error = _error(lambda: v01_to_v03("tasks/send", with_push))
     assert error.code == PUSH_NOT_SUPPORTED and error.data == {"field": "pushNotification"}
 
 
@@ -222,7 +231,7 @@ TASK_03: dict[str, Any] = {
 
 
 def test_a_task_in_v01() -> None:
-    task = legacy.task_to_v01(TASK_03, "client-task-1")
+    task = task_to_v01(TASK_03, "client-task-1")
     assert task == {
         "id": "client-task-1",
         "sessionId": "session-1",
@@ -249,7 +258,7 @@ def test_a_task_in_v01() -> None:
         ],
         "metadata": {"k": "v"},
     }
-    assert legacy.v03_result_to_v01(TASK_03, "c", None, NOW)["id"] == "c"
+    assert v03_result_to_v01(TASK_03, "c", None, NOW)["id"] == "c"
 
 
 @pytest.mark.parametrize(
@@ -266,10 +275,10 @@ def test_a_task_in_v01() -> None:
     ],
 )
 def test_states(state: str, v01: str, lossy: bool) -> None:
-    assert legacy.state_to_v01(state) == (v01, lossy)
-    task = legacy.task_to_v01({"id": "r", "status": {"state": state}}, "c")
+    assert state_to_v01(state) == (v01, lossy)
+    task = task_to_v01({"id": "r", "status": {"state": state}}, "c")
     assert task["status"]["state"] == v01
-    assert task.get("metadata", {}).get(legacy.STATE_KEY) == (state if lossy else None)
+    assert task.get("metadata", {}).get(STATE_KEY) == (state if lossy else None)
 
 
 def test_a_message_result_is_a_completed_task() -> None:
@@ -280,7 +289,7 @@ def test_a_message_result_is_a_completed_task() -> None:
         "contextId": "ctx",
         "parts": [{"kind": "text", "text": "echo: hi"}],
     }
-    assert legacy.v03_result_to_v01(message, "client-task-1", "s", NOW) == {
+    assert v03_result_to_v01(message, "client-task-1", "s", NOW) == {
         "id": "client-task-1",
         "sessionId": "ctx",
         "status": {
@@ -294,15 +303,15 @@ def test_a_message_result_is_a_completed_task() -> None:
         },
     }
     del message["contextId"]
-    assert legacy.v03_result_to_v01(message, "c", "s", NOW)["sessionId"] == "s"
-    assert legacy.v03_result_to_v01("odd", "c", None, NOW) == "odd"
+    assert v03_result_to_v01(message, "c", "s", NOW)["sessionId"] == "s"
+    assert v03_result_to_v01("odd", "c", None, NOW) == "odd"
 
 
 def test_stream_events_in_v01() -> None:
     indexes: dict[str, int] = {}
 
     def convert(event: dict[str, Any]) -> list[Any]:
-        return legacy.v03_event_to_v01(event, "c", "s", indexes, NOW)
+        return v03_event_to_v01(event, "c", "s", indexes, NOW)
 
     snapshot = {"kind": "task", "id": "r", "contextId": "s", "status": {"state": "submitted"}}
     assert convert(snapshot) == [
@@ -349,14 +358,14 @@ def test_stream_events_in_v01() -> None:
             "id": "c",
             "status": {"state": "failed"},
             "final": True,
-            "metadata": {legacy.STATE_KEY: "rejected"},
+            "metadata": {STATE_KEY: "rejected"},
         }
     ]
 
 
 def test_a_finished_task_snapshot_and_a_message_end_the_v01_stream() -> None:
     indexes: dict[str, int] = {}
-    events = legacy.v03_event_to_v01(TASK_03, "c", None, indexes, NOW)
+    events = v03_event_to_v01(TASK_03, "c", None, indexes, NOW)
     assert [sorted(e) for e in events] == [
         ["artifact", "id"],
         ["artifact", "id"],
@@ -365,7 +374,7 @@ def test_a_finished_task_snapshot_and_a_message_end_the_v01_stream() -> None:
     assert [e["artifact"]["index"] for e in events[:2]] == [0, 1]
     assert events[-1]["final"] is True and events[-1]["status"]["state"] == "completed"
     message = {"kind": "message", "messageId": "m", "role": "agent", "parts": []}
-    [event] = legacy.v03_event_to_v01(message, "c", "s", indexes, NOW)
+    [event] = v03_event_to_v01(message, "c", "s", indexes, NOW)
     assert event == {
         "id": "c",
         "status": {
@@ -375,7 +384,7 @@ def test_a_finished_task_snapshot_and_a_message_end_the_v01_stream() -> None:
         },
         "final": True,
     }
-    assert legacy.v03_event_to_v01({"kind": "new"}, "c", None, indexes, NOW) == [{"kind": "new"}]
+    assert v03_event_to_v01({"kind": "new"}, "c", None, indexes, NOW) == [{"kind": "new"}]
 
 
 # --- cards ------------------------------------------------------------------------------------
@@ -399,7 +408,7 @@ def test_card_in_v01() -> None:
         "skills": [{"id": "s", "name": "S", "tags": ["t"], "examples": [], "securityScheme": 1}],
         "signatures": [{"protected": "x", "signature": "y"}],
     }
-    assert legacy.card_to_v01(card) == {
+    assert card_to_v01(card) == {
         "name": "Switchboard",
         "description": "Routes",
         "url": "https://sb.example/",
@@ -416,7 +425,7 @@ def test_card_in_v01() -> None:
         "skills": [{"id": "s", "name": "S", "tags": ["t"], "examples": []}],
     }
     only_v1 = {"name": "A", "supportedInterfaces": [{"url": "https://sb.example/agents/a"}]}
-    converted = legacy.card_to_v01(only_v1)
+    converted = card_to_v01(only_v1)
     assert converted["url"] == "https://sb.example/agents/a"
     assert converted["capabilities"]["streaming"] is False and "authentication" not in converted
 
@@ -425,20 +434,20 @@ def test_card_in_v01() -> None:
 
 
 def test_prefixed_names_are_the_10_methods() -> None:
-    assert legacy.prefixed_to_v1("A2A.CancelTask", {"id": "t"}) == ("CancelTask", {"id": "t"})
-    assert legacy.prefixed_to_v1("A2A.GetTask", {"taskId": "t", "historyLength": 1}) == (
+    assert prefixed_to_v1("A2A.CancelTask", {"id": "t"}) == ("CancelTask", {"id": "t"})
+    assert prefixed_to_v1("A2A.GetTask", {"taskId": "t", "historyLength": 1}) == (
         "GetTask",
         {"id": "t", "historyLength": 1},
     )
     both = {"id": "a", "taskId": "b"}  # ambiguous: left for the 1.0 checks
-    assert legacy.prefixed_to_v1("A2A.SubscribeToTask", both)[1] == both
-    name, _ = legacy.prefixed_to_v1("A2A.ListTaskPushNotificationConfig", {})
+    assert prefixed_to_v1("A2A.SubscribeToTask", both)[1] == both
+    name, _ = prefixed_to_v1("A2A.ListTaskPushNotificationConfig", {})
     assert name == "ListTaskPushNotificationConfigs"
-    assert legacy.prefixed_to_v1("A2A.ListTasks", {"status": "WORKING"})[1] == {
+    assert prefixed_to_v1("A2A.ListTasks", {"status": "WORKING"})[1] == {
         "status": "TASK_STATE_WORKING"
     }
-    assert legacy.prefixed_to_v1("A2A.GetExtendedAgentCard", {})[0] == "GetExtendedAgentCard"
-    error = _error(lambda: legacy.prefixed_to_v1("A2A.message/send", {}))
+    assert prefixed_to_v1("A2A.GetExtendedAgentCard", {})[0] == "GetExtendedAgentCard"
+    error = _error(lambda: prefixed_to_v1("A2A.message/send", {}))
     assert error.code == METHOD_NOT_FOUND
     assert "A2A.SendMessage" in error.data["supportedMethods"]
 
@@ -460,7 +469,7 @@ def test_prefixed_send_normalizes_the_drafts_spellings() -> None:
         },
         "configuration": {"blocking": False, "acceptedOutputModes": ["text/plain"]},
     }
-    name, out = legacy.prefixed_to_v1("A2A.SendStreamingMessage", params)
+    name, out = prefixed_to_v1("A2A.SendStreamingMessage", params)
     assert name == "SendStreamingMessage"
     assert out == {
         "message": {
@@ -478,7 +487,7 @@ def test_prefixed_send_normalizes_the_drafts_spellings() -> None:
     check_send_params("1.0", out)
     assert params["message"]["role"] == "user"  # the input is not changed
     unset = {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]}}
-    assert legacy.prefixed_to_v1("A2A.SendMessage", unset)[1] == unset  # no default imposed
+    assert prefixed_to_v1("A2A.SendMessage", unset)[1] == unset  # no default imposed
 
 
 # --- client task ID aliases -------------------------------------------------------------------
@@ -594,18 +603,18 @@ def test_prefixed_answers_take_the_drafts_shapes() -> None:
         ],
         "artifacts": [{"artifactId": "a", "parts": [{"text": "x", "filename": "x.txt"}]}],
     }
-    assert legacy.prefixed_result(Op.SEND, {"task": task}) == draft
-    assert legacy.prefixed_result(Op.GET, task) == draft
-    assert legacy.prefixed_result(Op.LIST, {"tasks": [task], "nextPageToken": ""}) == {
+    assert prefixed_result(Op.SEND, {"task": task}) == draft
+    assert prefixed_result(Op.GET, task) == draft
+    assert prefixed_result(Op.LIST, {"tasks": [task], "nextPageToken": ""}) == {
         "tasks": [draft],
         "nextPageToken": "",
     }
     message = {"messageId": "r", "role": "ROLE_AGENT", "parts": [{"text": "hi"}]}
-    assert legacy.prefixed_result(Op.SEND, {"message": message})["role"] == "agent"
+    assert prefixed_result(Op.SEND, {"message": message})["role"] == "agent"
     update = {"statusUpdate": {"taskId": "t", "status": {"state": "TASK_STATE_WORKING"}}}
-    assert legacy.prefixed_result(Op.STREAM, update) == {
+    assert prefixed_result(Op.STREAM, update) == {
         "statusUpdate": {"taskId": "t", "status": {"state": "WORKING"}}
     }
     # prefixed_to_v1 reads what prefixed_result writes: the parts round trip
-    back = legacy.prefixed_to_v1("A2A.SendMessage", {"message": draft["history"][0]})[1]
+    back = prefixed_to_v1("A2A.SendMessage", {"message": draft["history"][0]})[1]
     assert back["message"]["parts"] == task["history"][0]["parts"]

@@ -19,15 +19,15 @@ import pytest
 from sqlmodel import col, func, select
 
 from registry.store import Store
-from router.ids.idmap import IdMap, Rewriter, RouterTaskEntry, TaskRef, canonical_state
-from router.protocol.envelope import (
-    INVALID_AGENT_RESPONSE,
-    INVALID_PARAMS,
-    TASK_NOT_FOUND,
-    Op,
-    RpcError,
-    Version,
+from router.ids.idmap import (
+    IdMap,
+    Rewriter,
+    RouterTaskEntry,
+    TaskRef,
+    canonical_state,
 )
+from router.protocol.errors import INVALID_AGENT_RESPONSE, INVALID_PARAMS, TASK_NOT_FOUND, RpcError
+from router.protocol.versions import Op, Version
 from router.tables import SCHEMA, RouterContextRow, RouterTaskRow
 
 WIRE = Path(__file__).parent / "fixtures" / "wire"

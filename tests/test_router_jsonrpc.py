@@ -12,16 +12,22 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
-from router.protocol import envelope as jsonrpc
-from router.protocol.envelope import (
+from router.compat.dialects import served_call
+from router.protocol.errors import (
+    NO_MATCHING_AGENT,
+    STANDARD_MESSAGES,
+    VERSION_NOT_SUPPORTED,
+    RpcError,
+    error_body,
+    result_body,
+)
+from router.protocol.versions import (
     METHODS,
     Op,
-    RpcError,
+    Version,
     client_version,
     equivalent_method,
-    error_body,
     method_name,
-    result_body,
     version_of,
 )
 from router.transport.jsonrpc import read_request, request_version
@@ -88,12 +94,12 @@ def test_method_tables_match_the_official_sdk() -> None:
         ("1.0", Op.SUBSCRIBE, "SubscribeToTask"),
     ],
 )
-def test_method_name(version: jsonrpc.Version, op: Op, name: str) -> None:
+def test_method_name(version: Version, op: Op, name: str) -> None:
     assert method_name(version, op) == name
 
 
 @pytest.mark.parametrize(("version", "op"), [("0.3", Op.LIST), ("1.0", Op.PUSH_CONFIG)])
-def test_method_name_refuses_missing_or_ambiguous_ops(version: jsonrpc.Version, op: Op) -> None:
+def test_method_name_refuses_missing_or_ambiguous_ops(version: Version, op: Op) -> None:
     with pytest.raises(ValueError, match="methods for"):
         method_name(version, op)
 
@@ -135,7 +141,7 @@ def test_client_version_refuses_unsupported_versions(header: str) -> None:
     with pytest.raises(RpcError) as info:
         client_version(header)
     error = info.value
-    assert error.code == jsonrpc.VERSION_NOT_SUPPORTED == -32009
+    assert error.code == VERSION_NOT_SUPPORTED == -32009
     assert error.data == {"requestedVersion": header, "supportedVersions": ["0.3", "1.0"]}
     assert repr(header) in error.message
     assert "A2A-Version: 1.0" in error.message
@@ -185,7 +191,7 @@ def test_error_body_v03_without_data_omits_it() -> None:
 
 
 def test_standard_codes_say_the_specifications_message() -> None:
-    for code, message in jsonrpc.STANDARD_MESSAGES.items():
+    for code, message in STANDARD_MESSAGES.items():
         for version in ("0.3", "1.0"):
             body = error_body(version, 1, RpcError(code, "what went wrong, in detail"))
             assert body["error"]["message"] == message
@@ -196,7 +202,7 @@ def test_standard_codes_say_the_specifications_message() -> None:
 
 def test_error_body_v1_data_is_a_list_of_typed_details() -> None:
     error = RpcError(
-        jsonrpc.NO_MATCHING_AGENT,
+        NO_MATCHING_AGENT,
         "No agent matches",
         {"closest": [{"agent": "a", "score": 0.1}], "threshold": 0.3, "text": "hi"},
     )
@@ -313,7 +319,9 @@ async def _endpoint(request: web.Request) -> web.Response:
     except RpcError as exc:
         return web.json_response(error_body("1.0", None, exc))
     try:
-        rpc = await read_request(request, version, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH)
+        rpc = await read_request(
+            request, version, max_bytes=MAX_BYTES, max_depth=MAX_DEPTH, dialects=served_call
+        )
     except RpcError as exc:
         return web.json_response(error_body(version, exc.id, exc))
     echo = {"method": rpc.method, "op": rpc.op.value, "version": rpc.version, "params": rpc.params}
@@ -573,7 +581,7 @@ async def test_a_v1_method_without_a_header(post: Post) -> None:
 
 
 async def test_legacy_and_extended_card_methods(post: Post) -> None:
-    # v0.1 names are read as v0.1 (router.compat.legacy): these 0.3 params lack the client's task id
+    # v0.1 names are read as v0.1 (router.compat.v01): these 0.3 params lack the client's task id
     body = await post(_send_v03(method="tasks/send"))
     assert body["error"]["code"] == -32602
     assert body["error"]["data"]["fields"] == ["id"]

@@ -20,17 +20,16 @@ from registry.store import Store
 from registry.textsearch import tokenize
 from router.choose.matcher import ROUTING_EXTENSION, Candidate, Matcher, query_text
 from router.forward.upstream import Target
-from router.protocol.envelope import (
+from router.protocol.errors import (
     AGENT_UNAVAILABLE,
     BAD_ROUTING_HINT,
     CONTENT_TYPE,
     INVALID_PARAMS,
     NO_MATCHING_AGENT,
     VERSION_NOT_SUPPORTED,
-    Op,
     RpcError,
-    Version,
 )
+from router.protocol.versions import Op, Version
 from router.tables import SCHEMA
 from seeds.demo_agents import caption_card, currency_card, translate_card
 from tests.helpers import card_v03, card_v1, make_settings

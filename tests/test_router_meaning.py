@@ -16,7 +16,8 @@ from router.choose.meaning import _Ranking
 from router.choose.models import local_embedder
 from router.choose.semantic import Calibration, fuse
 from router.choose.skillindex import query_text
-from router.protocol.envelope import Op, RpcError
+from router.protocol.errors import RpcError
+from router.protocol.versions import Op
 
 SOME = ("flights", "hotels", "car-rental", "rail", "expenses", "corporate-cards", "leave", "fx")
 

@@ -28,7 +28,8 @@ from router.ids.tokens import (
     TASK_PREFIX,
     Sealer,
 )
-from router.protocol.envelope import TASK_NOT_FOUND, Op, RpcError
+from router.protocol.errors import TASK_NOT_FOUND, RpcError
+from router.protocol.versions import Op
 from router.tables import SCHEMA, RouterContextRow, RouterTaskRow, TaskAliasRow
 from router.transport.routes import ROUTER
 from seeds.demo_agents import DemoAgents, start_demo_agents

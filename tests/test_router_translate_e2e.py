@@ -37,7 +37,7 @@ from google.protobuf.json_format import MessageToDict
 
 from registry.api import REGISTRY
 from router.app import create_app
-from router.compat.translate import CARRY_KEY
+from router.compat.carry import CARRY_KEY
 from router.transport.routes import ROUTER
 from tests.helpers import make_settings
 from tests.peers03 import Agent03, agent03, client03_lines, run_client03

@@ -23,7 +23,7 @@ from aiohttp.test_utils import TestServer
 
 from registry.api import REGISTRY
 from router.app import create_app
-from router.compat.translate import CARRY_KEY
+from router.compat.carry import CARRY_KEY
 from tests.helpers import card_v03, card_v1, make_settings
 from tests.peers03 import agent03
 

@@ -16,7 +16,7 @@ from multidict import CIMultiDict
 
 from registry.netguard import AddressPolicy
 from router.forward.upstream import Target, Upstream, forward_headers
-from router.protocol.envelope import (
+from router.protocol.errors import (
     AGENT_UNAVAILABLE,
     INVALID_AGENT_RESPONSE,
     STREAM_FAILED,

@@ -10,7 +10,19 @@ from typing import Any
 import pytest
 
 from router.protocol import payloads as wire
-from router.protocol.envelope import INVALID_PARAMS, PUSH_NOT_SUPPORTED, Op, RpcError, Version
+from router.protocol import versions
+from router.protocol.errors import INVALID_PARAMS, PUSH_NOT_SUPPORTED, RpcError
+from router.protocol.events import (
+    ends_stream,
+    event_payload,
+    event_task_state,
+    result_task_states,
+    stream_event_kind,
+    stream_result,
+)
+from router.protocol.listing import ListQuery, list_tasks_query, status_at_or_after
+from router.protocol.timestamps import parse_timestamp, status_timestamp
+from router.protocol.versions import Op, Version
 
 WIRE = Path(__file__).parent / "fixtures" / "wire"
 
@@ -74,10 +86,10 @@ V03_STREAMS = ["v03_stream.out", "v1compat_v03_stream.out"]
 @pytest.mark.parametrize("name", V03_STREAMS)
 def test_v03_send_stream(name: str) -> None:
     events = captured_events(name)
-    kinds = [wire.stream_event_kind("0.3", event) for event in events]
+    kinds = [stream_event_kind("0.3", event) for event in events]
     assert kinds == ["task", "status-update"] + ["artifact-update"] * 3 + ["status-update"]
-    assert [wire.ends_stream("0.3", event) for event in events] == [False] * 5 + [True]
-    states = [wire.event_task_state("0.3", event) for event in events]
+    assert [ends_stream("0.3", event) for event in events] == [False] * 5 + [True]
+    states = [event_task_state("0.3", event) for event in events]
     task_id = events[0]["result"]["id"]
     assert states == [
         (task_id, "submitted"),
@@ -91,11 +103,11 @@ def test_v03_send_stream(name: str) -> None:
 
 def test_v1_send_stream() -> None:
     events = captured_events("v1_stream.out")
-    kinds = [wire.stream_event_kind("1.0", event) for event in events]
+    kinds = [stream_event_kind("1.0", event) for event in events]
     assert kinds == ["task", "status-update"] + ["artifact-update"] * 3 + ["status-update"]
-    assert [wire.ends_stream("1.0", event) for event in events] == [False] * 5 + [True]
+    assert [ends_stream("1.0", event) for event in events] == [False] * 5 + [True]
     task_id = events[0]["result"]["task"]["id"]
-    assert [wire.event_task_state("1.0", event) for event in events] == [
+    assert [event_task_state("1.0", event) for event in events] == [
         (task_id, "TASK_STATE_SUBMITTED"),
         (task_id, "TASK_STATE_WORKING"),
         (task_id, None),
@@ -107,55 +119,53 @@ def test_v1_send_stream() -> None:
 
 def test_v03_resubscribe_has_no_task_snapshot() -> None:
     events = captured_events("v03_resubscribe.out")
-    kinds = [wire.stream_event_kind("0.3", event) for event in events]
+    kinds = [stream_event_kind("0.3", event) for event in events]
     assert kinds == ["artifact-update", "artifact-update", "status-update"]
-    assert [wire.ends_stream("0.3", event) for event in events] == [False, False, True]
-    assert wire.event_task_state("0.3", events[-1])[1] == "completed"
+    assert [ends_stream("0.3", event) for event in events] == [False, False, True]
+    assert event_task_state("0.3", events[-1])[1] == "completed"
 
 
 def test_v1_subscribe_starts_with_a_task_snapshot() -> None:
     events = captured_events("v1_subscribe.out")
-    kinds = [wire.stream_event_kind("1.0", event) for event in events]
+    kinds = [stream_event_kind("1.0", event) for event in events]
     assert kinds == ["task", "artifact-update", "artifact-update", "status-update"]
-    assert [wire.ends_stream("1.0", event) for event in events] == [False, False, False, True]
-    task_id, state = wire.event_task_state("1.0", events[0])
+    assert [ends_stream("1.0", event) for event in events] == [False, False, False, True]
+    task_id, state = event_task_state("1.0", events[0])
     assert state == "TASK_STATE_WORKING"
-    assert wire.event_task_state("1.0", events[-1]) == (task_id, "TASK_STATE_COMPLETED")
+    assert event_task_state("1.0", events[-1]) == (task_id, "TASK_STATE_COMPLETED")
 
 
 def test_v1_push_bodies_are_stream_responses() -> None:
     lines = (WIRE / "push_notifications.jsonl").read_text().splitlines()
     bodies = [json.loads(line)["body"] for line in lines if json.loads(line)["path"] == "/v1"]
-    kinds = [wire.stream_event_kind("1.0", body) for body in bodies]
+    kinds = [stream_event_kind("1.0", body) for body in bodies]
     assert kinds[0] == "task"
     assert kinds[-1] == "status-update"
-    assert wire.ends_stream("1.0", bodies[-1])
+    assert ends_stream("1.0", bodies[-1])
 
 
 @pytest.mark.parametrize(("name", "version"), [("v03_stream.out", "1.0"), ("v1_stream.out", "0.3")])
 def test_events_of_the_other_version_are_not_recognised(name: str, version: Version) -> None:
     for event in captured_events(name)[1:]:
-        assert wire.stream_event_kind(version, event) is None
-        assert wire.event_task_state(version, event) == (None, None)
-        assert not wire.ends_stream(version, event)
+        assert stream_event_kind(version, event) is None
+        assert event_task_state(version, event) == (None, None)
+        assert not ends_stream(version, event)
 
 
 def test_results_and_envelopes_classify_alike() -> None:
     for event in captured_events("v1_stream.out"):
-        assert wire.stream_event_kind("1.0", event) == wire.stream_event_kind(
-            "1.0", event["result"]
-        )
-        assert wire.stream_result(event) is event["result"]
+        assert stream_event_kind("1.0", event) == stream_event_kind("1.0", event["result"])
+        assert stream_result(event) is event["result"]
     result = captured_events("v03_stream.out")[0]["result"]
-    assert wire.stream_result(result) is result
-    assert wire.event_payload("0.3", result) is result
+    assert stream_result(result) is result
+    assert event_payload("0.3", result) is result
 
 
 def test_event_payload_unwraps_v1_members() -> None:
     event = captured_events("v1_stream.out")[1]
-    assert wire.event_payload("1.0", event) is event["result"]["statusUpdate"]
-    assert wire.event_payload("1.0", {"bogus": {}}) is None
-    assert wire.event_payload("1.0", {"task": "not an object"}) is None
+    assert event_payload("1.0", event) is event["result"]["statusUpdate"]
+    assert event_payload("1.0", {"bogus": {}}) is None
+    assert event_payload("1.0", {"task": "not an object"}) is None
 
 
 MESSAGE_V03 = {"kind": "message", "role": "agent", "messageId": "m", "parts": []}
@@ -211,19 +221,19 @@ TASK, STATUS = "task", "status-update"
 def test_event_cases(
     version: Version, event: dict[str, Any], kind: str | None, ends: bool, state: tuple[Any, Any]
 ) -> None:
-    assert wire.stream_event_kind(version, event) == kind
-    assert wire.ends_stream(version, event) is ends
-    assert wire.event_task_state(version, event) == state
+    assert stream_event_kind(version, event) == kind
+    assert ends_stream(version, event) is ends
+    assert event_task_state(version, event) == state
     envelope = {"jsonrpc": "2.0", "id": 1, "result": event}
-    assert wire.stream_event_kind(version, envelope) == kind
+    assert stream_event_kind(version, envelope) == kind
 
 
 @pytest.mark.parametrize("version", ["0.3", "1.0"])
 def test_error_events_end_the_stream(version: Version) -> None:
     error = {"jsonrpc": "2.0", "id": 2, "error": {"code": -32603, "message": "boom"}}
-    assert wire.stream_event_kind(version, error) is None
-    assert wire.ends_stream(version, error)
-    assert wire.event_task_state(version, error) == (None, None)
+    assert stream_event_kind(version, error) is None
+    assert ends_stream(version, error)
+    assert event_task_state(version, error) == (None, None)
 
 
 # --- states --------------------------------------------------------------------------------
@@ -233,26 +243,26 @@ def test_error_events_end_the_stream(version: Version) -> None:
 def test_terminal_and_interrupted_states(version: Version) -> None:
     terminal = {"completed", "canceled", "failed", "rejected"}
     interrupted = {"input-required", "auth-required"}
-    for old, new in zip(wire.STATES["0.3"], wire.STATES["1.0"], strict=True):
+    for old, new in zip(versions.STATES["0.3"], versions.STATES["1.0"], strict=True):
         for name in (old, new):
-            assert wire.is_terminal_state(version, name) is (old in terminal)
-            assert wire.is_interrupted_state(version, name) is (old in interrupted)
-    assert not wire.is_terminal_state(version, None)
-    assert not wire.is_terminal_state(version, "done")
+            assert versions.is_terminal_state(version, name) is (old in terminal)
+            assert versions.is_interrupted_state(version, name) is (old in interrupted)
+    assert not versions.is_terminal_state(version, None)
+    assert not versions.is_terminal_state(version, "done")
 
 
 def test_state_name_converts_spellings() -> None:
-    assert wire.state_name("1.0", "input-required") == "TASK_STATE_INPUT_REQUIRED"
-    assert wire.state_name("1.0", "TASK_STATE_WORKING") == "TASK_STATE_WORKING"
-    assert wire.state_name("0.3", "TASK_STATE_CANCELED") == "canceled"
-    assert wire.state_name("0.3", "TASK_STATE_UNSPECIFIED") == "unknown"
-    assert wire.state_name("0.3", "weird") == "weird"
+    assert versions.state_name("1.0", "input-required") == "TASK_STATE_INPUT_REQUIRED"
+    assert versions.state_name("1.0", "TASK_STATE_WORKING") == "TASK_STATE_WORKING"
+    assert versions.state_name("0.3", "TASK_STATE_CANCELED") == "canceled"
+    assert versions.state_name("0.3", "TASK_STATE_UNSPECIFIED") == "unknown"
+    assert versions.state_name("0.3", "weird") == "weird"
 
 
 def test_states_match_the_sdk_enum() -> None:
     from a2a.types import a2a_pb2
 
-    assert set(wire.STATES["1.0"]) == set(a2a_pb2.TaskState.keys())
+    assert set(versions.STATES["1.0"]) == set(a2a_pb2.TaskState.keys())
 
 
 # --- messages ------------------------------------------------------------------------------
@@ -498,8 +508,8 @@ def test_task_id_param_of_ops_without_one() -> None:
 
 
 def test_list_tasks_query_defaults_and_values() -> None:
-    assert wire.list_tasks_query({}) == wire.ListQuery()
-    query = wire.list_tasks_query(
+    assert list_tasks_query({}) == ListQuery()
+    query = list_tasks_query(
         {
             "contextId": "c",
             "status": "TASK_STATE_WORKING",
@@ -511,7 +521,7 @@ def test_list_tasks_query_defaults_and_values() -> None:
             "tenant": "ignored",
         }
     )
-    assert query == wire.ListQuery(
+    assert query == ListQuery(
         context_id="c",
         status="TASK_STATE_WORKING",
         page_size=20,
@@ -520,15 +530,13 @@ def test_list_tasks_query_defaults_and_values() -> None:
         include_artifacts=True,
         status_timestamp_after=datetime(2026, 1, 1, tzinfo=UTC),
     )
-    assert wire.list_tasks_query({"pageSize": 0, "status": "TASK_STATE_UNSPECIFIED"}) == (
-        wire.ListQuery()
-    )
-    assert wire.list_tasks_query({"pageSize": 100.0}).page_size == 100
+    assert list_tasks_query({"pageSize": 0, "status": "TASK_STATE_UNSPECIFIED"}) == (ListQuery())
+    assert list_tasks_query({"pageSize": 100.0}).page_size == 100
 
 
 def test_list_tasks_query_reports_every_violation() -> None:
     with pytest.raises(RpcError) as info:
-        wire.list_tasks_query(
+        list_tasks_query(
             {
                 "pageSize": 150,
                 "historyLength": -5,
@@ -569,9 +577,9 @@ def test_list_tasks_query_reports_every_violation() -> None:
     ],
 )
 def test_parse_timestamp(text: str, expected: datetime) -> None:
-    parsed = wire.parse_timestamp(text)
+    parsed = parse_timestamp(text)
     assert parsed == expected and parsed is not None and parsed.utcoffset() is not None
-    query = wire.list_tasks_query({"statusTimestampAfter": text})
+    query = list_tasks_query({"statusTimestampAfter": text})
     assert query.status_timestamp_after == expected
     assert query.status_timestamp_after.tzinfo is UTC
 
@@ -595,9 +603,9 @@ def test_parse_timestamp(text: str, expected: datetime) -> None:
     ],
 )
 def test_bad_timestamps(text: str) -> None:
-    assert wire.parse_timestamp(text) is None
+    assert parse_timestamp(text) is None
     with pytest.raises(RpcError) as info:
-        wire.list_tasks_query({"statusTimestampAfter": text})
+        list_tasks_query({"statusTimestampAfter": text})
     assert [field for field, _ in info.value.violations] == ["statusTimestampAfter"]
 
 
@@ -607,16 +615,16 @@ def test_status_at_or_after() -> None:
     def task(stamp: Any) -> dict[str, Any]:
         return {"id": "t", "status": {"state": "TASK_STATE_WORKING", "timestamp": stamp}}
 
-    assert wire.status_at_or_after(task("2026-01-02T00:00:00Z"), after)
-    assert wire.status_at_or_after(task("2026-01-02T01:00:00+01:00"), after)  # same instant
-    assert wire.status_at_or_after(task("2026-01-02T00:00:00.000001+00:00"), after)
-    assert wire.status_at_or_after(task("2026-01-02T00:00:00.5"), after)  # naive: UTC
-    assert not wire.status_at_or_after(task("2026-01-01T23:59:59.999Z"), after)
-    assert not wire.status_at_or_after(task("2026-01-02T00:30:00+01:00"), after)
+    assert status_at_or_after(task("2026-01-02T00:00:00Z"), after)
+    assert status_at_or_after(task("2026-01-02T01:00:00+01:00"), after)  # same instant
+    assert status_at_or_after(task("2026-01-02T00:00:00.000001+00:00"), after)
+    assert status_at_or_after(task("2026-01-02T00:00:00.5"), after)  # naive: UTC
+    assert not status_at_or_after(task("2026-01-01T23:59:59.999Z"), after)
+    assert not status_at_or_after(task("2026-01-02T00:30:00+01:00"), after)
     for no_time in (None, 5, "soon"):
-        assert not wire.status_at_or_after(task(no_time), after)
-    assert not wire.status_at_or_after({"id": "t"}, after)
-    assert wire.status_timestamp(task("2026-01-02T00:00:00Z")) == after
+        assert not status_at_or_after(task(no_time), after)
+    assert not status_at_or_after({"id": "t"}, after)
+    assert status_timestamp(task("2026-01-02T00:00:00Z")) == after
 
 
 # --- recording the states answers carry --------------------------------------------------------
@@ -629,25 +637,25 @@ def test_result_task_states_of_every_op() -> None:
     v1_pair = (bare_v1["id"], "TASK_STATE_COMPLETED")
     v03_pair = (task_v03["id"], task_v03["status"]["state"])
     # 1.0 GetTask/CancelTask answer a bare Task, which no stream event is
-    assert wire.event_task_state("1.0", bare_v1) == (None, None)
+    assert event_task_state("1.0", bare_v1) == (None, None)
     for op in (Op.GET, Op.CANCEL):
-        assert wire.result_task_states("1.0", op, bare_v1) == [v1_pair]
-        assert wire.result_task_states("1.0", op, {"task": bare_v1}) == [v1_pair]
-        assert wire.result_task_states("0.3", op, task_v03) == [v03_pair]
+        assert result_task_states("1.0", op, bare_v1) == [v1_pair]
+        assert result_task_states("1.0", op, {"task": bare_v1}) == [v1_pair]
+        assert result_task_states("0.3", op, task_v03) == [v03_pair]
         envelope = {"jsonrpc": "2.0", "id": 1, "result": bare_v1}
-        assert wire.result_task_states("1.0", op, envelope) == [v1_pair]
+        assert result_task_states("1.0", op, envelope) == [v1_pair]
     # sends: wrapped 1.0 results, 0.3 kinds; a message carries no state
-    assert wire.result_task_states("1.0", Op.SEND, {"task": bare_v1}) == [v1_pair]
-    assert wire.result_task_states("0.3", Op.SEND, task_v03) == [v03_pair]
-    assert wire.result_task_states("1.0", Op.SEND, MESSAGE_V1) == []
-    assert wire.result_task_states("0.3", Op.SEND, MESSAGE_V03) == []
+    assert result_task_states("1.0", Op.SEND, {"task": bare_v1}) == [v1_pair]
+    assert result_task_states("0.3", Op.SEND, task_v03) == [v03_pair]
+    assert result_task_states("1.0", Op.SEND, MESSAGE_V1) == []
+    assert result_task_states("0.3", Op.SEND, MESSAGE_V03) == []
     # stream events, as event_task_state
     for name, version in (("v1_stream.out", "1.0"), ("v03_stream.out", "0.3")):
         for event in captured_events(name):
-            task_id, state = wire.event_task_state(version, event)
+            task_id, state = event_task_state(version, event)
             expected = [(task_id, state)] if task_id and state else []
             for op in (Op.STREAM, Op.SUBSCRIBE):
-                assert wire.result_task_states(version, op, event) == expected
+                assert result_task_states(version, op, event) == expected
     # ListTasks: every task with an id and a state
     listing = {
         "tasks": [
@@ -659,13 +667,13 @@ def test_result_task_states_of_every_op() -> None:
         ],
         "nextPageToken": "",
     }
-    assert wire.result_task_states("1.0", Op.LIST, listing) == [
+    assert result_task_states("1.0", Op.LIST, listing) == [
         v1_pair,
         ("t2", "TASK_STATE_WORKING"),
     ]
     for odd in (None, [], "x", {"tasks": "x"}, {}, {"id": "", "status": {"state": "x"}}):
         for op in (Op.GET, Op.LIST, Op.SEND):
-            assert wire.result_task_states("1.0", op, odd) == []
+            assert result_task_states("1.0", op, odd) == []
 
 
 def complete_text(name: str) -> str:

@@ -22,39 +22,34 @@ from google.rpc import error_details_pb2  # noqa: F401 (registers ErrorInfo, Bad
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from router.compat.carry import CARRY_KEY
+from router.compat.push import push_params_to, push_result_to
 from router.compat.translate import (
-    CARRY_KEY,
     DATA_COMPAT_KEY,
-    EXAMPLES,
-    TABLE,
-    Example,
     asks_no_history,
     error_to,
     event_to,
     message_to,
     params_to,
     part_to,
-    push_params_to,
-    push_result_to,
     result_to,
     role_to,
     state_to,
     task_to,
     timestamp_to,
 )
-from router.protocol.envelope import (
+from router.protocol.errors import (
     BAD_REQUEST_TYPE,
     ERROR_INFO_TYPE,
-    METHODS,
     STRUCT_TYPE,
     UNSUPPORTED,
     VALUE_TYPE,
-    Op,
     RpcError,
-    equivalent_method,
 )
-from router.protocol.payloads import ROLES, STATES, parse_timestamp
+from router.protocol.timestamps import parse_timestamp
+from router.protocol.versions import METHODS, ROLES, STATES, Op, equivalent_method
 from tests.helpers import schema_problems
+from tests.translation_table import EXAMPLES, TABLE, Example
 
 WIRE = Path(__file__).resolve().parent / "fixtures" / "wire"
 DOC = Path(__file__).resolve().parent.parent / "docs" / "translation.md"

@@ -29,7 +29,8 @@ from registry.vectors import SkillVectors
 from router.choose.chooser import Chooser
 from router.choose.matcher import Matcher, query_text
 from router.choose.semantic import Calibration, Semantic
-from router.protocol.envelope import Op, RpcError
+from router.protocol.errors import RpcError
+from router.protocol.versions import Op
 from router.tables import SCHEMA
 
 

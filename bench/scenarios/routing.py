@@ -32,7 +32,7 @@ from registry.service import Registry
 from registry.settings import Settings
 from registry.store import Store, _agent_row, _bump, _child_rows, _revision
 from router.choose.matcher import Matcher
-from router.protocol.envelope import Op
+from router.protocol.versions import Op
 from router.tables import SCHEMA
 
 VERBS = (

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from registry.records import AgentRecord
 from registry.service import Registry
 from router.choose.skillindex import SkillIndex
-from router.protocol.envelope import Op, RpcError, Version
+from router.protocol.errors import RpcError
+from router.protocol.versions import Op, Version
 
 if TYPE_CHECKING:  # annotations only: the upstream client is not needed to describe a choice
     from router.forward.upstream import Target

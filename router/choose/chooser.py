@@ -20,7 +20,8 @@ from router.choose.matcher import MAX_QUERY_CHARS, ROUTING_EXTENSION, Choice, De
 from router.choose.refusals import default_route
 from router.choose.semantic import Semantic
 from router.protocol import payloads as wire
-from router.protocol.envelope import NO_MATCHING_AGENT, Op, RpcError, Version
+from router.protocol.errors import NO_MATCHING_AGENT, RpcError
+from router.protocol.versions import Op, Version
 
 
 class Chooser:

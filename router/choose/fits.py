@@ -11,7 +11,7 @@ from functools import lru_cache
 from registry import mediatypes
 from registry.cards import Interface
 from registry.records import AgentRecord
-from router.protocol.envelope import VERSIONS, Version, version_of
+from router.protocol.versions import VERSIONS, Version, version_of
 
 _TEXT = "text/plain"
 

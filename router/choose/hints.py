@@ -21,7 +21,8 @@ from router.choose.choice import (
     ranked,
 )
 from router.choose.skillindex import SkillIndex
-from router.protocol.envelope import BAD_ROUTING_HINT, Op, RpcError, Version
+from router.protocol.errors import BAD_ROUTING_HINT, RpcError
+from router.protocol.versions import Op, Version
 
 
 def parse_hint(version: Version, params: Mapping[str, Any]) -> dict[str, str] | None:

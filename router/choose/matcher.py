@@ -60,14 +60,13 @@ from router.choose.semantic import Semantic
 from router.choose.skillindex import MAX_QUERY_CHARS, SkillIndex, query_text
 from router.forward.upstream import Target
 from router.protocol import payloads as wire
-from router.protocol.envelope import (
+from router.protocol.errors import (
     AGENT_UNAVAILABLE,
     NO_MATCHING_AGENT,
     VERSION_NOT_SUPPORTED,
-    Op,
     RpcError,
-    Version,
 )
+from router.protocol.versions import Op, Version
 
 __all__ = [
     "MAX_QUERY_CHARS",

@@ -31,7 +31,8 @@ from router.choose.choice import (
 )
 from router.choose.semantic import Semantic, fuse
 from router.choose.skillindex import SkillIndex
-from router.protocol.envelope import NO_MATCHING_AGENT, Op, RpcError, Version
+from router.protocol.errors import NO_MATCHING_AGENT, RpcError
+from router.protocol.versions import Op, Version
 
 
 def by_meaning(

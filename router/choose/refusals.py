@@ -19,7 +19,8 @@ from registry import mediatypes
 from router.choose.choice import Choice, Evaluator
 from router.choose.skillindex import SkillIndex
 from router.protocol import payloads as wire
-from router.protocol.envelope import CONTENT_TYPE, NO_MATCHING_AGENT, Op, RpcError, Version
+from router.protocol.errors import CONTENT_TYPE, NO_MATCHING_AGENT, RpcError
+from router.protocol.versions import Op, Version
 
 
 def content_type_refusal(

@@ -1,6 +1,6 @@
 """The client edge of a legacy-dialect call: the client's task ID, and its answers' shape.
 
-The router serves an A2A v0.1 call as the 0.3 call :mod:`router.compat.legacy` makes of it;
+The router serves an A2A v0.1 call as the 0.3 call :mod:`router.compat.v01` makes of it;
 only what the client sees differs. :func:`open_codec` (called once per call, before dispatch)
 maps the task ID the v0.1 client chose to the router's task and returns a :class:`LegacyCodec`,
 which the routing core (:mod:`router.forward.handler`, :mod:`router.forward.relay`) applies to
@@ -20,9 +20,12 @@ from registry.errors import NotFound
 from registry.jsonsafe import JsonLimitError, loads_limited
 from registry.records import iso, utcnow
 from router.card import agent_card_via_router, router_card, without_paths
-from router.compat import legacy
+from router.compat.prefixed import prefixed_event, prefixed_result
+from router.compat.v01 import card_to_v01, v03_event_to_v01, v03_result_to_v01
 from router.ids.tokens import TASK_PREFIX
-from router.protocol.envelope import AGENT_UNAVAILABLE, TASK_NOT_FOUND, Op, Request, RpcError
+from router.protocol.envelope import Request
+from router.protocol.errors import AGENT_UNAVAILABLE, TASK_NOT_FOUND, RpcError
+from router.protocol.versions import Op
 
 if TYPE_CHECKING:
     from registry.service import Registry
@@ -102,7 +105,7 @@ class ClientCodec:
 
 class PrefixedCodec(ClientCodec):
     """Answers of one ``A2A.``-prefixed call: 1.0 results in seed 002's draft shapes
-    (:func:`router.compat.legacy.prefixed_result`); errors are 1.0's."""
+    (:func:`router.compat.prefixed.prefixed_result`); errors are 1.0's."""
 
     def __init__(self, op: Op) -> None:
         self.op = op
@@ -111,13 +114,13 @@ class PrefixedCodec(ClientCodec):
         """A 1.0 answer with its result in the draft's shape."""
         if "result" not in body:
             return body
-        return {**body, "result": legacy.prefixed_result(self.op, body["result"])}
+        return {**body, "result": prefixed_result(self.op, body["result"])}
 
     async def events(self, body: dict[str, Any]) -> list[dict[str, Any]]:
         """A 1.0 stream event with the object it wraps in the draft's shape."""
         if not isinstance(body, dict) or "result" not in body:
             return [body]
-        return [{**body, "result": legacy.prefixed_event(body["result"])}]
+        return [{**body, "result": prefixed_event(body["result"])}]
 
 
 class LegacyCodec(ClientCodec):
@@ -143,7 +146,7 @@ class LegacyCodec(ClientCodec):
         if "result" not in body:
             return self._error(body)
         self._learn(body["result"])
-        result = legacy.v03_result_to_v01(
+        result = v03_result_to_v01(
             body["result"], self.client_task_id, self.session_id, iso(utcnow())
         )
         return {**body, "result": result}
@@ -155,7 +158,7 @@ class LegacyCodec(ClientCodec):
             return [self._error(body)]
         self._learn(body["result"])
         await self.flush()
-        results = legacy.v03_event_to_v01(
+        results = v03_event_to_v01(
             body["result"], self.client_task_id, self.session_id, self._indexes, iso(utcnow())
         )
         return [{**body, "result": result} for result in results]
@@ -210,7 +213,7 @@ async def v01_card(
         card = router_card(
             registry, base, name=settings.router_name, description=settings.router_description
         )
-        return legacy.card_to_v01(card)
+        return card_to_v01(card)
     record = registry.get(pinned)
     problem = None if registry.routable(record) else "is not routable (its card is unverified)"
     if problem is None:
@@ -218,7 +221,7 @@ async def v01_card(
             raw = loads_limited(await registry.raw_card(pinned), max_depth=256)
             if record.verification.status == "verified":
                 raw = without_paths(raw, record.verification.uncovered_fields)
-            return legacy.card_to_v01(agent_card_via_router(record, raw, base))
+            return card_to_v01(agent_card_via_router(record, raw, base))
         except NotFound:
             problem = "has no JSON-RPC interface for A2A 0.3 or 1.0"
         except JsonLimitError:

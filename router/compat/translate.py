@@ -9,50 +9,53 @@ only translates when a client and its agent speak different versions.
   :func:`error_to` a JSON-RPC error object (agent -> client).
 
 Unknown members pass through untouched. A member with no counterpart in the other version is
-kept in the nearest ``metadata`` under :data:`CARRY_KEY` and put back on the way back, so the
-round trip 0.3 -> 1.0 -> 0.3 gives back what went in (property-tested). :data:`TABLE` lists
-every mapping and every lossy case; ``docs/translation.md`` mirrors it (a test compares them).
+kept in the nearest ``metadata`` under :data:`router.compat.carry.CARRY_KEY` and put back on
+the way back, so the round trip 0.3 -> 1.0 -> 0.3 gives back what went in (property-tested).
+``docs/translation.md`` lists every mapping and every lossy case; the same table, with an
+example of each row, is ``tests/translation_table.py`` (a test compares them and runs the
+examples). Push notification configs are :mod:`router.compat.push`.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC
 from typing import Any
 
-from router.protocol import payloads as wire
-from router.protocol.envelope import (
+from router.compat.carry import CARRY_KEY, carried_values, carry, uncarry
+from router.compat.push import push_config_to
+from router.protocol.errors import (
     BAD_REQUEST_TYPE,
     ERROR_INFO_TYPE,
     REASONS,
     STRUCT_TYPE,
     UNSUPPORTED,
     VALUE_TYPE,
-    Op,
     RpcError,
-    Version,
-    equivalent_method,
     error_domain,
     shaped_data,
 )
+from router.protocol.events import V1_EVENT_KEYS, event_payload, stream_event_kind
+from router.protocol.payloads import V1_PART_CONTENT
+from router.protocol.timestamps import parse_timestamp, status_timestamp
+from router.protocol.versions import (
+    Op,
+    Version,
+    is_interrupted_state,
+    is_terminal_state,
+    role_name,
+    task_state,
+)
 
 __all__ = [
-    "CARRY_KEY",
     "DATA_COMPAT_KEY",
-    "EXAMPLES",
-    "TABLE",
-    "Example",
-    "Row",
     "asks_no_history",
     "error_to",
     "event_to",
     "message_to",
     "params_to",
     "part_to",
-    "push_params_to",
-    "push_result_to",
     "result_to",
     "role_to",
     "state_to",
@@ -60,514 +63,13 @@ __all__ = [
     "timestamp_to",
 ]
 
-CARRY_KEY = "urn:a2a-switchboard:translation:v1"
-"""The ``metadata`` key under which members with no counterpart travel (and come back)."""
 DATA_COMPAT_KEY = "data_part_compat"
 """The a2a-sdk's own marker (part metadata) of a 1.0 non-object data value wrapped for 0.3 as
 ``{"value": ...}``; the SDK's 0.3 compatibility layer reads and writes it, so Switchboard does
 too."""
 
-Row = tuple[str, str, str, str]
-"""One line of the translation table: (area, A2A 0.3, A2A 1.0, note)."""
-
-# The translation table. ``docs/translation.md`` holds the same rows (tests/test_translate.py
-# compares them): change both together. A note starting "lossy" is a lossy case.
-TABLE: tuple[Row, ...] = (
-    ("method", "`message/send`", "`SendMessage`", ""),
-    ("method", "`message/stream`", "`SendStreamingMessage`", ""),
-    ("method", "`tasks/get`", "`GetTask`", ""),
-    ("method", "`tasks/cancel`", "`CancelTask`", ""),
-    ("method", "`tasks/resubscribe`", "`SubscribeToTask`", ""),
-    (
-        "method",
-        "none",
-        "`ListTasks`",
-        "served by Switchboard itself from its task map; it asks each owner with "
-        "`tasks/get`/`GetTask`",
-    ),
-    ("method", "`tasks/pushNotificationConfig/set`", "`CreateTaskPushNotificationConfig`", ""),
-    ("method", "`tasks/pushNotificationConfig/get`", "`GetTaskPushNotificationConfig`", ""),
-    ("method", "`tasks/pushNotificationConfig/list`", "`ListTaskPushNotificationConfigs`", ""),
-    ("method", "`tasks/pushNotificationConfig/delete`", "`DeleteTaskPushNotificationConfig`", ""),
-    (
-        "push",
-        "set params, set/get result: `{taskId, pushNotificationConfig}`",
-        "`{taskId, id, url, token, authentication, tenant}` (flat)",
-        "Switchboard relays no push config method (`-32003`); `push_params_to`, "
-        "`push_result_to` translate them. `tenant` of a set: lossy",
-    ),
-    (
-        "push",
-        "get, delete params: `{id, pushNotificationConfigId, metadata}`",
-        "`{taskId, id, tenant}`",
-        "0.3 `metadata`: lossy; `tenant` carried in it",
-    ),
-    (
-        "push",
-        "list params: `{id, metadata}`",
-        "`{taskId, pageSize, pageToken, tenant}`",
-        "`pageSize`, `pageToken`: lossy (0.3 lists all)",
-    ),
-    (
-        "push",
-        "list result: `[TaskPushNotificationConfig, ...]`",
-        "`{configs: [...], nextPageToken}`",
-        "",
-    ),
-    ("push", "delete result: `null`", "delete result: `{}`", ""),
-    (
-        "params",
-        "`configuration.blocking: false`",
-        "`configuration.returnImmediately: true`",
-        "negated; `blocking: true` is `returnImmediately` omitted",
-    ),
-    (
-        "params",
-        "`configuration.historyLength: n` (n > 0)",
-        "`configuration.historyLength: n`",
-        "also `historyLength` of `tasks/get`/`GetTask`",
-    ),
-    (
-        "params",
-        "`historyLength: 0` (0.3: no limit)",
-        "`historyLength` omitted",
-        'lossy: 0.3 `0` becomes "not set"; a 1.0 `historyLength: 0` (no history) is '
-        "omitted for a 0.3 agent and Switchboard leaves `history` out of the Task it returns",
-    ),
-    (
-        "params",
-        "`configuration.pushNotificationConfig` `{id, url, token, authentication: {schemes, "
-        "credentials}}`",
-        "`configuration.taskPushNotificationConfig` `{id, url, token, authentication: "
-        "{scheme, credentials}}`",
-        "first scheme only, lossy beyond it; Switchboard refuses both (`-32003`)",
-    ),
-    (
-        "params",
-        "`params.metadata[CARRY].tenant`",
-        "`tenant`",
-        "carried on `message/send`, `message/stream`, `tasks/get`, `tasks/cancel`, "
-        "`tasks/resubscribe`; a 1.0 agent's interface tenant is set when the client names none",
-    ),
-    (
-        "params",
-        "`metadata` of `tasks/get`, `tasks/resubscribe`",
-        "none",
-        "lossy: `GetTask` and `SubscribeToTask` have no metadata",
-    ),
-    ("part", '`{"kind": "text", "text"}`', '`{"text"}`', ""),
-    (
-        "part",
-        '`{"kind": "file", "file": {"bytes", "mimeType", "name"}}`',
-        '`{"raw", "mediaType", "filename"}`',
-        "base64 text passed as is",
-    ),
-    (
-        "part",
-        '`{"kind": "file", "file": {"uri", "mimeType", "name"}}`',
-        '`{"url", "mediaType", "filename"}`',
-        "",
-    ),
-    ("part", '`{"kind": "data", "data": {...}}`', '`{"data": {...}}`', ""),
-    (
-        "part",
-        '`{"kind": "data", "data": {"value": v}, "metadata": {"data_part_compat": true}}`',
-        '`{"data": v}` (v not an object)',
-        "the a2a-sdk's own convention",
-    ),
-    (
-        "part",
-        "`metadata[CARRY]` `{mediaType, filename}`",
-        "`mediaType`, `filename` of a text or data part",
-        "",
-    ),
-    (
-        "part",
-        "`metadata[CARRY].dataMembers`",
-        '`data` members beside `"value"` of a compat data part',
-        "",
-    ),
-    (
-        "metadata",
-        "`metadata: {}` and a carried value",
-        "`metadata: {}`",
-        "`metadata[CARRY].metadata: {}` says the metadata was there, empty",
-    ),
-    (
-        "role",
-        ", ".join(f"`{role}`" for role in wire.ROLES["0.3"]),
-        ", ".join(f"`{role}`" for role in wire.ROLES["1.0"]) + " (or 1, 2)",
-        "",
-    ),
-    *(
-        ("state", f"`{old}`", f"`{new}`", "")
-        for old, new in zip(wire.STATES["0.3"], wire.STATES["1.0"], strict=True)
-    ),
-    ("object", '`{"kind": "message", ...}`', "Message without `kind`", ""),
-    ("object", '`{"kind": "task", ...}`', "Task without `kind`", ""),
-    ("result", 'send: `{"kind": "task", ...}`', 'send: `{"task": {...}}`', ""),
-    ("result", 'send: `{"kind": "message", ...}`', 'send: `{"message": {...}}`', ""),
-    ("result", "get, cancel: Task with `kind`", "get, cancel: Task", ""),
-    ("event", '`{"kind": "task", ...}`', '`{"task": {...}}`', ""),
-    ("event", '`{"kind": "message", ...}`', '`{"message": {...}}`', ""),
-    (
-        "event",
-        '`{"kind": "status-update", "final", ...}`',
-        '`{"statusUpdate": {...}}`',
-        "`final` is true on a terminal or interrupted state; a `final: true` on another "
-        "state goes to `metadata[CARRY].final`; lossy: `final: false` on a terminal or "
-        "interrupted state",
-    ),
-    (
-        "event",
-        '`{"kind": "artifact-update", ...}`',
-        '`{"artifactUpdate": {...}}`',
-        "`append`, `lastChunk` as they are",
-    ),
-    (
-        "error",
-        "`data`: an object",
-        "`data`: `[ErrorInfo, Struct, BadRequest]`",
-        "ErrorInfo metadata holds the object's members as strings, Struct the object itself; "
-        "ErrorInfo `domain` `a2a-protocol.org` (standard codes) or `switchboard.a2a`",
-    ),
-    (
-        "error",
-        "`data`: not an object (an array, a string, a number)",
-        "`data`: `[ErrorInfo, Value]`",
-        "",
-    ),
-    (
-        "error",
-        "`data.fieldViolations`",
-        "`google.rpc.BadRequest` `fieldViolations`",
-        "",
-    ),
-    (
-        "error",
-        "`data[CARRY]` `{reason, domain, details}`",
-        "ErrorInfo `reason`, `domain`; other details",
-        "",
-    ),
-    (
-        "timestamp",
-        "ISO 8601, any offset or none (UTC)",
-        "RFC 3339 in UTC with `Z`",
-        "lossy: the offset (same instant); beyond microseconds when converted",
-    ),
-    (
-        "timestamp",
-        "`status.timestamp` no 1.x SDK reads",
-        "`metadata[CARRY].statusTimestamp` of the task or update",
-        "",
-    ),
-    (
-        "header",
-        "`X-A2A-Extensions`",
-        "`A2A-Extensions`",
-        "merged, deduplicated, renamed for the agent; the agent's answer's header comes back "
-        "under the client's name",
-    ),
-)
-
-
-@dataclass(frozen=True)
-class Example:
-    """A machine-readable example of a :data:`TABLE` row: ``v03`` and ``v1`` translate into
-    each other with the function of ``kind`` (``part``, ``message``, ``task``, ``params``,
-    ``result``, ``event``, ``error``, ``timestamp``; ``op`` for params and results). A lossy
-    row sets ``back``: what ``v1`` gives in 0.3 (``v03`` itself otherwise). The tests run
-    every example both ways."""
-
-    kind: str
-    v03: Any
-    v1: Any
-    op: Op | None = None
-    back: Any = None
-    lossy: bool = False
-
-
-_M03 = {
-    "kind": "message",
-    "messageId": "m",
-    "role": "user",
-    "parts": [{"kind": "text", "text": "hi"}],
-}
-_M1 = {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]}
-_T03 = {"kind": "task", "id": "t", "contextId": "c", "status": {"state": "completed"}}
-_T1 = {"id": "t", "contextId": "c", "status": {"state": "TASK_STATE_COMPLETED"}}
-_ENDED03 = {"kind": "status-update", "taskId": "t", "contextId": "c", "final": True}
-_ENDED1 = {"taskId": "t", "contextId": "c"}
-_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
-
-# Examples of the rows of the areas part, metadata, object, params, result, event, error and
-# timestamp, keyed by (area, A2A 0.3 cell) of their row (tests/test_translate.py runs them).
-EXAMPLES: dict[tuple[str, str], Example] = {
-    ("params", "`configuration.blocking: false`"): Example(
-        "params",
-        {"message": _M03, "configuration": {"blocking": False}},
-        {"message": _M1, "configuration": {"returnImmediately": True}},
-        Op.SEND,
-    ),
-    ("params", "`configuration.historyLength: n` (n > 0)"): Example(
-        "params", {"id": "t", "historyLength": 3}, {"id": "t", "historyLength": 3}, Op.GET
-    ),
-    ("params", "`historyLength: 0` (0.3: no limit)"): Example(
-        "params", {"id": "t", "historyLength": 0}, {"id": "t"}, Op.GET, {"id": "t"}, True
-    ),
-    (
-        "params",
-        "`configuration.pushNotificationConfig` `{id, url, token, authentication: {schemes, "
-        "credentials}}`",
-    ): Example(
-        "params",
-        {
-            "message": _M03,
-            "configuration": {
-                "pushNotificationConfig": {
-                    "url": "https://h",
-                    "authentication": {"schemes": ["Bearer"]},
-                }
-            },
-        },
-        {
-            "message": _M1,
-            "configuration": {
-                "taskPushNotificationConfig": {
-                    "url": "https://h",
-                    "authentication": {"scheme": "Bearer"},
-                }
-            },
-        },
-        Op.SEND,
-    ),
-    ("params", "`params.metadata[CARRY].tenant`"): Example(
-        "params",
-        {"id": "t", "metadata": {CARRY_KEY: {"tenant": "acme"}}},
-        {"id": "t", "tenant": "acme"},
-        Op.SUBSCRIBE,
-    ),
-    ("params", "`metadata` of `tasks/get`, `tasks/resubscribe`"): Example(
-        "params", {"id": "t", "metadata": {"x": 1}}, {"id": "t"}, Op.GET, {"id": "t"}, True
-    ),
-    ("part", '`{"kind": "text", "text"}`'): Example(
-        "part", {"kind": "text", "text": "hi"}, {"text": "hi"}
-    ),
-    ("part", '`{"kind": "file", "file": {"bytes", "mimeType", "name"}}`'): Example(
-        "part",
-        {"kind": "file", "file": {"bytes": "AAAA", "mimeType": "image/png", "name": "p.png"}},
-        {"raw": "AAAA", "mediaType": "image/png", "filename": "p.png"},
-    ),
-    ("part", '`{"kind": "file", "file": {"uri", "mimeType", "name"}}`'): Example(
-        "part",
-        {"kind": "file", "file": {"uri": "https://h/p.png", "mimeType": "image/png"}},
-        {"url": "https://h/p.png", "mediaType": "image/png"},
-    ),
-    ("part", '`{"kind": "data", "data": {...}}`'): Example(
-        "part", {"kind": "data", "data": {"n": 1}}, {"data": {"n": 1}}
-    ),
-    (
-        "part",
-        '`{"kind": "data", "data": {"value": v}, "metadata": {"data_part_compat": true}}`',
-    ): Example(
-        "part",
-        {"kind": "data", "data": {"value": [1, 2]}, "metadata": {DATA_COMPAT_KEY: True}},
-        {"data": [1, 2]},
-    ),
-    ("part", "`metadata[CARRY]` `{mediaType, filename}`"): Example(
-        "part",
-        {"kind": "text", "text": "# hi", "metadata": {CARRY_KEY: {"mediaType": "text/markdown"}}},
-        {"text": "# hi", "mediaType": "text/markdown"},
-    ),
-    ("part", "`metadata[CARRY].dataMembers`"): Example(
-        "part",
-        {
-            "kind": "data",
-            "data": {"value": "v", "note": "n"},
-            "metadata": {DATA_COMPAT_KEY: True},
-        },
-        {"data": "v", "metadata": {CARRY_KEY: {"dataMembers": {"note": "n"}}}},
-    ),
-    ("metadata", "`metadata: {}` and a carried value"): Example(
-        "part",
-        {
-            "kind": "text",
-            "text": "x",
-            "metadata": {CARRY_KEY: {"metadata": {}, "filename": "x.md"}},
-        },
-        {"text": "x", "filename": "x.md", "metadata": {}},
-    ),
-    ("object", '`{"kind": "message", ...}`'): Example("message", _M03, _M1),
-    ("object", '`{"kind": "task", ...}`'): Example("task", _T03, _T1),
-    ("result", 'send: `{"kind": "task", ...}`'): Example("result", _T03, {"task": _T1}, Op.SEND),
-    ("result", 'send: `{"kind": "message", ...}`'): Example(
-        "result", _M03, {"message": _M1}, Op.SEND
-    ),
-    ("result", "get, cancel: Task with `kind`"): Example("result", _T03, _T1, Op.CANCEL),
-    ("event", '`{"kind": "task", ...}`'): Example("event", _T03, {"task": _T1}),
-    ("event", '`{"kind": "message", ...}`'): Example("event", _M03, {"message": _M1}),
-    ("event", '`{"kind": "status-update", "final", ...}`'): Example(
-        "event",
-        {**_ENDED03, "status": {"state": "working"}},
-        {
-            "statusUpdate": {
-                **_ENDED1,
-                "status": {"state": "TASK_STATE_WORKING"},
-                "metadata": {CARRY_KEY: {"final": True}},
-            }
-        },
-    ),
-    ("event", '`{"kind": "artifact-update", ...}`'): Example(
-        "event",
-        {
-            "kind": "artifact-update",
-            "taskId": "t",
-            "contextId": "c",
-            "artifact": {"artifactId": "a", "parts": []},
-            "append": True,
-        },
-        {
-            "artifactUpdate": {
-                "taskId": "t",
-                "contextId": "c",
-                "artifact": {"artifactId": "a", "parts": []},
-                "append": True,
-            }
-        },
-    ),
-    ("error", "`data`: an object"): Example(
-        "error",
-        {"code": -32001, "message": "m", "data": {"taskId": "t", "tries": [1]}},
-        {
-            "code": -32001,
-            "message": "m",
-            "data": [
-                {
-                    "@type": _INFO,
-                    "reason": "TASK_NOT_FOUND",
-                    "domain": "a2a-protocol.org",
-                    "metadata": {"taskId": "t", "tries": "[1]"},
-                },
-                {"@type": STRUCT_TYPE, "value": {"taskId": "t", "tries": [1]}},
-            ],
-        },
-    ),
-    ("error", "`data`: not an object (an array, a string, a number)"): Example(
-        "error",
-        {"code": -32603, "message": "m", "data": ["a", 1]},
-        {
-            "code": -32603,
-            "message": "m",
-            "data": [
-                {
-                    "@type": _INFO,
-                    "reason": "INTERNAL_ERROR",
-                    "domain": "a2a-protocol.org",
-                    "metadata": {},
-                },
-                {"@type": VALUE_TYPE, "value": ["a", 1]},
-            ],
-        },
-    ),
-    ("error", "`data.fieldViolations`"): Example(
-        "error",
-        {
-            "code": -32602,
-            "message": "m",
-            "data": {"fieldViolations": [{"field": "id", "description": "d"}]},
-        },
-        {
-            "code": -32602,
-            "message": "m",
-            "data": [
-                {
-                    "@type": _INFO,
-                    "reason": "INVALID_PARAMS",
-                    "domain": "a2a-protocol.org",
-                    "metadata": {},
-                },
-                {
-                    "@type": BAD_REQUEST_TYPE,
-                    "fieldViolations": [{"field": "id", "description": "d"}],
-                },
-            ],
-        },
-    ),
-    ("error", "`data[CARRY]` `{reason, domain, details}`"): Example(
-        "error",
-        {
-            "code": -32001,
-            "message": "m",
-            "data": {CARRY_KEY: {"reason": "GONE", "domain": "a.org"}},
-        },
-        {
-            "code": -32001,
-            "message": "m",
-            "data": [{"@type": _INFO, "reason": "GONE", "domain": "a.org", "metadata": {}}],
-        },
-    ),
-    ("timestamp", "ISO 8601, any offset or none (UTC)"): Example(
-        "timestamp",
-        "2026-01-02T03:04:05+01:00",
-        "2026-01-02T02:04:05.000000Z",
-        back="2026-01-02T02:04:05.000000Z",
-        lossy=True,
-    ),
-    ("timestamp", "`status.timestamp` no 1.x SDK reads"): Example(
-        "task",
-        {**_T03, "status": {"state": "completed", "timestamp": "noon"}},
-        {**_T1, "metadata": {CARRY_KEY: {"statusTimestamp": "noon"}}},
-    ),
-}
-
-_STREAM_KEYS = {kind: key for key, kind in wire.V1_EVENT_KEYS.items()}
-_ROLE_PAIRS = tuple(zip(wire.ROLES["0.3"], wire.ROLES["1.0"], strict=True))
-_ROLE_TO_V1: dict[Any, str] = {old: new for old, new in _ROLE_PAIRS}
-# ProtoJSON also allows enum numbers: ROLE_USER is 1, ROLE_AGENT 2
-_ROLE_TO_V03: dict[Any, str] = {new: old for old, new in _ROLE_PAIRS} | {1: "user", 2: "agent"}
-_V1_CONTENT = wire.V1_PART_CONTENT
+_STREAM_KEYS = {kind: key for key, kind in V1_EVENT_KEYS.items()}
 _SEND_OPS = (Op.SEND, Op.STREAM)
-
-
-# --- carrying ----------------------------------------------------------------------------------
-
-
-def _carry(obj: dict[str, Any], values: Mapping[str, Any]) -> None:
-    """Put ``values`` under ``obj["metadata"][CARRY_KEY]`` (``obj`` is a fresh copy).
-
-    An empty ``metadata: {}`` the object had is remembered (``"metadata": {}`` in the carried
-    values), so that :func:`_uncarry` leaves it rather than dropping it."""
-    if not values:
-        return
-    metadata = dict(obj.get("metadata") or {})
-    carried = dict(metadata.get(CARRY_KEY) or {})
-    if obj.get("metadata") == {}:
-        carried["metadata"] = {}
-    carried.update(values)
-    metadata[CARRY_KEY] = carried
-    obj["metadata"] = metadata
-
-
-def _uncarry(obj: dict[str, Any]) -> dict[str, Any]:
-    """Take what :func:`_carry` put in ``obj`` (a fresh copy) out of it again."""
-    metadata = obj.get("metadata")
-    if not isinstance(metadata, dict) or not isinstance(metadata.get(CARRY_KEY), dict):
-        return {}
-    metadata = dict(metadata)
-    carried = dict(metadata.pop(CARRY_KEY))
-    keep_empty = carried.pop("metadata", None) == {}
-    if metadata or keep_empty:
-        obj["metadata"] = metadata
-    else:
-        del obj["metadata"]
-    return carried
-
-
-def _carried(obj: Any) -> dict[str, Any]:
-    """What :func:`_carry` put in ``obj``, read without changing it."""
-    metadata = obj.get("metadata") if isinstance(obj, dict) else None
-    carried = metadata.get(CARRY_KEY) if isinstance(metadata, dict) else None
-    return carried if isinstance(carried, dict) else {}
 
 
 # --- small shapes -----------------------------------------------------------------------------
@@ -575,30 +77,15 @@ def _carried(obj: Any) -> dict[str, Any]:
 
 def state_to(state: Any, dst: Version) -> Any:
     """A task state in ``dst``'s spelling (1.0 enum numbers too); unknown: unchanged."""
-    if isinstance(state, int) and not isinstance(state, bool) and 0 <= state < 9:
-        state = _STATE_NUMBERS[state]
-    return wire.state_name(dst, state) if isinstance(state, str) else state
-
-
-_STATE_NUMBERS = (
-    "TASK_STATE_UNSPECIFIED",
-    "TASK_STATE_SUBMITTED",
-    "TASK_STATE_WORKING",
-    "TASK_STATE_COMPLETED",
-    "TASK_STATE_FAILED",
-    "TASK_STATE_CANCELED",
-    "TASK_STATE_INPUT_REQUIRED",
-    "TASK_STATE_REJECTED",
-    "TASK_STATE_AUTH_REQUIRED",
-)
+    row = task_state(state)
+    if row is None:
+        return state
+    return row.v03 if dst == "0.3" else row.v1
 
 
 def role_to(role: Any, dst: Version) -> Any:
-    """A message role in ``dst``'s spelling; unknown: unchanged."""
-    table = _ROLE_TO_V1 if dst == "1.0" else _ROLE_TO_V03
-    if isinstance(role, bool) or not isinstance(role, str | int):
-        return role
-    return table.get(role, role)
+    """A message role in ``dst``'s spelling (1.0 enum numbers too); unknown: unchanged."""
+    return role_name(dst, role)
 
 
 _ZULU = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?Z")
@@ -617,7 +104,7 @@ def timestamp_to(value: Any, dst: Version) -> Any:
     same = _UTC_OFFSET.fullmatch(value)
     if same:
         return same.group(1).replace("t", "T").replace(" ", "T") + "Z"
-    moment = wire.status_timestamp({"status": {"timestamp": value}})
+    moment = status_timestamp({"status": {"timestamp": value}})
     if moment is None:
         return value
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -627,7 +114,7 @@ def timestamp_to(value: Any, dst: Version) -> Any:
 
 
 def part_to(part: Any, src: Version, dst: Version) -> Any:
-    """One message or artifact part in ``dst``'s shape (see :data:`TABLE`)."""
+    """One message or artifact part in ``dst``'s shape (see docs/translation.md)."""
     if src == dst or not isinstance(part, dict):
         return part
     return _part_to_v1(part) if dst == "1.0" else _part_to_v03(part)
@@ -635,8 +122,8 @@ def part_to(part: Any, src: Version, dst: Version) -> Any:
 
 def _part_to_v1(part: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in part.items() if k not in ("kind", "file")}
-    keep_empty = _carried(part).get("metadata") == {}
-    carried = _uncarry(out)
+    keep_empty = carried_values(part).get("metadata") == {}
+    carried = uncarry(out)
     kind = part.get("kind") or next((k for k in ("text", "file", "data") if k in part), None)
     if kind == "file" and isinstance(part.get("file"), dict):
         file = dict(part["file"])
@@ -649,7 +136,7 @@ def _part_to_v1(part: dict[str, Any]) -> dict[str, Any]:
         if "name" in file:
             out["filename"] = file.pop("name")
         if file:  # members of the file object with no 1.0 counterpart
-            _carry(out, {"file": file})
+            carry(out, {"file": file})
     elif kind == "file":
         out["file"] = part.get("file")  # not a file object: left for the agent to refuse
     elif kind == "data":
@@ -674,17 +161,17 @@ def _part_to_v1(part: dict[str, Any]) -> dict[str, Any]:
         if key in carried:
             out[key] = carried.pop(key)
     if carried:
-        _carry(out, carried)
+        carry(out, carried)
     return out
 
 
 def _part_to_v03(part: dict[str, Any]) -> dict[str, Any]:
-    content = [key for key in _V1_CONTENT if key in part]
+    content = [key for key in V1_PART_CONTENT if key in part]
     if len(content) != 1:
         return dict(part)  # not a 1.0 part: left for the client to judge
     key = content[0]
     out = {k: v for k, v in part.items() if k not in (key, "mediaType", "filename")}
-    carried = _uncarry(out)
+    carried = uncarry(out)
     extra = {k: part[k] for k in ("mediaType", "filename") if k in part}
     if key in ("raw", "url"):
         file = dict(carried.pop("file", None) or {})
@@ -707,7 +194,7 @@ def _part_to_v03(part: dict[str, Any]) -> dict[str, Any]:
             if part.get("metadata") == {}:
                 carried["metadata"] = {}  # kept through the compat marker
             out["metadata"] = {**(out.get("metadata") or {}), DATA_COMPAT_KEY: True}
-    _carry(out, {**carried, **extra})
+    carry(out, {**carried, **extra})
     return out
 
 
@@ -755,19 +242,19 @@ def _status(status: Any, src: Version, dst: Version, carried: dict[str, Any]) ->
 
 def _readable_timestamp(value: Any) -> bool:
     """Whether a 1.x SDK reads ``value`` as a google.protobuf.Timestamp."""
-    return isinstance(value, str) and wire.parse_timestamp(value) is not None
+    return isinstance(value, str) and parse_timestamp(value) is not None
 
 
 def _with_status(out: dict[str, Any], src: Version, dst: Version) -> dict[str, Any]:
     """``out`` (a fresh copy of a task or status update) with its status in ``dst``'s shape,
     and the carried values of its metadata taken out (0.3) or put in (1.0)."""
-    carried = _uncarry(out) if dst == "0.3" else {}
+    carried = uncarry(out) if dst == "0.3" else {}
     found: dict[str, Any] = {}
     if "status" in out:
         out["status"] = _status(out["status"], src, dst, carried if dst == "0.3" else found)
     if dst == "0.3" and "statusTimestamp" in carried:  # no status to put it back in
         found["statusTimestamp"] = carried.pop("statusTimestamp")
-    _carry(out, {**carried, **found})
+    carry(out, {**carried, **found})
     return out
 
 
@@ -795,18 +282,18 @@ def task_to(task: Any, src: Version, dst: Version) -> Any:
 
 
 def _status_update(event: dict[str, Any], src: Version, dst: Version) -> dict[str, Any]:
-    """A status update; 0.3 ``final`` is implied by the state in 1.0 (see :data:`TABLE`)."""
+    """A status update; 0.3 ``final`` is implied by the state in 1.0 (see docs/translation.md)."""
     out = {k: v for k, v in event.items() if k not in ("kind", "final")}
     status = out.get("status")
     state = status.get("state") if isinstance(status, dict) else None
-    ends = wire.is_terminal_state(src, state) or wire.is_interrupted_state(src, state)
+    ends = is_terminal_state(src, state) or is_interrupted_state(src, state)
     if dst == "1.0" and event.get("final") is True and not ends:
-        _carry(out, {"final": True})  # a 0.3 stream that ends where 1.0 would not
+        carry(out, {"final": True})  # a 0.3 stream that ends where 1.0 would not
     out = _with_status(out, src, dst)
     if dst == "0.3":
-        carried = _uncarry(out)
+        carried = uncarry(out)
         final = carried.pop("final", ends)
-        _carry(out, carried)
+        carry(out, carried)
         return {"kind": "status-update", **out, "final": final}
     return out
 
@@ -831,8 +318,8 @@ def event_to(event: Any, src: Version, dst: Version) -> Any:
     """
     if src == dst or not isinstance(event, dict):
         return event
-    kind = wire.stream_event_kind(src, event)
-    payload = wire.event_payload(src, event)
+    kind = stream_event_kind(src, event)
+    payload = event_payload(src, event)
     if kind is None or payload is None:
         return event
     if kind == "task":
@@ -885,7 +372,7 @@ def asks_no_history(op: Op, params: Mapping[str, Any]) -> bool:
 
 
 def params_to(op: Op, params: Mapping[str, Any], src: Version, dst: Version) -> dict[str, Any]:
-    """A request's params in ``dst``'s shape (see :data:`TABLE`).
+    """A request's params in ``dst``'s shape (see docs/translation.md).
 
     RpcError -32004 (UnsupportedOperation) for an operation ``dst`` has no method for.
     """
@@ -905,11 +392,11 @@ def params_to(op: Op, params: Mapping[str, Any], src: Version, dst: Version) -> 
     if dst == "0.3" and "tenant" in out:
         tenant_to_carry = {"tenant": out.pop("tenant")}
     if dst == "1.0":
-        carried = _uncarry(out)
+        carried = uncarry(out)
         if "tenant" in carried:
             out["tenant"] = carried.pop("tenant")
         if carried:
-            _carry(out, carried)
+            carry(out, carried)
     if op in _SEND_OPS:
         if "message" in out:
             out["message"] = message_to(out["message"], src, dst)
@@ -920,7 +407,7 @@ def params_to(op: Op, params: Mapping[str, Any], src: Version, dst: Version) -> 
     if dst == "1.0" and op in (Op.GET, Op.SUBSCRIBE):
         out.pop("metadata", None)  # GetTask and SubscribeToTask have no metadata
     if tenant_to_carry:  # 0.3 TaskIdParams and TaskQueryParams have metadata too
-        _carry(out, tenant_to_carry)
+        carry(out, tenant_to_carry)
     return out
 
 
@@ -939,103 +426,18 @@ def _configuration(config: dict[str, Any], dst: Version) -> dict[str, Any]:
         if blocking is False:
             out["returnImmediately"] = True
         if "pushNotificationConfig" in out:
-            out["taskPushNotificationConfig"] = _push_config(out.pop("pushNotificationConfig"), dst)
+            out["taskPushNotificationConfig"] = push_config_to(
+                out.pop("pushNotificationConfig"), dst
+            )
     else:
         immediately = out.pop("returnImmediately", None)
         if immediately is True:
             out["blocking"] = False
         if "taskPushNotificationConfig" in out:
-            out["pushNotificationConfig"] = _push_config(out.pop("taskPushNotificationConfig"), dst)
+            out["pushNotificationConfig"] = push_config_to(
+                out.pop("taskPushNotificationConfig"), dst
+            )
     return out
-
-
-def _push_config(config: Any, dst: Version) -> Any:
-    """A push notification config object: ``authentication.schemes`` (0.3, a list) vs
-    ``authentication.scheme`` (1.0, one)."""
-    if not isinstance(config, dict) or not isinstance(config.get("authentication"), dict):
-        return config
-    auth = dict(config["authentication"])
-    if dst == "1.0" and "schemes" in auth:
-        schemes = auth.pop("schemes")
-        if isinstance(schemes, list) and schemes:
-            auth["scheme"] = schemes[0]
-    elif dst == "0.3" and "scheme" in auth:
-        auth["schemes"] = [auth.pop("scheme")]
-    return {**config, "authentication": auth}
-
-
-# --- push notification config methods -----------------------------------------------------------
-
-_PUSH_SET, _PUSH_GET, _PUSH_LIST, _PUSH_DELETE = (
-    f"tasks/pushNotificationConfig/{name}" for name in ("set", "get", "list", "delete")
-)
-
-
-def _push_method(method: str) -> str:
-    """The 0.3 name of a push notification config method of either version."""
-    name = equivalent_method(method, "0.3")
-    if name not in (_PUSH_SET, _PUSH_GET, _PUSH_LIST, _PUSH_DELETE):
-        raise ValueError(f"{method!r} is not a push notification config method")
-    return name
-
-
-def _flat_config(task_config: Mapping[str, Any], dst: Version) -> dict[str, Any]:
-    """0.3 ``{taskId, pushNotificationConfig: {...}}`` <-> 1.0's flat TaskPushNotificationConfig."""
-    if dst == "1.0":
-        out = {k: v for k, v in task_config.items() if k != "pushNotificationConfig"}
-        inner = task_config.get("pushNotificationConfig")
-        if isinstance(inner, dict):
-            out.update(_push_config(inner, dst))
-        return out
-    out = {k: v for k, v in task_config.items() if k in ("taskId",)}
-    inner = {k: v for k, v in task_config.items() if k not in ("taskId", "tenant")}
-    out["pushNotificationConfig"] = _push_config(inner, dst)
-    return out
-
-
-def push_params_to(
-    method: str, params: Mapping[str, Any], src: Version, dst: Version
-) -> dict[str, Any]:
-    """The params of a push notification config ``method`` (either version's name) in
-    ``dst``'s shape. Switchboard does not relay these methods (``-32003``); this is the
-    translation they get when it does. ValueError for another method."""
-    name = _push_method(method)
-    if src == dst:
-        return dict(params)
-    if name == _PUSH_SET:
-        return _flat_config(params, dst)
-    if dst == "1.0":  # 0.3 names the task ``id`` and the config ``pushNotificationConfigId``
-        out: dict[str, Any] = {"taskId": params.get("id")}
-        if name != _PUSH_LIST and "pushNotificationConfigId" in params:
-            out["id"] = params["pushNotificationConfigId"]
-        carried = _uncarry(dict(params))
-        if "tenant" in carried:
-            out["tenant"] = carried["tenant"]
-        return out
-    out = {"id": params.get("taskId")}
-    if name != _PUSH_LIST and "id" in params:
-        out["pushNotificationConfigId"] = params["id"]
-    if "tenant" in params:
-        _carry(out, {"tenant": params["tenant"]})
-    return out
-
-
-def push_result_to(method: str, result: Any, src: Version, dst: Version) -> Any:
-    """The result of a push notification config ``method`` in ``dst``'s shape: a config
-    (set, get), a list (0.3 an array, 1.0 ``{"configs", "nextPageToken"}``), nothing
-    (delete: 0.3 ``null``, 1.0 ``{}``)."""
-    name = _push_method(method)
-    if src == dst:
-        return result
-    if name == _PUSH_DELETE:
-        return {} if dst == "1.0" else None
-    if name == _PUSH_LIST:
-        configs = result.get("configs") if isinstance(result, dict) else result
-        if not isinstance(configs, list):
-            return result
-        items = [_flat_config(c, dst) if isinstance(c, dict) else c for c in configs]
-        return {"configs": items} if dst == "1.0" else items
-    return _flat_config(result, dst) if isinstance(result, dict) else result
 
 
 # --- errors ------------------------------------------------------------------------------------

@@ -37,20 +37,25 @@ from router.forward.upstream import Upstream, forward_headers
 from router.ids.idmap import IdMap, TaskRef
 from router.ids.rewrite import Rewriter
 from router.protocol import payloads as wire
-from router.protocol.envelope import (
+from router.protocol.envelope import Request
+from router.protocol.errors import (
     AGENT_UNAVAILABLE,
     BAD_ROUTING_HINT,
     INTERNAL,
     PUSH_NOT_SUPPORTED,
     TASK_NOT_FOUND,
+    RpcError,
+    error_body,
+    result_body,
+)
+from router.protocol.events import result_task_states
+from router.protocol.listing import list_tasks_query, status_at_or_after
+from router.protocol.versions import (
     VERSION_HEADER,
     Op,
-    Request,
-    RpcError,
     Version,
-    error_body,
+    is_terminal_state,
     method_name,
-    result_body,
     version_of,
 )
 
@@ -303,14 +308,14 @@ class Router:
 
     async def _record(self, rpc: Request, result: Any, op: Op | None = None) -> None:
         """Remember the last known state of every task an answer or event carries."""
-        for task_id, state in wire.result_task_states(rpc.version, op or rpc.op, result):
+        for task_id, state in result_task_states(rpc.version, op or rpc.op, result):
             await self.ids.record_state(task_id, state)
 
     # --- ListTasks ---------------------------------------------------------------------------
 
     async def _list(self, call: Call, rpc: Request) -> dict[str, Any]:
         pinned = call.pinned
-        query = wire.list_tasks_query(rpc.params)
+        query = list_tasks_query(rpc.params)
         refs, token = await self.ids.list_tasks(
             context_id=query.context_id,
             state=query.status,
@@ -335,7 +340,7 @@ class Router:
         await self._record(rpc, {"tasks": tasks}, Op.LIST)
         if query.status_timestamp_after:
             after = query.status_timestamp_after
-            tasks = [t for t in tasks if wire.status_at_or_after(t, after)]
+            tasks = [t for t in tasks if status_at_or_after(t, after)]
         if not query.include_artifacts:
             tasks = [{k: v for k, v in t.items() if k != "artifacts"} for t in tasks]
         return {
@@ -356,7 +361,7 @@ class Router:
         get = {"id": ref.task_id}
         if "historyLength" in rpc.params:
             get["historyLength"] = rpc.params["historyLength"]
-        if ref.state and wire.is_terminal_state("1.0", ref.state) and not _wants_detail(rpc):
+        if ref.state and is_terminal_state("1.0", ref.state) and not _wants_detail(rpc):
             return fallback  # a finished task does not change: no need to ask its owner
         try:
             choice = self.matcher.target_for(rpc.version, ref.agent_id)

@@ -23,17 +23,10 @@ from router.compat.codec import ClientCodec
 from router.forward.call import Event, EventStream, Reply
 from router.forward.upstream import EXTENSIONS_HEADER, Upstream, forward_headers
 from router.ids.rewrite import Rewriter
-from router.protocol import payloads as wire
-from router.protocol.envelope import (
-    AGENT_UNAVAILABLE,
-    INTERNAL,
-    Request,
-    RpcError,
-    Version,
-    error_body,
-    method_name,
-    result_body,
-)
+from router.protocol.envelope import Request
+from router.protocol.errors import AGENT_UNAVAILABLE, INTERNAL, RpcError, error_body, result_body
+from router.protocol.events import ends_stream
+from router.protocol.versions import Version, method_name
 
 log = logging.getLogger(__name__)
 
@@ -140,9 +133,9 @@ class Relay:
                 event = await rewriter.event_from_upstream(answer.get("result"))
                 await self._record(rpc, event)
                 yield result_body(rpc.id, event), None
-                if wire.ends_stream(rpc.version, event):
+                if ends_stream(rpc.version, event):
                     return
-                if source != rpc.version and wire.ends_stream(source, upstream_answer):
+                if source != rpc.version and ends_stream(source, upstream_answer):
                     return  # e.g. a 0.3 agent's final input-required update
         except RpcError as error:
             yield error_body(rpc.version, rpc.id, error), error_event(rpc)

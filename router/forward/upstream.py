@@ -37,13 +37,13 @@ from registry.errors import RegistryError
 from registry.jsonsafe import json_depth
 from registry.netguard import AddressPolicy, GuardedResolver, redact_url
 from router.forward.sse import SseError, SseEvent, SseParser
-from router.protocol.envelope import (
+from router.protocol.errors import (
     AGENT_UNAVAILABLE,
     INVALID_AGENT_RESPONSE,
     STREAM_FAILED,
     RpcError,
-    Version,
 )
+from router.protocol.versions import Version
 
 __all__ = [
     "CLIENT_HEADERS",

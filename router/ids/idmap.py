@@ -46,7 +46,7 @@ from router.ids.tokens import (
     Sealer,
     load_id_secret,
 )
-from router.protocol.envelope import RpcError
+from router.protocol.errors import RpcError
 from router.protocol.payloads import MAX_ID_LENGTH, params_error
 from router.tables import (
     RouterContextRow,

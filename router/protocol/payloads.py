@@ -1,127 +1,53 @@
-"""What A2A 0.3 and 1.0 payloads look like, as pure functions on plain JSON.
+"""The params of A2A 0.3 and 1.0 calls: their checks, and what the router reads from them
+(the message, its parts' media types and text, the task ID, accepted output modes); pure
+functions on plain JSON.
 
-Nothing here copies or rebuilds a payload: the functions read and check the client's or the
-agent's JSON as it is. The two shapes, as the official SDKs put them on the wire:
+Nothing here copies or rebuilds a payload: the functions read and check the client's JSON as
+it is. The two shapes, as the official SDKs put them on the wire:
 
 - parts: 0.3 ``{"kind": "text", "text": ..}``, ``{"kind": "file", "file": {"bytes"|"uri",
   "mimeType"}}``, ``{"kind": "data", "data": {..}}``; 1.0 ``{"text"}``, ``{"raw"}``, ``{"url"}``,
   ``{"data"}`` with an optional ``mediaType``;
-- roles ``user``/``agent`` vs ``ROLE_USER``/``ROLE_AGENT``; states ``completed`` vs
-  ``TASK_STATE_COMPLETED``;
-- stream events: 0.3 results carry ``kind`` (``task``, ``message``, ``status-update``,
-  ``artifact-update``) and status updates a ``final`` flag; 1.0 results wrap the object in one
-  member (``task``, ``message``, ``statusUpdate``, ``artifactUpdate``), have no ``final`` and
-  omit false booleans.
+- roles ``user``/``agent`` vs ``ROLE_USER``/``ROLE_AGENT`` (:mod:`router.protocol.versions`).
+
+The violation helpers (:func:`missing_or`, :func:`check_object`, :func:`params_error`...) are
+shared with the other readers of params (:mod:`router.protocol.listing`, the v0.1 dialect).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta, timezone
-from typing import Any, Literal
+from typing import Any
 
-from router.protocol.envelope import INVALID_PARAMS, PUSH_NOT_SUPPORTED, Op, RpcError, Version
+from router.protocol.errors import INVALID_PARAMS, PUSH_NOT_SUPPORTED, RpcError
+from router.protocol.versions import ROLE_NUMBERS, ROLES, Op, Version
 
 __all__ = [
+    "INT32_MAX",
     "MAX_ID_LENGTH",
-    "ROLES",
-    "STATES",
-    "V1_EVENT_KEYS",
     "V1_PART_CONTENT",
-    "EventKind",
-    "ListQuery",
     "accepted_output_modes",
+    "check_history_length",
+    "check_object",
     "check_send_params",
     "check_task_params",
-    "ends_stream",
-    "event_payload",
-    "event_task_state",
-    "is_interrupted_state",
-    "is_terminal_state",
+    "int_param",
     "json_type",
-    "list_tasks_query",
     "message_of",
     "message_task_id",
     "message_text",
+    "missing_or",
     "params_error",
-    "parse_timestamp",
     "part_media_types",
-    "result_task_states",
-    "state_name",
-    "status_at_or_after",
-    "status_timestamp",
-    "stream_event_kind",
-    "stream_result",
+    "shown",
     "task_id_param",
 ]
 
-EventKind = Literal["task", "message", "status-update", "artifact-update"]
-
-# (0.3 name, 1.0 name) of every task state.
-_STATE_PAIRS: tuple[tuple[str, str], ...] = (
-    ("submitted", "TASK_STATE_SUBMITTED"),
-    ("working", "TASK_STATE_WORKING"),
-    ("input-required", "TASK_STATE_INPUT_REQUIRED"),
-    ("auth-required", "TASK_STATE_AUTH_REQUIRED"),
-    ("completed", "TASK_STATE_COMPLETED"),
-    ("canceled", "TASK_STATE_CANCELED"),
-    ("failed", "TASK_STATE_FAILED"),
-    ("rejected", "TASK_STATE_REJECTED"),
-    ("unknown", "TASK_STATE_UNSPECIFIED"),
-)
-STATES: dict[Version, tuple[str, ...]] = {
-    "0.3": tuple(old for old, _ in _STATE_PAIRS),
-    "1.0": tuple(new for _, new in _STATE_PAIRS),
-}
-_TERMINAL = {"completed", "canceled", "failed", "rejected"}
-_INTERRUPTED = {"input-required", "auth-required"}
-_TO_V03 = {new: old for old, new in _STATE_PAIRS} | {old: old for old, _ in _STATE_PAIRS}
-_TO_V1 = {old: new for old, new in _STATE_PAIRS} | {new: new for _, new in _STATE_PAIRS}
-
-_ROLES: dict[Version, tuple[str, ...]] = {
-    "0.3": ("user", "agent"),
-    "1.0": ("ROLE_USER", "ROLE_AGENT"),
-}
-_V1_CONTENT = ("text", "raw", "url", "data")
+V1_PART_CONTENT = ("text", "raw", "url", "data")  # the members of which a 1.0 part holds one
 _V03_KINDS = ("text", "file", "data")
-_V1_EVENT_KEYS: dict[str, EventKind] = {
-    "task": "task",
-    "message": "message",
-    "statusUpdate": "status-update",
-    "artifactUpdate": "artifact-update",
-}
-_V03_EVENT_KINDS: tuple[EventKind, ...] = ("task", "message", "status-update", "artifact-update")
 
-# Shared with router.compat.translate, which maps one version's names onto the other's.
-ROLES = _ROLES  # per version: (user, agent)
-V1_PART_CONTENT = _V1_CONTENT  # the members of which a 1.0 part holds exactly one
-V1_EVENT_KEYS = _V1_EVENT_KEYS  # 1.0 stream response member -> event kind
-
-DEFAULT_PAGE_SIZE = 50
-MAX_PAGE_SIZE = 100
 MAX_ID_LENGTH = 512  # longest task/context ID accepted from a client or an agent
-_INT32_MAX = 2**31 - 1  # historyLength is an int32 in the proto
-
-
-# --- states ---------------------------------------------------------------------------------
-
-
-def state_name(version: Version, state: str) -> str:
-    """``state`` (either version's spelling) in ``version``'s spelling; unknown: unchanged."""
-    table = _TO_V03 if version == "0.3" else _TO_V1
-    return table.get(state, state)
-
-
-def is_terminal_state(version: Version, state: str | None) -> bool:
-    """completed, canceled, failed, rejected, in either spelling."""
-    return isinstance(state, str) and _TO_V03.get(state) in _TERMINAL
-
-
-def is_interrupted_state(version: Version, state: str | None) -> bool:
-    """input-required or auth-required, in either spelling: the task waits for the client."""
-    return isinstance(state, str) and _TO_V03.get(state) in _INTERRUPTED
+INT32_MAX = 2**31 - 1  # historyLength is an int32 in the proto
 
 
 # --- params checks --------------------------------------------------------------------------
@@ -155,10 +81,8 @@ def params_error(violations: list[tuple[str, str]]) -> RpcError:
     )
 
 
-_params_error = params_error
-
-
-def _missing_or(value: Any, wanted: str) -> str:
+def missing_or(value: Any, wanted: str) -> str:
+    """Why ``value`` is not ``wanted``: missing, empty, or of another JSON type."""
     if value is None:
         return "is required"
     if value == "":
@@ -172,7 +96,7 @@ def _require_str(
     if value is None and not required:
         return
     if not isinstance(value, str) or not value:
-        violations.append((field, _missing_or(value, "a string")))
+        violations.append((field, missing_or(value, "a string")))
 
 
 def _require_id(value: Any, field: str, violations: list[tuple[str, str]]) -> None:
@@ -180,14 +104,14 @@ def _require_id(value: Any, field: str, violations: list[tuple[str, str]]) -> No
     if value is None:
         return
     if not isinstance(value, str) or not value:
-        violations.append((field, _missing_or(value, "a string")))
+        violations.append((field, missing_or(value, "a string")))
     elif len(value) > MAX_ID_LENGTH:
         violations.append(
             (field, f"must be at most {MAX_ID_LENGTH} characters long, not {len(value)}")
         )
 
 
-def _check_object(value: Any, field: str, violations: list[tuple[str, str]]) -> None:
+def check_object(value: Any, field: str, violations: list[tuple[str, str]]) -> None:
     """An optional JSON object (``metadata``: a google.protobuf.Struct)."""
     if value is not None and not isinstance(value, dict):
         violations.append((field, f"must be an object, not {json_type(value)}"))
@@ -197,11 +121,11 @@ def message_of(version: Version, params: Mapping[str, Any]) -> dict[str, Any]:
     """``params.message``, checked: an object with messageId, role and a list of parts."""
     message = params.get("message")
     if not isinstance(message, dict):
-        raise _params_error([("message", _missing_or(message, "an object"))])
+        raise params_error([("message", missing_or(message, "an object"))])
     violations: list[tuple[str, str]] = []
     _message_violations(version, message, violations)
     if violations:
-        raise _params_error(violations)
+        raise params_error(violations)
     return message
 
 
@@ -214,7 +138,7 @@ def _message_violations(
         _require_id(message.get(key), f"message.{key}", violations)
     _check_reference_ids(message.get("referenceTaskIds"), violations)
     _check_parts(version, message.get("parts"), violations)
-    _check_object(message.get("metadata"), "message.metadata", violations)
+    check_object(message.get("metadata"), "message.metadata", violations)
 
 
 # configuration members that ask the agent to push to a client's webhook (camelCase and the
@@ -248,15 +172,15 @@ def check_send_params(version: Version, params: Mapping[str, Any]) -> None:
     if isinstance(message, dict):
         _message_violations(version, message, violations)
     else:
-        violations.append(("message", _missing_or(message, "an object")))
-    _check_object(params.get("metadata"), "metadata", violations)
+        violations.append(("message", missing_or(message, "an object")))
+    check_object(params.get("metadata"), "metadata", violations)
     config = params.get("configuration")
     if config is not None and not isinstance(config, dict):
         violations.append(("configuration", f"must be an object, not {json_type(config)}"))
     elif isinstance(config, dict):
         _configuration_violations(version, config, violations)
     if violations:
-        raise _params_error(violations)
+        raise params_error(violations)
     if isinstance(config, dict):
         for key in _PUSH_CONFIG_KEYS:
             if config.get(key) is not None:
@@ -279,14 +203,14 @@ def _configuration_violations(
         violations.append(
             ("configuration.acceptedOutputModes", "must be an array of media type strings")
         )
-    _check_history_length(config, "configuration.historyLength", violations)
+    check_history_length(config, "configuration.historyLength", violations)
     flag = "blocking" if version == "0.3" else "returnImmediately"
     value = config.get(flag)
     if value is not None and not isinstance(value, bool):
         violations.append((f"configuration.{flag}", f"must be a boolean, not {json_type(value)}"))
 
 
-def _check_history_length(
+def check_history_length(
     params: Mapping[str, Any], field: str, violations: list[tuple[str, str]]
 ) -> int | None:
     """An optional ``historyLength``: a non-negative int32 (ProtoJSON: a number or a decimal
@@ -294,14 +218,15 @@ def _check_history_length(
     value = params.get("historyLength")
     if value is None:
         return None
-    number = _int_param(value)
-    if number is None or not 0 <= number <= _INT32_MAX:
-        violations.append((field, f"must be a non-negative integer, got {_shown(value)}"))
+    number = int_param(value)
+    if number is None or not 0 <= number <= INT32_MAX:
+        violations.append((field, f"must be a non-negative integer, got {shown(value)}"))
         return None
     return number
 
 
-def _shown(value: Any) -> str:
+def shown(value: Any) -> str:
+    """``value`` as Python shows it, cut to 40 characters, for error messages."""
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
@@ -309,12 +234,12 @@ def _shown(value: Any) -> str:
 def _check_role(version: Version, role: Any, violations: list[tuple[str, str]]) -> None:
     if role is None:
         violations.append(("message.role", "is required"))
-    elif version == "1.0" and role in (1, 2) and not isinstance(role, bool):
+    elif version == "1.0" and role in ROLE_NUMBERS and not isinstance(role, bool):
         return  # ProtoJSON allows enum numbers
-    elif role not in _ROLES[version]:
+    elif role not in ROLES[version]:
         other: Version = "1.0" if version == "0.3" else "0.3"
-        hint = f" ({role!r} is the A2A {other} spelling)" if role in _ROLES[other] else ""
-        allowed = " or ".join(repr(name) for name in _ROLES[version])
+        hint = f" ({role!r} is the A2A {other} spelling)" if role in ROLES[other] else ""
+        allowed = " or ".join(repr(name) for name in ROLES[version])
         violations.append(("message.role", f"must be {allowed} in A2A {version}{hint}"))
 
 
@@ -384,7 +309,7 @@ def _file_problem_v03(file: Any) -> str | None:
 def _part_problem_v1(part: Any) -> str | None:
     if not isinstance(part, dict):
         return f"must be an object, not {json_type(part)}"
-    present = [key for key in _V1_CONTENT if key in part]
+    present = [key for key in V1_PART_CONTENT if key in part]
     if not present:
         if "kind" in part or "file" in part:
             return "has none of text, raw, url, data: it looks like an A2A 0.3 part"
@@ -459,12 +384,12 @@ def accepted_output_modes(version: Version, params: Mapping[str, Any]) -> list[s
     if config is None:
         return []
     if not isinstance(config, dict):
-        raise _params_error([("configuration", f"must be an object, not {json_type(config)}")])
+        raise params_error([("configuration", f"must be an object, not {json_type(config)}")])
     modes = config.get("acceptedOutputModes")
     if modes is None:
         return []
     if not isinstance(modes, list) or not all(isinstance(mode, str) for mode in modes):
-        raise _params_error(
+        raise params_error(
             [("configuration.acceptedOutputModes", "must be an array of media type strings")]
         )
     return list(modes)
@@ -482,11 +407,11 @@ def check_task_params(version: Version, op: Op, params: Mapping[str, Any]) -> st
     except RpcError as error:
         violations += error.violations
     if op is Op.GET:
-        _check_history_length(params, "historyLength", violations)
+        check_history_length(params, "historyLength", violations)
     if op is not Op.PUSH_CONFIG:
-        _check_object(params.get("metadata"), "metadata", violations)
+        check_object(params.get("metadata"), "metadata", violations)
     if violations:
-        raise _params_error(violations)
+        raise params_error(violations)
     return task_id
 
 
@@ -504,25 +429,11 @@ def task_id_param(version: Version, op: Op, params: Mapping[str, Any]) -> str:
         raise ValueError(f"{op.value!r} calls take no task id parameter")
     value = params.get(field)
     if not isinstance(value, str) or not value:
-        raise _params_error([(field, _missing_or(value, "a task id string"))])
+        raise params_error([(field, missing_or(value, "a task id string"))])
     return value
 
 
-@dataclass(frozen=True)
-class ListQuery:
-    """The checked params of a 1.0 ``ListTasks`` call."""
-
-    context_id: str | None = None
-    status: str | None = None  # a 1.0 state name; None: any
-    page_size: int = DEFAULT_PAGE_SIZE
-    page_token: str | None = None
-    history_length: int | None = None
-    include_artifacts: bool = False
-    # statusTimestampAfter, parsed (timezone-aware, UTC); see :func:`status_at_or_after`
-    status_timestamp_after: datetime | None = None
-
-
-def _int_param(value: Any) -> int | None:
+def int_param(value: Any) -> int | None:
     """A ProtoJSON integer: a JSON number with no fraction or a decimal string."""
     if isinstance(value, bool):
         return None
@@ -535,241 +446,4 @@ def _int_param(value: Any) -> int | None:
     return None
 
 
-def list_tasks_query(params: Mapping[str, Any]) -> ListQuery:
-    """Check the params of ``ListTasks`` (1.0 only); -32602 with every violation."""
-    violations: list[tuple[str, str]] = []
-    for key in ("contextId", "pageToken", "statusTimestampAfter"):
-        value = params.get(key)
-        if value is not None and not isinstance(value, str):
-            violations.append((key, f"must be a string, not {json_type(value)}"))
-    stamp = params.get("statusTimestampAfter")
-    after = parse_timestamp(stamp) if isinstance(stamp, str) and stamp else None
-    if isinstance(stamp, str) and stamp and after is None:
-        rule = "must be an RFC 3339 timestamp such as 2026-01-02T03:04:05Z"
-        violations.append(("statusTimestampAfter", f"{rule}, got {_shown(stamp)}"))
-    status = params.get("status")
-    if status in (None, "", "TASK_STATE_UNSPECIFIED"):
-        status = None
-    elif status not in STATES["1.0"]:
-        allowed = ", ".join(STATES["1.0"][:-1])
-        violations.append(("status", f"must be one of {allowed}; got {status!r}"))
-    page_size = _page_size(params.get("pageSize"), violations)
-    history_length = _check_history_length(params, "historyLength", violations)
-    include = params.get("includeArtifacts", False)
-    if not isinstance(include, bool):
-        violations.append(("includeArtifacts", f"must be a boolean, not {json_type(include)}"))
-    if violations:
-        raise _params_error(violations)
-    return ListQuery(
-        context_id=params.get("contextId") or None,
-        status=status,
-        page_size=page_size,
-        page_token=params.get("pageToken") or None,
-        history_length=history_length,
-        include_artifacts=include,
-        status_timestamp_after=after,
-    )
-
-
-_RFC3339 = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?"
-    r"(?:([Zz])|([+-])(\d{2}):(\d{2}))"
-)
-
-
-def parse_timestamp(value: Any) -> datetime | None:
-    """An RFC 3339 timestamp (the ProtoJSON form of google.protobuf.Timestamp) as an aware
-    UTC datetime (fractions beyond microseconds are cut); None if ``value`` is not one."""
-    found = _RFC3339.fullmatch(value) if isinstance(value, str) else None
-    if found is None:
-        return None
-    year, month, day, hour, minute, second = (int(part) for part in found.groups()[:6])
-    fraction, zulu, sign, off_hours, off_minutes = found.groups()[6:]
-    micros = int((fraction or "").ljust(6, "0")[:6])
-    try:
-        if zulu:
-            zone = UTC
-        else:
-            offset = timedelta(hours=int(off_hours), minutes=int(off_minutes))
-            zone = timezone(-offset if sign == "-" else offset)
-        moment = datetime(year, month, day, hour, minute, second, micros, tzinfo=zone)
-        return moment.astimezone(UTC)
-    except (ValueError, OverflowError):  # Feb 30, second 60, offsets of a day or more
-        return None
-
-
-def status_timestamp(task: Mapping[str, Any]) -> datetime | None:
-    """``task.status.timestamp`` (either version) as an aware UTC datetime, if it has a
-    readable one (RFC 3339; a 0.3 agent's ISO 8601 time without an offset is taken as
-    UTC)."""
-    status = task.get("status")
-    stamp = status.get("timestamp") if isinstance(status, dict) else None
-    if not isinstance(stamp, str):
-        return None
-    parsed = parse_timestamp(stamp)
-    if parsed is not None:
-        return parsed
-    try:
-        moment = datetime.fromisoformat(stamp)
-    except ValueError:
-        return None
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-
-
-def status_at_or_after(task: Mapping[str, Any], after: datetime) -> bool:
-    """Whether a task passes ListTasks' ``statusTimestampAfter`` (as the official SDK's task
-    stores do: a status timestamp at or after it; a task without one does not pass)."""
-    stamp = status_timestamp(task)
-    return stamp is not None and stamp >= after
-
-
-def _page_size(value: Any, violations: list[tuple[str, str]]) -> int:
-    if value is None:
-        return DEFAULT_PAGE_SIZE
-    size = _int_param(value)
-    if size == 0:  # proto3 default: unset
-        return DEFAULT_PAGE_SIZE
-    if size is None or not 1 <= size <= MAX_PAGE_SIZE:
-        violations.append(
-            ("pageSize", f"must be between 1 and {MAX_PAGE_SIZE} inclusive, got {value!r}")
-        )
-        return DEFAULT_PAGE_SIZE
-    return size
-
-
 # --- stream events --------------------------------------------------------------------------
-
-
-def stream_result(event: Mapping[str, Any]) -> Any:
-    """The ``result`` of a JSON-RPC response envelope (None for an error); else ``event``.
-
-    No A2A result has a ``result`` member, so an object with one is an envelope even when
-    it lacks ``jsonrpc``.
-    """
-    if "result" in event or _is_error(event):
-        return event.get("result")
-    return event
-
-
-def _is_error(event: Mapping[str, Any]) -> bool:
-    return "error" in event and "result" not in event and ("jsonrpc" in event or "id" in event)
-
-
-def stream_event_kind(version: Version, event: Mapping[str, Any]) -> EventKind | None:
-    """What a stream event (a result, or its response envelope) is; None if unrecognised."""
-    result = stream_result(event)
-    if not isinstance(result, dict):
-        return None
-    if version == "1.0":
-        present = [key for key in _V1_EVENT_KEYS if key in result]
-        return _V1_EVENT_KEYS[present[0]] if len(present) == 1 else None
-    kind = result.get("kind")
-    if kind is None:
-        return _kind_by_shape_v03(result)
-    return kind if kind in _V03_EVENT_KINDS else None
-
-
-def _kind_by_shape_v03(result: Mapping[str, Any]) -> EventKind | None:
-    """A 0.3 event without ``kind`` (required, but cheap to tolerate): by its members."""
-    if "artifact" in result:
-        return "artifact-update"
-    if "status" in result:
-        return "status-update" if "taskId" in result else "task"
-    if "messageId" in result and "parts" in result:
-        return "message"
-    return None
-
-
-def event_payload(version: Version, event: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The Task/Message/update object of a stream event (1.0: unwrapped from its member)."""
-    result = stream_result(event)
-    kind = stream_event_kind(version, event)
-    if kind is None or not isinstance(result, dict):
-        return None
-    if version == "0.3":
-        return result
-    inner = result[next(key for key, name in _V1_EVENT_KEYS.items() if name == kind)]
-    return inner if isinstance(inner, dict) else None
-
-
-def _status_state(payload: Mapping[str, Any]) -> str | None:
-    status = payload.get("status")
-    state = status.get("state") if isinstance(status, dict) else None
-    return state if isinstance(state, str) else None
-
-
-def ends_stream(version: Version, event: Mapping[str, Any]) -> bool:
-    """True if nothing follows ``event`` in its stream.
-
-    Both: a message, an error, a task snapshot in a terminal state. 0.3: a status update
-    with ``final: true``. 1.0: a status update with a terminal state (there is no ``final``;
-    the official server also closes after INPUT_REQUIRED, which a caller sees as the end of
-    the upstream stream).
-    """
-    if _is_error(event):
-        return True
-    kind = stream_event_kind(version, event)
-    payload = event_payload(version, event)
-    if kind is None or payload is None:
-        return False
-    if kind == "message":
-        return True
-    if kind == "task":
-        return is_terminal_state(version, _status_state(payload))
-    if kind == "status-update":
-        if version == "0.3":
-            return payload.get("final") is True
-        return is_terminal_state(version, _status_state(payload))
-    return False
-
-
-def event_task_state(version: Version, event: Mapping[str, Any]) -> tuple[str | None, str | None]:
-    """(task id, task state) as far as a stream event carries them (a bare 1.0 Task, the
-    result of GetTask/CancelTask, is not a stream event: see :func:`result_task_states`)."""
-    kind = stream_event_kind(version, event)
-    payload = event_payload(version, event)
-    if kind is None or payload is None:
-        return None, None
-    key = "id" if kind == "task" else "taskId"
-    task_id = payload.get(key)
-    task_id = task_id if isinstance(task_id, str) and task_id else None
-    state = _status_state(payload) if kind in ("task", "status-update") else None
-    return task_id, state
-
-
-def result_task_states(version: Version, op: Op, result: Any) -> list[tuple[str, str]]:
-    """(task id, state) of every task an answer of ``op`` carries, to record as last known.
-
-    ``result`` is the ``result`` of an answer (or its whole response envelope):
-    send (0.3 Task or Message; 1.0 ``{"task"}``/``{"message"}``), stream/subscribe (one
-    event, as :func:`event_task_state`), get/cancel (a Task: 0.3 with ``kind``, 1.0 bare),
-    list (``{"tasks": [Task, ...]}``). A message, an update without a state or anything
-    unrecognised yields nothing.
-    """
-    if not isinstance(result, Mapping):
-        return []
-    result = stream_result(result)
-    if not isinstance(result, Mapping):
-        return []
-    if op is Op.LIST:
-        tasks = result.get("tasks")
-        if not isinstance(tasks, list):
-            return []
-        pairs = (_task_state(task) for task in tasks if isinstance(task, Mapping))
-        return [pair for pair in pairs if pair is not None]
-    if op in (Op.GET, Op.CANCEL):
-        wrapped = result.get("task")
-        if "id" not in result and isinstance(wrapped, Mapping):
-            result = wrapped  # tolerate a 1.0 agent that wraps it like a send result
-        pair = _task_state(result)
-        return [pair] if pair is not None else []
-    task_id, state = event_task_state(version, result)
-    return [(task_id, state)] if task_id and state else []
-
-
-def _task_state(task: Mapping[str, Any]) -> tuple[str, str] | None:
-    task_id = task.get("id")
-    state = _status_state(task)
-    if isinstance(task_id, str) and task_id and state:
-        return task_id, state
-    return None

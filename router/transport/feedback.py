@@ -24,7 +24,8 @@ from registry.records import AgentRecord
 from router.choose.semantic import SemanticIndex
 from router.forward.handler import Router
 from router.protocol import payloads as wire
-from router.protocol.envelope import Op, RpcError, Version, method_name
+from router.protocol.errors import RpcError
+from router.protocol.versions import Op, Version, method_name
 from router.transport.routes import ROUTER
 
 EXAMPLES = web.AppKey("examples", LearnedExamples)

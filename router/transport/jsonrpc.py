@@ -24,20 +24,13 @@ from typing import Any
 from aiohttp import web
 from multidict import CIMultiDict
 
+from router.compat.dialects import served_call
 from router.forward.call import Call, EventStream, Reply
 from router.forward.handler import Router
 from router.forward.upstream import CLIENT_HEADERS
-from router.protocol.envelope import (
-    INTERNAL,
-    PARSE,
-    VERSION_HEADER,
-    Request,
-    RpcError,
-    Version,
-    client_version,
-    error_body,
-    parse_request,
-)
+from router.protocol.envelope import DialectReader, Request, parse_request
+from router.protocol.errors import INTERNAL, PARSE, RpcError, error_body
+from router.protocol.versions import VERSION_HEADER, Version, client_version
 from router.transport.sse import SseWriter
 
 __all__ = ["json_answer", "public_origin", "read_request", "request_version", "serve"]
@@ -93,12 +86,19 @@ def request_version(request: web.Request) -> Version:
 
 
 async def read_request(
-    request: web.Request, version: Version, *, max_bytes: int, max_depth: int
+    request: web.Request,
+    version: Version,
+    *,
+    max_bytes: int,
+    max_depth: int,
+    dialects: DialectReader = served_call,
 ) -> Request:
     """Read the body (at most ``max_bytes``, else -32700) and parse its JSON-RPC request of
-    A2A ``version`` (:func:`~router.protocol.envelope.parse_request`)."""
+    A2A ``version`` (:func:`~router.protocol.envelope.parse_request`; legacy dialects are
+    read by ``dialects``, :func:`router.compat.dialects.served_call` by default)."""
     body = await _read_body(request, max_bytes)
-    return parse_request(body, version, request.headers.get(VERSION_HEADER), max_depth=max_depth)
+    header = request.headers.get(VERSION_HEADER)
+    return parse_request(body, version, header, max_depth=max_depth, dialects=dialects)
 
 
 def public_origin(request: web.Request, public_url: str | None) -> str:

@@ -23,14 +23,9 @@ from registry.errors import RegistryError
 from registry.jsonsafe import JsonLimitError, loads_limited
 from router.card import agent_card_via_router, card_for, router_card, without_paths
 from router.forward.handler import Router
-from router.protocol.envelope import (
-    VERSION_HEADER,
-    Op,
-    RpcError,
-    Version,
-    client_version,
-)
+from router.protocol.errors import RpcError
 from router.protocol.fieldnames import json_names
+from router.protocol.versions import VERSION_HEADER, Op, Version, client_version
 from router.signing import CardSigner
 from router.transport import jsonrpc
 from router.transport.jsonrpc import request_version

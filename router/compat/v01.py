@@ -1,20 +1,14 @@
-"""Legacy dialects at the client edge, as pure functions on plain JSON.
+"""The A2A v0.1 dialect (the ``tasks/send`` draft) at the client edge, as pure functions on
+plain JSON (docs/dialects.md).
 
-Two dialects older than the A2A versions the router serves are accepted and answered in
-their own shape (docs/dialects.md):
-
-- **A2A v0.1** (the ``tasks/send`` draft): ``tasks/send``, ``tasks/sendSubscribe``,
-  ``tasks/get``, ``tasks/cancel``, ``tasks/resubscribe``, ``tasks/pushNotification/set|get``
-  and ``agent/getCard``, with ``sessionId`` and ``type``-tagged parts. A call becomes the
-  equivalent A2A 0.3 call (:func:`v01_to_v03`) and every 0.3 answer goes back into the v0.1
-  shape (:func:`v03_result_to_v01`, :func:`v03_event_to_v01`, :func:`card_to_v01`). The
-  client chooses the task ID in v0.1; mapping it to a router task is the caller's job
-  (:mod:`router.compat.codec`), so the functions here take the ID to answer with.
-- **``A2A.``-prefixed 1.0 names** (a 1.0 draft: ``A2A.SendMessage``, ``A2A.GetTask``...):
-  the 1.0 method, with the draft's unambiguous spellings normalized
-  (:func:`prefixed_to_v1`); answers go back into the draft's shapes where seed 002 is
-  unambiguous (:func:`prefixed_result`: a bare Task with ``taskId``, bare states, roles
-  ``user``/``agent``, ``structuredData`` and ``mimeType`` parts).
+``tasks/send``, ``tasks/sendSubscribe``, ``tasks/get``, ``tasks/cancel``,
+``tasks/resubscribe``, ``tasks/pushNotification/set|get`` and ``agent/getCard`` (the method
+table is :data:`router.protocol.versions.V01_METHODS`), with ``sessionId`` and ``type``-tagged
+parts. A call becomes the equivalent A2A 0.3 call (:func:`v01_to_v03`) and every 0.3 answer
+goes back into the v0.1 shape (:func:`v03_result_to_v01`, :func:`v03_event_to_v01`,
+:func:`card_to_v01`). The client chooses the task ID in v0.1; mapping it to a router task is
+the caller's job (:mod:`router.compat.codec`), so the functions here take the ID to answer
+with.
 
 Nothing here changes its input; fields the client or agent sent that have no counterpart
 pass through where they were.
@@ -29,67 +23,34 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from router.protocol.envelope import (
-    METHOD_NOT_FOUND,
-    METHODS,
-    PUSH_NOT_SUPPORTED,
-    Op,
-    RpcError,
+from router.protocol.errors import PUSH_NOT_SUPPORTED, RpcError
+from router.protocol.payloads import (
+    INT32_MAX,
+    MAX_ID_LENGTH,
+    check_object,
+    json_type,
+    missing_or,
+    params_error,
 )
-from router.protocol.payloads import MAX_ID_LENGTH, json_type, params_error
+from router.protocol.versions import ROLES, TASK_STATES, V01_METHODS, Op, task_state
 
 __all__ = [
-    "PREFIX",
     "STATE_KEY",
-    "V01_METHODS",
-    "V01_ONLY_METHODS",
     "V01Call",
     "card_to_v01",
-    "message_to_prefixed",
     "message_to_v01",
-    "part_to_prefixed",
     "part_to_v01",
-    "prefixed_event",
-    "prefixed_result",
-    "prefixed_to_v1",
     "state_to_v01",
-    "task_to_prefixed",
     "task_to_v01",
     "v01_to_v03",
     "v03_event_to_v01",
     "v03_result_to_v01",
 ]
 
-PREFIX = "A2A."
 STATE_KEY = "switchboard.state"  # metadata key holding a 0.3 state v0.1 cannot name exactly
 
-# v0.1 method -> (op, 0.3 method)
-V01_METHODS: dict[str, tuple[Op, str | None]] = {
-    "tasks/send": (Op.SEND, "message/send"),
-    "tasks/sendSubscribe": (Op.STREAM, "message/stream"),
-    "tasks/get": (Op.GET, "tasks/get"),
-    "tasks/cancel": (Op.CANCEL, "tasks/cancel"),
-    "tasks/resubscribe": (Op.SUBSCRIBE, "tasks/resubscribe"),
-    "tasks/pushNotification/set": (Op.PUSH_CONFIG, "tasks/pushNotificationConfig/set"),
-    "tasks/pushNotification/get": (Op.PUSH_CONFIG, "tasks/pushNotificationConfig/get"),
-    "agent/getCard": (Op.CARD, None),
-}
-# the names that exist only in v0.1 (the others are 0.3 names too)
-V01_ONLY_METHODS = frozenset(name for name in V01_METHODS if name not in METHODS["0.3"])
-
-_STATES_TO_V01 = {  # 0.3 state -> v0.1 state; the lossy ones keep the original in metadata
-    "submitted": "submitted",
-    "working": "working",
-    "input-required": "input-required",
-    "auth-required": "input-required",
-    "completed": "completed",
-    "canceled": "canceled",
-    "failed": "failed",
-    "rejected": "failed",
-    "unknown": "unknown",
-}
-_TERMINAL = frozenset({"completed", "canceled", "failed", "rejected"})
-_INTERRUPTED = frozenset({"input-required", "auth-required"})
+_TERMINAL = frozenset(state.v03 for state in TASK_STATES if state.terminal)
+_INTERRUPTED = frozenset(state.v03 for state in TASK_STATES if state.interrupted)
 _PART_TYPES = ("text", "file", "data")
 _V03_ID_FIELDS = ("kind", "taskId", "contextId", "referenceTaskIds")  # not in v0.1 messages
 
@@ -131,7 +92,7 @@ def v01_to_v03(method: str, params: Mapping[str, Any]) -> V01Call:
     violations: list[tuple[str, str]] = []
     task_id = _client_task_id(params, violations)
     out = copy.deepcopy(dict(params))
-    _check_object(params.get("metadata"), "metadata", violations)
+    check_object(params.get("metadata"), "metadata", violations)
     if op in (Op.SEND, Op.STREAM):
         out = _send_params(out, violations)
     else:
@@ -139,14 +100,14 @@ def v01_to_v03(method: str, params: Mapping[str, Any]) -> V01Call:
         if op is Op.GET:
             _check_history_length(params.get("historyLength"), "historyLength", violations)
     if violations:
-        raise _params_error(violations)
+        raise params_error(violations)
     return V01Call(op, method03 or "", out, task_id)
 
 
 def _client_task_id(params: Mapping[str, Any], violations: list[tuple[str, str]]) -> str:
     value = params.get("id")
     if not isinstance(value, str) or not value:
-        violations.append(("id", _missing_or(value, "the task id string the client chose")))
+        violations.append(("id", missing_or(value, "the task id string the client chose")))
         return ""
     if len(value) > MAX_ID_LENGTH:
         violations.append(("id", f"must be at most {MAX_ID_LENGTH} characters long"))
@@ -185,7 +146,7 @@ def _send_params(params: dict[str, Any], violations: list[tuple[str, str]]) -> d
         params["configuration"] = config
     message = params.get("message")
     if not isinstance(message, dict):
-        violations.append(("message", _missing_or(message, "an object")))
+        violations.append(("message", missing_or(message, "an object")))
         return params
     params["message"] = _message_to_v03(message, session, violations)
     return params
@@ -195,19 +156,20 @@ def _message_to_v03(
     message: dict[str, Any], session: str | None, violations: list[tuple[str, str]]
 ) -> dict[str, Any]:
     role = message.get("role")
-    if role not in ("user", "agent"):
-        violations.append(("message.role", _missing_or(role, '"user" or "agent"')))
+    if role not in ROLES["0.3"]:  # v0.1 spells roles as 0.3 does
+        allowed = " or ".join(f'"{name}"' for name in ROLES["0.3"])
+        violations.append(("message.role", missing_or(role, allowed)))
     out: dict[str, Any] = {"kind": "message"}
     out.update(message)
     out["kind"] = "message"
     out["messageId"] = message.get("messageId") or str(uuid.uuid4())  # required in 0.3
     if session is not None:
         out["contextId"] = session
-    _check_object(message.get("metadata"), "message.metadata", violations)
+    check_object(message.get("metadata"), "message.metadata", violations)
     parts = message.get("parts")
     if not isinstance(parts, list) or not parts:
         problem = "must hold at least one part" if parts == [] else None
-        violations.append(("message.parts", problem or _missing_or(parts, "an array")))
+        violations.append(("message.parts", problem or missing_or(parts, "an array")))
         return out
     out["parts"] = [
         _part_to_v03(part, f"message.parts[{index}]", violations)
@@ -239,7 +201,7 @@ def _part_to_v03(part: Any, field: str, violations: list[tuple[str, str]]) -> An
 
 def _check_file(file: Any, field: str, violations: list[tuple[str, str]]) -> None:
     if not isinstance(file, dict):
-        violations.append((field, _missing_or(file, 'an object with "bytes" or "uri"')))
+        violations.append((field, missing_or(file, 'an object with "bytes" or "uri"')))
         return
     present = [key for key in ("bytes", "uri") if file.get(key) is not None]
     if len(present) != 1 or not isinstance(file[present[0]], str):
@@ -255,10 +217,10 @@ def _check_file(file: Any, field: str, violations: list[tuple[str, str]]) -> Non
 def state_to_v01(state: Any) -> tuple[Any, bool]:
     """A 0.3 task state in v0.1 and whether that lost something (auth-required ->
     input-required, rejected -> failed). Unknown values pass unchanged."""
-    if not isinstance(state, str) or state not in _STATES_TO_V01:
+    row = task_state(state) if isinstance(state, str) else None
+    if row is None or row.v03 != state:
         return state, False
-    new = _STATES_TO_V01[state]
-    return new, new != state
+    return row.v01, row.v01 != state
 
 
 def part_to_v01(part: Any) -> Any:
@@ -497,255 +459,15 @@ def _skill_to_v01(skill: Any) -> Any:
     return {key: skill[key] for key in keys if key in skill}
 
 
-# --- A2A.-prefixed 1.0 names ------------------------------------------------------------------
-
-_PREFIXED_ALIASES = {  # the draft's names that differ from 1.0 beyond the prefix
-    "ListTaskPushNotificationConfig": "ListTaskPushNotificationConfigs",
-}
-_ROLES_V1 = {"user": "ROLE_USER", "agent": "ROLE_AGENT"}
-_STATES_V1 = frozenset(
-    (
-        "SUBMITTED",
-        "WORKING",
-        "INPUT_REQUIRED",
-        "AUTH_REQUIRED",
-        "COMPLETED",
-        "CANCELED",
-        "FAILED",
-        "REJECTED",
-    )
-)
-
-
-def prefixed_to_v1(method: str, params: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-    """The 1.0 method and params of an ``A2A.``-prefixed call (a 1.0 draft's JSON-RPC names).
-
-    The draft's spellings that mean one thing only are normalized: ``taskId`` for a
-    get/cancel/subscribe's ``id``; roles ``user``/``agent``; parts ``{"structuredData"}``
-    (-> ``data``), ``{"file": {"uri"|"bytes", "name"}}`` (-> ``url``/``raw``,
-    ``filename``) and ``mimeType`` (-> ``mediaType``); ``configuration.blocking`` (->
-    ``returnImmediately``, its negation); ListTasks ``status: "WORKING"`` (->
-    ``TASK_STATE_WORKING``). -32601 for a name that is not a 1.0 method.
-    """
-    name = method.removeprefix(PREFIX)
-    name = _PREFIXED_ALIASES.get(name, name)
-    if name not in METHODS["1.0"] and name != "GetExtendedAgentCard":
-        raise RpcError(
-            METHOD_NOT_FOUND,
-            f"Method {method!r} does not exist: A2A.-prefixed names are the A2A 1.0 methods",
-            {"method": method, "supportedMethods": [PREFIX + m for m in METHODS["1.0"]]},
-        )
-    out = copy.deepcopy(dict(params))
-    op = METHODS["1.0"].get(name)
-    if op in (Op.GET, Op.CANCEL, Op.SUBSCRIBE) and "id" not in out and "taskId" in out:
-        out["id"] = out.pop("taskId")
-    elif op in (Op.SEND, Op.STREAM):
-        _normalize_send_v1(out)
-    elif op is Op.LIST:
-        status = out.get("status")
-        if isinstance(status, str) and status in _STATES_V1:
-            out["status"] = f"TASK_STATE_{status}"
-    return name, out
-
-
-def _normalize_send_v1(params: dict[str, Any]) -> None:
-    message = params.get("message")
-    if isinstance(message, dict):
-        role = message.get("role")
-        if isinstance(role, str) and role in _ROLES_V1:
-            message["role"] = _ROLES_V1[role]
-        parts = message.get("parts")
-        if isinstance(parts, list):
-            message["parts"] = [_part_to_v1(part) for part in parts]
-    config = params.get("configuration")
-    if isinstance(config, dict) and isinstance(config.get("blocking"), bool):
-        blocking = config.pop("blocking")
-        config.setdefault("returnImmediately", not blocking)
-
-
-def _part_to_v1(part: Any) -> Any:
-    if not isinstance(part, dict):
-        return part
-    out = dict(part)
-    if "structuredData" in out and "data" not in out:
-        out["data"] = out.pop("structuredData")
-    file = out.get("file")
-    if isinstance(file, dict) and not any(key in out for key in ("url", "raw")):
-        del out["file"]
-        if file.get("uri") is not None:
-            out["url"] = file["uri"]
-        elif file.get("bytes") is not None:
-            out["raw"] = file["bytes"]
-        if file.get("name") is not None:
-            out.setdefault("filename", file["name"])
-        media = file.get("mimeType") or file.get("mediaType")
-        if media is not None:
-            out.setdefault("mediaType", media)
-    if "mimeType" in out and "mediaType" not in out:
-        out["mediaType"] = out.pop("mimeType")
-    return out
-
-
-# --- 1.0 answers -> the draft's shapes (A2A.-prefixed calls) ---------------------------------
-
-_ROLES_DRAFT = {"ROLE_USER": "user", "ROLE_AGENT": "agent", 1: "user", 2: "agent"}
-_STATE_PREFIX = "TASK_STATE_"
-
-
-def prefixed_result(op: Op, result: Any) -> Any:
-    """The 1.0 ``result`` of ``op`` in the shape seed 002's draft gives it.
-
-    SendMessage: the bare Task or Message (not ``{"task"}``/``{"message"}``); GetTask,
-    CancelTask: the Task; ListTasks: each task of ``tasks``; streams: as
-    :func:`prefixed_event`. Other results (push configs) are left as they are.
-    """
-    if not isinstance(result, dict):
-        return result
-    if op is Op.SEND:
-        if isinstance(result.get("task"), dict):
-            return task_to_prefixed(result["task"])
-        if isinstance(result.get("message"), dict):
-            return message_to_prefixed(result["message"])
-        return result
-    if op in (Op.GET, Op.CANCEL):
-        return task_to_prefixed(result)
-    if op is Op.LIST and isinstance(result.get("tasks"), list):
-        return {**result, "tasks": [task_to_prefixed(task) for task in result["tasks"]]}
-    if op in (Op.STREAM, Op.SUBSCRIBE):
-        return prefixed_event(result)
-    return result
-
-
-def prefixed_event(event: Any) -> Any:
-    """A 1.0 stream response with the object it wraps in the draft's shape (the wrapper is
-    the draft's ``StreamResponse`` too)."""
-    if not isinstance(event, dict):
-        return event
-    out = dict(event)
-    if isinstance(out.get("task"), dict):
-        out["task"] = task_to_prefixed(out["task"])
-    if isinstance(out.get("message"), dict):
-        out["message"] = message_to_prefixed(out["message"])
-    if isinstance(out.get("statusUpdate"), dict):
-        update = dict(out["statusUpdate"])
-        if "status" in update:
-            update["status"] = _status_to_prefixed(update["status"])
-        out["statusUpdate"] = update
-    if isinstance(out.get("artifactUpdate"), dict):
-        update = dict(out["artifactUpdate"])
-        if "artifact" in update:
-            update["artifact"] = _artifact_to_prefixed(update["artifact"])
-        out["artifactUpdate"] = update
-    return out
-
-
-def task_to_prefixed(task: Any) -> Any:
-    """A 1.0 Task in the draft's shape: ``taskId`` (not ``id``), bare states, the status
-    message as its text, draft parts in history and artifacts."""
-    if not isinstance(task, dict):
-        return task
-    out: dict[str, Any] = {}
-    for key, value in task.items():
-        if key == "id":
-            out["taskId"] = value
-        elif key == "status":
-            out["status"] = _status_to_prefixed(value)
-        elif key == "history" and isinstance(value, list):
-            out["history"] = [message_to_prefixed(message) for message in value]
-        elif key == "artifacts" and isinstance(value, list):
-            out["artifacts"] = [_artifact_to_prefixed(artifact) for artifact in value]
-        else:
-            out[key] = value
-    return out
-
-
-def message_to_prefixed(message: Any) -> Any:
-    """A 1.0 Message in the draft's shape: roles ``user``/``agent``, draft parts."""
-    if not isinstance(message, dict):
-        return message
-    out = dict(message)
-    role = out.get("role")
-    if isinstance(role, str | int) and not isinstance(role, bool) and role in _ROLES_DRAFT:
-        out["role"] = _ROLES_DRAFT[role]
-    if isinstance(out.get("parts"), list):
-        out["parts"] = [part_to_prefixed(part) for part in out["parts"]]
-    return out
-
-
-def part_to_prefixed(part: Any) -> Any:
-    """A 1.0 part in the draft's shape: ``{"structuredData"}`` for data, ``{"file": {"uri"
-    or "bytes", "name"}}`` for url/raw, ``mimeType`` for ``mediaType`` (top level)."""
-    if not isinstance(part, dict):
-        return part
-    out: dict[str, Any] = {}
-    file: dict[str, Any] = {}
-    for key, value in part.items():
-        if key == "data":
-            out["structuredData"] = value
-        elif key == "url":
-            file["uri"] = value
-        elif key == "raw":
-            file["bytes"] = value
-        elif key == "filename" and ("url" in part or "raw" in part):
-            file["name"] = value
-        elif key == "mediaType":
-            out["mimeType"] = value
-        else:
-            out[key] = value
-    if file:
-        out["file"] = file
-    return out
-
-
-def _status_to_prefixed(status: Any) -> Any:
-    if not isinstance(status, dict):
-        return status
-    out = dict(status)
-    state = out.get("state")
-    if isinstance(state, str) and state.startswith(_STATE_PREFIX):
-        out["state"] = state.removeprefix(_STATE_PREFIX)
-    message = out.get("message")
-    if isinstance(message, dict):  # the draft's status message is a string
-        parts = message.get("parts")
-        texts = [
-            part["text"]
-            for part in (parts if isinstance(parts, list) else [])
-            if isinstance(part, dict) and isinstance(part.get("text"), str)
-        ]
-        out["message"] = "\n".join(texts)
-    return out
-
-
-def _artifact_to_prefixed(artifact: Any) -> Any:
-    if not isinstance(artifact, dict) or not isinstance(artifact.get("parts"), list):
-        return artifact
-    return {**artifact, "parts": [part_to_prefixed(part) for part in artifact["parts"]]}
-
-
 # --- helpers ----------------------------------------------------------------------------------
 
 
-def _missing_or(value: Any, wanted: str) -> str:
-    if value is None:
-        return "is required"
-    if value == "":
-        return "must not be empty"
-    return f"must be {wanted}, not {json_type(value)}"
-
-
-def _check_object(value: Any, field: str, violations: list[tuple[str, str]]) -> None:
-    if value is not None and not isinstance(value, dict):
-        violations.append((field, f"must be an object, not {json_type(value)}"))
-
-
 def _check_history_length(value: Any, field: str, violations: list[tuple[str, str]]) -> bool:
-    """Whether ``value`` is a usable historyLength (None: absent, no violation)."""
+    """Whether ``value`` is a usable historyLength (None: absent, no violation). v0.1 is plain
+    JSON: a number only (ProtoJSON's decimal strings, which 0.3 and 1.0 take, are not one)."""
     if value is None:
         return False
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 2**31 - 1:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= INT32_MAX:
         violations.append((field, "must be a non-negative integer"))
         return False
     return True
-
-
-_params_error = params_error  # fields named in their v0.1 paths
