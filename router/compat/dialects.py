@@ -1,6 +1,6 @@
 """The legacy dialects' calls as the calls the router serves.
 
-:func:`served_call` is what :func:`router.protocol.envelope.read_request` is given (its
+:func:`served_call` is what :func:`router.protocol.envelope.parse_request` is given (its
 ``dialects``) to read an A2A v0.1 call (:func:`router.compat.v01.v01_to_v03`) or an
 ``A2A.``-prefixed one (:func:`router.compat.prefixed.prefixed_to_v1`).
 """

@@ -141,7 +141,7 @@ class RpcError(Exception):
     :func:`error_object`) unless ``shaped`` is true: then it is passed through verbatim (an
     upstream agent's error relayed as it came). ``reason`` overrides the ErrorInfo reason of
     the code; ``violations`` are (field, description) pairs of invalid params. ``id`` is the
-    client's request id when known (set by :func:`router.protocol.envelope.read_request`);
+    client's request id when known (set by :func:`router.protocol.envelope.parse_request`);
     ``version`` the version to answer in when the request's dialect says otherwise than its
     header (a v0.1 method, an ``A2A.`` prefix), else None.
     """

@@ -156,7 +156,7 @@ _FOLLOW: dict[Version, str] = {
 
 
 def check_send_params(version: Version, params: Mapping[str, Any]) -> None:
-    """Every check of the params of a send/stream call (``read_request`` runs it).
+    """Every check of the params of a send/stream call (``parse_request`` runs it).
 
     -32602 listing each violation by its full path: the message (see :func:`message_of`),
     ``metadata`` and ``message.metadata`` (objects), ``configuration`` (an object),
@@ -396,7 +396,7 @@ def accepted_output_modes(version: Version, params: Mapping[str, Any]) -> list[s
 
 
 def check_task_params(version: Version, op: Op, params: Mapping[str, Any]) -> str:
-    """Every check of the params of a get/cancel/subscribe/push-config call (``read_request``
+    """Every check of the params of a get/cancel/subscribe/push-config call (``parse_request``
     runs it): the task ID (:func:`task_id_param`), ``historyLength`` of a get (a
     non-negative int32) and ``metadata`` (an object); -32602 listing each violation. The
     task ID."""
