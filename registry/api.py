@@ -412,7 +412,7 @@ async def patch_agent(request: web.Request) -> web.Response:
         )
     registry = request.app[REGISTRY]
     agent_id = request.match_info["agent_id"]
-    await registry.set_refresh_interval(agent_id, _interval(body["refresh_interval"]))
+    await registry.upkeep.set_refresh_interval(agent_id, _interval(body["refresh_interval"]))
     return web.json_response(agent_view(registry, registry.get(agent_id)))
 
 
@@ -452,7 +452,7 @@ async def delete_agent(request: web.Request) -> web.Response:
 async def refresh_agent(request: web.Request) -> web.Response:
     """Fetch an agent's card again now; ``{"agent": {...}, "changed": bool}``."""
     registry = request.app[REGISTRY]
-    record, changed = await registry.refresh(request.match_info["agent_id"])
+    record, changed = await registry.upkeep.refresh(request.match_info["agent_id"])
     return web.json_response({"agent": agent_view(registry, record), "changed": changed})
 
 
