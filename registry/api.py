@@ -16,10 +16,11 @@ from typing import Any
 
 from aiohttp import web
 
-from registry.catalog import AGENTS, SKILLS, Query, paginate
+from registry.catalog import AGENTS, SKILLS, Query
 from registry.errors import RegistryError
 from registry.jsonsafe import JsonLimitError, loads_limited
 from registry.openapi import openapi_document
+from registry.paging import paginate
 from registry.records import AgentRecord, iso
 from registry.refresh import PassiveHealth, Refresher
 from registry.service import Registry

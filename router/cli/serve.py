@@ -166,7 +166,7 @@ def _check_database_url(url: str) -> None:
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
 
-    from registry.store import async_url
+    from registry.engine import async_url
 
     try:
         backend = make_url(async_url(url)).get_backend_name()
