@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from jwcrypto.jwk import JWK
 from sqlalchemy.exc import IntegrityError
@@ -33,12 +33,10 @@ from registry.jwkeys import current, expired, public_jwk
 from registry.jwks import CACHE_SIZE, HOST_CONCURRENCY, JwksCache
 from registry.netguard import redact_url
 from registry.records import as_utc, iso, utcnow
+from registry.seedfile import SeedKey
 from registry.signatures import KeyLookup
 from registry.store import Store
 from registry.tables import TrustAnchorRow
-
-if TYPE_CHECKING:  # registry.seeds imports registry.service, which imports this module
-    from registry.seeds import SeedKey
 
 __all__ = ["LOOKUP_TIMEOUT", "Anchor", "TrustStore", "jwks_anchor_id"]
 

@@ -21,7 +21,7 @@ from registry.errors import Conflict, NotFound, RegistryError
 from registry.jwks import JWKS_MAX_BYTES
 from registry.keys_api import KEYS_CHANGED, TRUST, add_key_routes
 from registry.openapi import openapi_document
-from registry.seeds import SeedKey
+from registry.seedfile import SeedKey
 from registry.settings import Settings
 from registry.signatures import sign_card, verify_card
 from registry.store import Store

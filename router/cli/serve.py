@@ -152,7 +152,7 @@ def _use_uvloop(log: logging.Logger) -> None:
 
 def _check_seed_files(paths: Sequence[str]) -> None:
     """Read and validate every seed file now, so a bad one stops ``serve`` before it starts."""
-    from registry.seeds import load_seed_file
+    from registry.seedfile import load_seed_file
 
     for path in paths:
         try:
