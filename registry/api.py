@@ -16,10 +16,11 @@ from typing import Any
 
 from aiohttp import web
 
-from registry.catalog import AGENTS, SKILLS, Query, paginate
+from registry.catalog import AGENTS, SKILLS, Query
 from registry.errors import RegistryError
 from registry.jsonsafe import JsonLimitError, loads_limited
 from registry.openapi import openapi_document
+from registry.paging import paginate
 from registry.records import AgentRecord, iso
 from registry.refresh import PassiveHealth, Refresher
 from registry.service import Registry
@@ -412,7 +413,7 @@ async def patch_agent(request: web.Request) -> web.Response:
         )
     registry = request.app[REGISTRY]
     agent_id = request.match_info["agent_id"]
-    await registry.set_refresh_interval(agent_id, _interval(body["refresh_interval"]))
+    await registry.upkeep.set_refresh_interval(agent_id, _interval(body["refresh_interval"]))
     return web.json_response(agent_view(registry, registry.get(agent_id)))
 
 
@@ -452,7 +453,7 @@ async def delete_agent(request: web.Request) -> web.Response:
 async def refresh_agent(request: web.Request) -> web.Response:
     """Fetch an agent's card again now; ``{"agent": {...}, "changed": bool}``."""
     registry = request.app[REGISTRY]
-    record, changed = await registry.refresh(request.match_info["agent_id"])
+    record, changed = await registry.upkeep.refresh(request.match_info["agent_id"])
     return web.json_response({"agent": agent_view(registry, record), "changed": changed})
 
 

@@ -66,3 +66,8 @@ class Conflict(RegistryError):
 
     status = 409
     code = "conflict"
+
+
+def agent_not_found(agent_id: str) -> NotFound:
+    """The :class:`NotFound` of an agent id the registry does not know."""
+    return NotFound(f"no agent with id {agent_id!r}", details={"id": agent_id})

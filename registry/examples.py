@@ -19,7 +19,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 
 from registry.records import utcnow
-from registry.store import Store, _bump
+from registry.store import Store, bump
 from registry.tables import CatalogStateRow, SkillExampleRow
 
 VERSION_KEY = "examples_version"
@@ -115,7 +115,7 @@ class LearnedExamples:
         )
         async with self.store.session() as session, session.begin():
             session.add(row)
-            self.version = await _bump(session, VERSION_KEY)
+            self.version = await bump(session, VERSION_KEY)
         example = _example(row)
         self._all[example.id] = example
         return example
@@ -132,6 +132,6 @@ class LearnedExamples:
             )
             if not result.rowcount:  # type: ignore[attr-defined]
                 return False
-            self.version = await _bump(session, VERSION_KEY)
+            self.version = await bump(session, VERSION_KEY)
         self._all.pop(example_id, None)
         return True

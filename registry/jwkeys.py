@@ -1,7 +1,9 @@
 """Signing keys for agent cards: the JWS algorithms allowed, key checks and key generation.
 
-Also the strict base64url codec JOSE uses. Symmetric (``oct``) keys, ``none`` and ``HS*`` are
-never accepted; RSA keys need at least 2048 bits.
+Also the strict base64url codec JOSE uses, and :func:`public_jwk`: whether a JWK may be
+trusted at all (an asymmetric public signature key, no private members, valid lifetime
+members), for the trust store and the JWKS documents it fetches. Symmetric (``oct``) keys,
+``none`` and ``HS*`` are never accepted; RSA keys need at least 2048 bits.
 """
 
 from __future__ import annotations
@@ -16,19 +18,23 @@ from datetime import UTC, datetime
 from typing import Any
 
 from jwcrypto.common import JWException
-from jwcrypto.jwk import JWK
+from jwcrypto.jwk import JWK, JWKValuesRegistry, ParmType
 
 from registry.errors import RegistryError
 
 __all__ = [
     "ALLOWED_ALGS",
+    "PRIVATE_PARAMS",
     "as_jwk",
     "b64url_decode",
     "b64url_encode",
+    "current",
     "default_alg",
+    "expired",
     "generate_key",
     "key_id",
     "key_problem",
+    "public_jwk",
     "public_jwks",
     "signing_problem",
 ]
@@ -42,6 +48,12 @@ _EC_CURVES = {"ES256": "P-256", "ES384": "P-384", "ES512": "P-521"}
 _EDDSA_CURVES = ("Ed25519", "Ed448")
 _MIN_RSA_BITS = 2048
 _B64URL = re.compile(r"[A-Za-z0-9_-]*")
+MAX_NUMERIC_DATE = 253402300799  # 9999-12-31T23:59:59Z
+
+#: Private members of every key type jwcrypto knows (RSA, EC, OKP, oct, AKP).
+PRIVATE_PARAMS = frozenset({"d", "p", "q", "dp", "dq", "qi", "oth", "k", "priv"})
+_LIFETIME_PARAMS = ("exp", "nbf", "iat")  # kept with the public key (export_public drops them)
+_KEY_AGREEMENT_CURVES = frozenset({"X25519", "X448"})
 
 
 def b64url_decode(text: str) -> bytes:
@@ -237,3 +249,105 @@ def generate_key(alg: str = "ES256", kid: str | None = None) -> JWK:
 def public_jwks(keys: Iterable[JWK]) -> dict[str, Any]:
     """A JWKS (``{"keys": [...]}``) of the public halves of ``keys``, e.g. for ``jwks.json``."""
     return {"keys": [json.loads(key.export_public()) for key in keys]}
+
+
+# --- keys that may be trusted ----------------------------------------------------------------
+
+
+def _refused(message: str, code: str = "invalid_jwk", details: Any = None) -> RegistryError:
+    return RegistryError(message, code=code, status=400, details=details)
+
+
+def public_jwk(data: object) -> tuple[JWK, dict[str, Any]]:
+    """Check a JWK meant for verification; return it parsed and its public members.
+
+    Refuses (400) anything that is not a JSON object jwcrypto accepts as an asymmetric public
+    signature key: ``symmetric_key`` for ``oct``, ``private_key`` when private members are
+    present, ``invalid_jwk`` otherwise (malformed base64url, a point off the curve, a key
+    whose ``use``/``key_ops`` forbid verification, a key-agreement curve, ...).
+    """
+    if not isinstance(data, dict):
+        raise _refused("the JWK must be a JSON object")
+    kty = data.get("kty")
+    if not isinstance(kty, str) or not kty:
+        raise _refused('the JWK has no "kty" (key type)')
+    if kty == "oct":
+        raise _refused(
+            "symmetric (oct) keys cannot be trusted: anyone holding the secret could sign; "
+            "send an asymmetric public key (EC, RSA or OKP)",
+            code="symmetric_key",
+        )
+    private = sorted(PRIVATE_PARAMS & set(data))
+    if private:
+        raise _refused(
+            f"the JWK carries private key parameters ({', '.join(private)}): "
+            "send the public key only (it was not stored)",
+            code="private_key",
+            details={"private_parameters": private},
+        )
+    kid = data.get("kid")
+    if kid is not None and (not isinstance(kid, str) or not kid):
+        raise _refused('the JWK\'s "kid" must be a non-empty string')
+    for name, param in JWKValuesRegistry.get(kty, {}).items():
+        if not param.public or param.type not in (ParmType.b64, ParmType.b64u):
+            continue
+        value = data.get(name)
+        if value is not None and (
+            not isinstance(value, str) or not value or not _B64URL.fullmatch(value)
+        ):
+            raise _refused(
+                f'the JWK\'s "{name}" is not base64url (unpadded, A-Z a-z 0-9 - _)',
+                details={"parameter": name},
+            )
+    if kty == "OKP" and data.get("crv") in _KEY_AGREEMENT_CURVES:
+        raise _refused(f"OKP curve {data['crv']} is for key agreement, not signatures")
+    try:
+        key = JWK(**data)
+        key.get_op_key("verify")  # builds the key: checks the curve point, use and key_ops
+    except Exception as exc:  # jwcrypto and cryptography raise many types for bad keys
+        reason = str(exc) or type(exc).__name__
+        raise _refused(f"the JWK is not a usable public key: {reason}") from None
+    if key.has_private:  # pragma: no cover - PRIVATE_PARAMS covers every private member
+        raise _refused("the JWK carries a private key: send the public key only", "private_key")
+    public = key.export_public(as_dict=True)
+    for name in _LIFETIME_PARAMS:
+        if name in data:
+            public[name] = _checked_numeric_date(name, data[name])
+    return JWK(**public), public
+
+
+def _checked_numeric_date(name: str, value: object) -> int | float:
+    """``value`` if it is a NumericDate (RFC 7519: seconds since 1970 as a JSON number)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not (isinstance(value, int) or math.isfinite(value))
+        or not 0 <= value <= MAX_NUMERIC_DATE
+    ):
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+        raise _refused(
+            f'the JWK\'s "{name}" must be a NumericDate (seconds since 1970-01-01T00:00:00Z '
+            f"as a number up to year 9999), not {shown}",
+            details={"parameter": name},
+        )
+    return value
+
+
+def current(key: JWK) -> bool:
+    """Whether ``key`` has not expired (its ``exp``, if any, is in the future)."""
+    exp = key.get("exp")
+    return not isinstance(exp, int | float) or exp > time.time()
+
+
+def expired(public: dict[str, Any], now: float) -> RegistryError | None:
+    """The refusal (400 ``invalid_jwk``) of a key whose ``exp`` has passed at ``now``
+    (POSIX seconds), if it has."""
+    exp = public.get("exp")
+    if exp is None or exp > now:
+        return None
+    when = datetime.fromtimestamp(exp, UTC).isoformat(timespec="seconds")
+    return _refused(
+        f"the JWK expired at {when} (its exp is {exp}): an expired key verifies nothing; "
+        "send a current key",
+        details={"parameter": "exp", "exp": exp},
+    )

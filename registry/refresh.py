@@ -160,7 +160,7 @@ class Refresher:
     ) -> RunReport:
         async with self._slots:
             try:
-                result = await self.registry.check_claimed(
+                result = await self.registry.upkeep.check_claimed(
                     agent_id, self.holder, due_only=due_only, card=card, claim_for=self.claim_for
                 )
             except NotFound:
@@ -273,13 +273,13 @@ class PassiveHealth:
         if agent_id in self._failing or self.registry.health_of(agent_id).status == "unreachable":
             return
         self._failing.add(agent_id)
-        task = self._spawn(self.registry.report_failure(agent_id, reason))
+        task = self._spawn(self.registry.upkeep.report_failure(agent_id, reason))
         task.add_done_callback(lambda _task: self._failing.discard(agent_id))
 
     def answered(self, agent_id: str) -> None:
         """The agent answered (below 500); free unless its status changes."""
         if self.registry.health_of(agent_id).status != "healthy":
-            self._spawn(self.registry.report_success(agent_id))
+            self._spawn(self.registry.upkeep.report_success(agent_id))
 
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:
         task = asyncio.create_task(self._guarded(coro))

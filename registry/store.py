@@ -1,37 +1,29 @@
-"""Persistence: SQLModel tables for the catalog and an async engine (SQLite or PostgreSQL).
+"""Persistence: reads and writes of agents, their refresh state and leases (SQLite or
+PostgreSQL).
 
 The database is the source of truth; replicas share nothing else. Every write of an agent
 replaces its interfaces, skills, tags and modes in one transaction and bumps a catalog
 version counter; each process compares that counter with its in-memory snapshot's version
-and reloads when another process changed the catalog (see ``Registry.sync``).
+and reloads when another process changed the catalog (see ``Registry.sync``). The tables
+are in :mod:`registry.tables`, the engine in :mod:`registry.engine`, the mapping between
+records and rows in :mod:`registry.rows`.
 """
 
 from __future__ import annotations
 
-import sqlite3
-import time
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
-from sqlalchemy import (
-    Table,
-    event,
-    func,
-    inspect,
-    or_,
-    text,
-)
-from sqlalchemy.engine import make_url
+from sqlalchemy import Table, func, inspect, or_, text
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlmodel import SQLModel, col, delete, select, update
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from registry.cards import AgentCard, Capabilities, Interface, Provider, Skill
+from registry.engine import create_engine
 from registry.errors import RegistryError
-from registry.records import AgentRecord, VerificationRecord, as_utc
+from registry.records import AgentRecord, as_utc
+from registry.rows import agent_row, child_rows, records_from, revision_row
 from registry.tables import (
     TABLES,
     AgentRow,
@@ -54,82 +46,6 @@ _HEALTH_VERSION = "health_version"
 _SHOWN = ("status", "consecutive_failures", "last_error", "card_error", "interval")
 _DDL_LOCK = 0x5B_0A4D  # PostgreSQL advisory lock key held while creating the schema
 _CHILDREN: tuple[type[SQLModel], ...] = (SkillModeRow, SkillTagRow, SkillRow, InterfaceRow)
-
-
-# --- engine ----------------------------------------------------------------------------------
-
-
-def async_url(url: str) -> str:
-    """Map a plain database URL to its async driver (aiosqlite, psycopg)."""
-    parsed = make_url(url)
-    driver = parsed.drivername
-    if driver == "sqlite":
-        parsed = parsed.set(drivername="sqlite+aiosqlite")
-    elif driver in ("postgresql", "postgres"):
-        parsed = parsed.set(drivername="postgresql+psycopg")
-    return parsed.render_as_string(hide_password=False)
-
-
-def create_engine(url: str) -> AsyncEngine:
-    """An async engine for ``url``; SQLite gets WAL, foreign keys and a busy timeout."""
-    full = async_url(url)
-    parsed = make_url(full)
-    if parsed.get_backend_name() == "sqlite":
-        if parsed.database and parsed.database != ":memory:":
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-        # one connection: SQLite has one writer, and every transaction here takes the write
-        # lock (BEGIN IMMEDIATE); waiting in the pool is an asyncio wait, while several
-        # connections contending for the lock would sleep in SQLite's busy handler
-        engine = create_async_engine(
-            full, connect_args={"timeout": 30}, pool_size=1, max_overflow=0, pool_timeout=60
-        )
-
-        if sqlite3.sqlite_version_info < (3, 35):
-            raise RegistryError(
-                f"SQLite {sqlite3.sqlite_version} is too old: Switchboard needs 3.35 or newer "
-                "(UPDATE ... RETURNING); use a newer Python build, or PostgreSQL",
-                code="sqlite_too_old",
-            )
-
-        @event.listens_for(engine.sync_engine, "connect")
-        def _pragmas(dbapi_connection: Any, _record: Any) -> None:
-            dbapi_connection.isolation_level = None  # we issue BEGIN ourselves, below
-            cursor = dbapi_connection.cursor()
-            _use_wal(cursor)
-            cursor.execute("PRAGMA synchronous=NORMAL")  # WAL: safe against crashes, fast commits
-            cursor.execute("PRAGMA foreign_keys=ON")
-            cursor.close()
-
-        @event.listens_for(engine.sync_engine, "begin")
-        def _begin(conn: Any) -> None:
-            # take the write lock up front: two deferred transactions that both read, then
-            # write, would otherwise fail with "database is locked" instead of waiting
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
-
-        return engine
-    return create_async_engine(full, pool_pre_ping=True)
-
-
-def _use_wal(cursor: Any) -> None:
-    """Switch a SQLite database to WAL (kept in the file: only its first opening does it).
-
-    The switch needs the database to itself, and SQLite answers "database is locked" at once,
-    without its busy timeout, when several processes open a new file together: retry then.
-    """
-    cursor.execute("PRAGMA journal_mode")
-    if str(cursor.fetchone()[0]).lower() == "wal":
-        return
-    for attempt in range(_WAL_ATTEMPTS):
-        try:
-            cursor.execute("PRAGMA journal_mode=WAL")
-            return
-        except Exception as exc:  # the driver's OperationalError, through SQLAlchemy's adapter
-            if "locked" not in str(exc) or attempt == _WAL_ATTEMPTS - 1:
-                raise
-            time.sleep(0.02 * (attempt + 1))  # only ever while a new database file is created
-
-
-_WAL_ATTEMPTS = 20
 
 
 # --- the store -------------------------------------------------------------------------------
@@ -237,15 +153,15 @@ class Store:
         Raises :class:`sqlalchemy.exc.IntegrityError` if the id or source URL is taken.
         """
         async with self.session() as session, session.begin():
-            rows: list[SQLModel] = [_agent_row(record, raw)]
-            rows += _child_rows(record)
-            rows.append(_revision(record, raw, None))
+            rows: list[SQLModel] = [agent_row(record, raw)]
+            rows += child_rows(record)
+            rows.append(revision_row(record, raw, None))
             if refresh is not None:
                 row = RefreshRow(**refresh.model_dump())
-                row.revision = refresh.revision = await _bump(session, _HEALTH_VERSION)
+                row.revision = refresh.revision = await bump(session, _HEALTH_VERSION)
                 rows.append(row)
             await _insert_rows(session, rows)  # in order: the agent row first
-            return await _bump(session)
+            return await bump(session)
 
     async def update(
         self,
@@ -270,15 +186,15 @@ class Store:
             if expected_sha256 is not None and existing.card_sha256 != expected_sha256:
                 return None
             changed = existing.card_sha256 != record.card_sha256
-            for key, value in _agent_row(record, raw).model_dump().items():
+            for key, value in agent_row(record, raw).model_dump().items():
                 setattr(existing, key, value)
             existing.card_raw = raw
             for table in _CHILDREN:
                 await session.exec(delete(table).where(col(table.agent_id) == record.id))
-            await _insert_rows(session, _child_rows(record))
+            await _insert_rows(session, child_rows(record))
             if changed or diff:
-                session.add(_revision(record, raw, diff))
-            return changed, await _bump(session)
+                session.add(revision_row(record, raw, diff))
+            return changed, await bump(session)
 
     async def replace_raw(
         self, record: AgentRecord, raw: bytes, *, expected_sha256: str
@@ -302,7 +218,7 @@ class Store:
                 record.last_modified,
             )
             row.fetched_at, row.updated_at = record.fetched_at, record.updated_at
-            session.add(_revision(record, raw, {}))
+            session.add(revision_row(record, raw, {}))
             return True
 
     async def delete(self, agent_id: str) -> int | None:
@@ -315,7 +231,7 @@ class Store:
             for table in (*_CHILDREN, CardRevisionRow, RefreshRow):
                 await session.exec(delete(table).where(col(table.agent_id) == agent_id))
             await session.delete(row)
-            return await _bump(session)
+            return await bump(session)
 
     async def revisions(self, agent_id: str) -> list[dict[str, Any]]:
         """The card revisions of an agent, newest first, without their card bytes (only
@@ -367,7 +283,7 @@ class Store:
             return 0
         try:
             async with self.session() as session, session.begin():
-                version = await _bump(session, _HEALTH_VERSION)
+                version = await bump(session, _HEALTH_VERSION)
                 for agent_id, source in missing:
                     row = make(agent_id, source)
                     row.revision = version
@@ -396,7 +312,7 @@ class Store:
                 if updated is None:
                     return None
                 if existing is None or any(getattr(updated, k) != v for k, v in before.items()):
-                    updated.revision = await _bump(session, _HEALTH_VERSION)
+                    updated.revision = await bump(session, _HEALTH_VERSION)
                 if existing is None:
                     session.add(updated)
                 else:
@@ -482,7 +398,7 @@ class Store:
                     key = table.id if table is AgentRow else table.agent_id
                     query = query.where(key == agent_id)
                 rows[table.__tablename__] = list((await session.exec(query)).all())
-        return _records(rows)
+        return records_from(rows)
 
 
 def _add_nullable_columns(conn: Any, tables: list[Table]) -> None:
@@ -508,7 +424,7 @@ def _missing_columns(conn: Any, tables: list[Table]) -> list[str]:
     return missing
 
 
-async def _bump(session: AsyncSession, key: str = _VERSION) -> int:
+async def bump(session: AsyncSession, key: str = _VERSION) -> int:
     """Increment a counter (the catalog version by default) in the writer's transaction;
     return the new value.
 
@@ -534,179 +450,3 @@ async def _insert_rows(session: AsyncSession, rows: list[SQLModel]) -> None:
     conn = await session.connection()
     for table, values in by_table.items():
         await conn.execute(table.insert(), values)
-
-
-def _same_time(stored: datetime | None, expected: datetime | None) -> bool:
-    if stored is None or expected is None:
-        return stored is expected
-    return as_utc(stored) == as_utc(expected)
-
-
-def _revision(record: AgentRecord, raw: bytes, diff: dict[str, Any] | None) -> CardRevisionRow:
-    return CardRevisionRow(
-        agent_id=record.id,
-        sha256=record.card_sha256,
-        fetched_at=record.fetched_at,
-        card_url=record.card_url,
-        raw=raw,
-        diff=diff,
-        verification_status=record.verification.status,
-    )
-
-
-# --- mapping between records and rows --------------------------------------------------------
-
-
-def _agent_row(record: AgentRecord, raw: bytes) -> AgentRow:
-    card = record.card
-    caps = card.capabilities
-    return AgentRow(
-        id=record.id,
-        name=card.name,
-        description=card.description,
-        version=card.version,
-        card_format=card.card_format,
-        provider_organization=card.provider.organization if card.provider else None,
-        provider_url=card.provider.url if card.provider else None,
-        documentation_url=card.documentation_url,
-        icon_url=card.icon_url,
-        streaming=caps.streaming,
-        push_notifications=caps.push_notifications,
-        state_transition_history=caps.state_transition_history,
-        extended_card=caps.extended_card,
-        extensions=caps.extensions,
-        default_input_modes=card.default_input_modes,
-        default_output_modes=card.default_output_modes,
-        signatures=card.signatures,
-        source=record.source,
-        source_url=record.source_url,
-        card_url=record.card_url,
-        card_sha256=record.card_sha256,
-        card_raw=raw,
-        etag=record.etag,
-        last_modified=record.last_modified,
-        created_at=record.created_at,
-        updated_at=record.updated_at,
-        fetched_at=record.fetched_at,
-        verification_status=record.verification.status,
-        verification_kid=record.verification.kid,
-        verification_reason=record.verification.reason,
-        verification_key_source=record.verification.key_source,
-        verification_payload_form=record.verification.payload_form,
-        verification_uncovered=list(record.verification.uncovered_fields),
-    )
-
-
-def _child_rows(record: AgentRecord) -> list[SQLModel]:
-    out: list[SQLModel] = []
-    for n, interface in enumerate(record.card.interfaces):
-        out.append(InterfaceRow(agent_id=record.id, position=n, **interface.model_dump()))
-    for n, skill in enumerate(record.card.skills):
-        out.append(
-            SkillRow(
-                agent_id=record.id,
-                skill_id=skill.id,
-                position=n,
-                name=skill.name,
-                description=skill.description,
-                examples=skill.examples,
-            )
-        )
-        for m, tag in enumerate(skill.tags):
-            out.append(SkillTagRow(agent_id=record.id, skill_id=skill.id, position=m, tag=tag))
-        for direction, modes in (("input", skill.input_modes), ("output", skill.output_modes)):
-            for m, mode in enumerate(modes):
-                out.append(
-                    SkillModeRow(
-                        agent_id=record.id,
-                        skill_id=skill.id,
-                        direction=direction,
-                        position=m,
-                        media_type=mode,
-                    )
-                )
-    return out
-
-
-def _records(rows: dict[str, list[Any]]) -> list[AgentRecord]:
-    interfaces: dict[str, list[InterfaceRow]] = {}
-    for row in sorted(rows["agent_interfaces"], key=lambda r: r.position):
-        interfaces.setdefault(row.agent_id, []).append(row)
-    tags: dict[tuple[str, str], list[str]] = {}
-    for row in sorted(rows["skill_tags"], key=lambda r: r.position):
-        tags.setdefault((row.agent_id, row.skill_id), []).append(row.tag)
-    modes: dict[tuple[str, str, str], list[str]] = {}
-    for row in sorted(rows["skill_modes"], key=lambda r: r.position):
-        modes.setdefault((row.agent_id, row.skill_id, row.direction), []).append(row.media_type)
-    skills: dict[str, list[Skill]] = {}
-    for row in sorted(rows["skills"], key=lambda r: r.position):
-        key = (row.agent_id, row.skill_id)
-        skills.setdefault(row.agent_id, []).append(
-            Skill(
-                id=row.skill_id,
-                name=row.name,
-                description=row.description,
-                tags=tags.get(key, []),
-                examples=list(row.examples or []),
-                input_modes=modes.get((*key, "input"), []),
-                output_modes=modes.get((*key, "output"), []),
-            )
-        )
-    out = []
-    for row in sorted(rows["agents"], key=lambda r: r.id):
-        provider = None
-        if row.provider_organization is not None or row.provider_url is not None:
-            provider = Provider(organization=row.provider_organization, url=row.provider_url)
-        card = AgentCard(
-            card_format=row.card_format,
-            name=row.name,
-            description=row.description,
-            version=row.version,
-            provider=provider,
-            documentation_url=row.documentation_url,
-            icon_url=row.icon_url,
-            interfaces=[
-                Interface(
-                    url=i.url,
-                    binding=i.binding,
-                    protocol_version=i.protocol_version,
-                    tenant=i.tenant,
-                )
-                for i in interfaces.get(row.id, [])
-            ],
-            capabilities=Capabilities(
-                streaming=row.streaming,
-                push_notifications=row.push_notifications,
-                state_transition_history=row.state_transition_history,
-                extended_card=row.extended_card,
-                extensions=list(row.extensions or []),
-            ),
-            default_input_modes=list(row.default_input_modes or []),
-            default_output_modes=list(row.default_output_modes or []),
-            skills=skills.get(row.id, []),
-            signatures=list(row.signatures or []),
-        )
-        out.append(
-            AgentRecord(
-                id=row.id,
-                card=card,
-                source=row.source,
-                source_url=row.source_url,
-                card_url=row.card_url,
-                card_sha256=row.card_sha256,
-                etag=row.etag,
-                last_modified=row.last_modified,
-                created_at=as_utc(row.created_at),
-                updated_at=as_utc(row.updated_at),
-                fetched_at=as_utc(row.fetched_at),
-                verification=VerificationRecord(
-                    status=row.verification_status,
-                    kid=row.verification_kid,
-                    reason=row.verification_reason,
-                    key_source=row.verification_key_source,
-                    payload_form=row.verification_payload_form,
-                    uncovered_fields=list(row.verification_uncovered or []),
-                ),
-            )
-        )
-    return out

@@ -3,88 +3,46 @@
 Trust anchors are public JWKs and JWKS URLs, added through the admin API (``/api/v1/keys``)
 or from seed files, and kept in the ``trust_anchors`` table (each process holds them in
 memory; :meth:`TrustStore.reload` picks up other replicas' changes). A card's own ``jku`` is
-followed only when it is on ``SWITCHBOARD_TRUSTED_JKU``: it must be a plain http(s) URL in
-normal form (what is checked is exactly what is fetched) under one of the prefixes, compared
-by scheme, host, port and path segment.
-
-JWKS documents are fetched with the crawler (SSRF guard, redirect, size and time limits), at
-most :data:`HOST_CONCURRENCY` at a time per host; a redirect to another origin is refused. They
-are cached per URL for their ``Cache-Control: max-age`` clamped to [60 s, 24 h] (300 s without
-one); failures are cached for 30 s so a dead endpoint is not hammered. A lookup whose kid is
-missing from a JWKS fetched more than 60 s ago fetches it again once (key rotation). A kid
-found among the trusted JWKs fetches nothing; otherwise the JWKS are fetched concurrently and
-a lookup waits at most ``lookup_timeout`` seconds for them (a fetch still under way goes on and
-fills the cache for the next lookup).
+followed only when it is on ``SWITCHBOARD_TRUSTED_JKU`` (:mod:`registry.jku`); JWKS
+documents are fetched and cached by :mod:`registry.jwks`. A kid found among the trusted JWKs
+fetches nothing; otherwise a lookup waits at most ``lookup_timeout`` seconds for the JWKS.
 
 No private key material is ever stored: posted JWKs carrying private parameters are refused,
-and symmetric (``oct``) keys are never trusted.
+and symmetric (``oct``) keys are never trusted (:func:`registry.jwkeys.public_jwk`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
-import math
-import re
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from functools import partial
-from typing import TYPE_CHECKING, Any, Literal
+from datetime import datetime
+from typing import Any, Literal
 
-from cachetools import TLRUCache
-from jwcrypto.jwk import JWK, JWKValuesRegistry, ParmType
+from jwcrypto.jwk import JWK
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import select
 from yarl import URL
 
 from registry.crawler import Crawler
-from registry.errors import Conflict, CrawlError, NotFound, RegistryError
+from registry.errors import Conflict, NotFound, RegistryError
+from registry.jku import MAX_URL, TrustedJku
+from registry.jwkeys import current, expired, public_jwk
+from registry.jwks import CACHE_SIZE, HOST_CONCURRENCY, JwksCache
 from registry.netguard import redact_url
 from registry.records import as_utc, iso, utcnow
+from registry.seedfile import SeedKey
 from registry.signatures import KeyLookup
 from registry.store import Store
 from registry.tables import TrustAnchorRow
 
-if TYPE_CHECKING:  # registry.seeds imports registry.service, which imports this module
-    from registry.seeds import SeedKey
-
-__all__ = [
-    "JWKS_ACCEPT",
-    "JWKS_MAX_BYTES",
-    "Anchor",
-    "TrustAnchorRow",
-    "TrustStore",
-    "jwks_anchor_id",
-    "public_jwk",
-]
+__all__ = ["LOOKUP_TIMEOUT", "Anchor", "TrustStore", "jwks_anchor_id"]
 
 log = logging.getLogger(__name__)
 
-JWKS_MAX_BYTES = 256 * 1024
-JWKS_ACCEPT = "application/jwk-set+json, application/json"
-MIN_TTL = 60.0  # also: the least age of a JWKS before a missing kid fetches it again
-MAX_TTL = 24 * 3600.0
-DEFAULT_TTL = 300.0
-FAILURE_TTL = 30.0
-CACHE_SIZE = 1024
 LOOKUP_TIMEOUT = 10.0  # the longest a key lookup waits for JWKS fetches
-HOST_CONCURRENCY = 4  # JWKS fetches under way at once per host
-MAX_NUMERIC_DATE = 253402300799  # 9999-12-31T23:59:59Z
-
-# Private members of every key type jwcrypto knows (RSA, EC, OKP, oct, AKP).
-PRIVATE_PARAMS = frozenset({"d", "p", "q", "dp", "dq", "qi", "oth", "k", "priv"})
-_LIFETIME_PARAMS = ("exp", "nbf", "iat")  # kept with the public key (export_public drops them)
-_KEY_AGREEMENT_CURVES = frozenset({"X25519", "X448"})
-_B64URL = re.compile(r"[A-Za-z0-9_-]+")
-_MAX_URL = 2048
-# what a jku must not contain: control characters, backslashes, ";" (path parameters, which
-# some servers strip: "..;/"), encoded slashes and backslashes (decoded by some servers)
-_JKU_FORBIDDEN = re.compile(r"[\x00-\x1f\x7f\\;]|%2[fF]|%5[cC]")
-_JKU_FORBIDDEN_WHY = "control characters, '\\', ';', '%2F' or '%5C'"
 
 Kind = Literal["jwk", "jwks_url"]
 Source = Literal["api", "seed"]
@@ -150,303 +108,6 @@ def jwks_anchor_id(url: str) -> str:
     return "jwks-" + hashlib.sha256(url.encode("utf-8", "surrogateescape")).hexdigest()[:16]
 
 
-# --- JWK validation --------------------------------------------------------------------------
-
-
-def _refused(message: str, code: str = "invalid_jwk", details: Any = None) -> RegistryError:
-    return RegistryError(message, code=code, status=400, details=details)
-
-
-def public_jwk(data: object) -> tuple[JWK, dict[str, Any]]:
-    """Check a JWK meant for verification; return it parsed and its public members.
-
-    Refuses (400) anything that is not a JSON object jwcrypto accepts as an asymmetric public
-    signature key: ``symmetric_key`` for ``oct``, ``private_key`` when private members are
-    present, ``invalid_jwk`` otherwise (malformed base64url, a point off the curve, a key
-    whose ``use``/``key_ops`` forbid verification, a key-agreement curve, ...).
-    """
-    if not isinstance(data, dict):
-        raise _refused("the JWK must be a JSON object")
-    kty = data.get("kty")
-    if not isinstance(kty, str) or not kty:
-        raise _refused('the JWK has no "kty" (key type)')
-    if kty == "oct":
-        raise _refused(
-            "symmetric (oct) keys cannot be trusted: anyone holding the secret could sign; "
-            "send an asymmetric public key (EC, RSA or OKP)",
-            code="symmetric_key",
-        )
-    private = sorted(PRIVATE_PARAMS & set(data))
-    if private:
-        raise _refused(
-            f"the JWK carries private key parameters ({', '.join(private)}): "
-            "send the public key only (it was not stored)",
-            code="private_key",
-            details={"private_parameters": private},
-        )
-    kid = data.get("kid")
-    if kid is not None and (not isinstance(kid, str) or not kid):
-        raise _refused('the JWK\'s "kid" must be a non-empty string')
-    for name, param in JWKValuesRegistry.get(kty, {}).items():
-        if not param.public or param.type not in (ParmType.b64, ParmType.b64u):
-            continue
-        value = data.get(name)
-        if value is not None and (not isinstance(value, str) or not _B64URL.fullmatch(value)):
-            raise _refused(
-                f'the JWK\'s "{name}" is not base64url (unpadded, A-Z a-z 0-9 - _)',
-                details={"parameter": name},
-            )
-    if kty == "OKP" and data.get("crv") in _KEY_AGREEMENT_CURVES:
-        raise _refused(f"OKP curve {data['crv']} is for key agreement, not signatures")
-    try:
-        key = JWK(**data)
-        key.get_op_key("verify")  # builds the key: checks the curve point, use and key_ops
-    except Exception as exc:  # jwcrypto and cryptography raise many types for bad keys
-        reason = str(exc) or type(exc).__name__
-        raise _refused(f"the JWK is not a usable public key: {reason}") from None
-    if key.has_private:  # pragma: no cover - PRIVATE_PARAMS covers every private member
-        raise _refused("the JWK carries a private key: send the public key only", "private_key")
-    public = key.export_public(as_dict=True)
-    for name in _LIFETIME_PARAMS:
-        if name in data:
-            public[name] = _numeric_date(name, data[name])
-    return JWK(**public), public
-
-
-def _numeric_date(name: str, value: object) -> int | float:
-    """``value`` if it is a NumericDate (RFC 7519: seconds since 1970 as a JSON number)."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not (isinstance(value, int) or math.isfinite(value))
-        or not 0 <= value <= MAX_NUMERIC_DATE
-    ):
-        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
-        raise _refused(
-            f'the JWK\'s "{name}" must be a NumericDate (seconds since 1970-01-01T00:00:00Z '
-            f"as a number up to year 9999), not {shown}",
-            details={"parameter": name},
-        )
-    return value
-
-
-def _current(key: JWK) -> bool:
-    """Whether ``key`` has not expired (its ``exp``, if any, is in the future)."""
-    exp = key.get("exp")
-    return not isinstance(exp, int | float) or exp > time.time()
-
-
-def _expired(public: dict[str, Any], now: float) -> RegistryError | None:
-    """The refusal of a key whose ``exp`` has passed, if it has."""
-    exp = public.get("exp")
-    if exp is None or exp > now:
-        return None
-    when = datetime.fromtimestamp(exp, UTC).isoformat(timespec="seconds")
-    return _refused(
-        f"the JWK expired at {when} (its exp is {exp}): an expired key verifies nothing; "
-        "send a current key",
-        details={"parameter": "exp", "exp": exp},
-    )
-
-
-# --- JWKS documents --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _JwksKey:
-    key: JWK
-    kid: str | None
-    thumbprint: str
-
-
-@dataclass(frozen=True)
-class _Jwks:
-    """A fetched JWKS (or why it is unusable), cached per URL for ``ttl`` seconds."""
-
-    url: str
-    keys: tuple[_JwksKey, ...]
-    problem: str | None
-    skipped: int
-    ttl: float
-    fetched_at: float
-    final_url: str  # where the keys came from, after same-origin redirects
-
-    def matching(self, kid: str) -> list[JWK]:
-        return [k.key for k in self.keys if k.kid == kid or (k.kid is None and k.thumbprint == kid)]
-
-
-def _parse_jwks(url: str, data: Any) -> tuple[list[_JwksKey], int, str | None]:
-    """The usable keys of a JWKS document, how many entries were skipped, and any problem."""
-    if not isinstance(data, dict) or not isinstance(data.get("keys"), list):
-        return [], 0, f'the document at {url} is not a JWKS (a JSON object with a "keys" list)'
-    keys: list[_JwksKey] = []
-    reasons: list[str] = []
-    for entry in data["keys"]:
-        try:
-            key, public = public_jwk(entry)
-        except RegistryError as exc:
-            reasons.append(exc.message)
-            continue
-        keys.append(_JwksKey(key, public.get("kid"), key.thumbprint()))
-    if not keys:
-        if not reasons:
-            return [], 0, f"the JWKS at {url} has no keys"
-        return (
-            [],
-            len(reasons),
-            f"the JWKS at {url} has no usable key ({len(reasons)} "
-            f"entr{'y' if len(reasons) == 1 else 'ies'} skipped; the first: {reasons[0]})",
-        )
-    return keys, len(reasons), None
-
-
-def _ttl(max_age: int | None) -> float:
-    return DEFAULT_TTL if max_age is None else min(max(float(max_age), MIN_TTL), MAX_TTL)
-
-
-def _expires(_url: str, entry: _Jwks, now: float) -> float:
-    return now + entry.ttl
-
-
-def _clause(message: str) -> str:
-    """A crawler sentence as a clause: no final period, lower-case first letter."""
-    message = message.rstrip(".")
-    return message[:1].lower() + message[1:]
-
-
-def _origin(url: URL) -> tuple[str, str | None, int | None]:
-    return (url.scheme.lower(), url.raw_host, url.port)
-
-
-@dataclass(frozen=True)
-class _Prefix:
-    """One ``SWITCHBOARD_TRUSTED_JKU`` prefix, parsed: an origin and leading path segments.
-
-    ``directory`` (the prefix ends in "/"): a URL must have more segments than ``segments``
-    (``/team/`` matches ``/team/`` and ``/team/x``, not ``/team``); otherwise a URL may also
-    end where the prefix does (``/team`` matches ``/team`` and ``/team/x``, not ``/teams``).
-    """
-
-    origin: tuple[str, str | None, int | None]
-    segments: tuple[str, ...]
-    directory: bool
-
-    @classmethod
-    def parse(cls, text: str) -> _Prefix | None:
-        try:
-            url = URL(text)
-            usable = (
-                url.scheme.lower() in ("http", "https")
-                and bool(url.raw_host)
-                and url.raw_user is None
-                and url.raw_password is None
-                and not url.raw_query_string
-                and not url.raw_fragment
-                and "?" not in text
-                and "#" not in text
-            )
-        except (ValueError, TypeError):
-            usable = False
-        if not usable:
-            shown = redact_url(text)
-            log.warning("SWITCHBOARD_TRUSTED_JKU: %r is not a plain http(s) URL; ignored", shown)
-            return None
-        segments = url.raw_path.split("/")
-        directory = segments[-1] == ""
-        if directory:
-            segments = segments[:-1]
-        return cls(_origin(url), tuple(segments), directory)
-
-    def covers(self, url: URL) -> bool:
-        segments = url.raw_path.split("/")
-        n = len(self.segments)
-        return (
-            _origin(url) == self.origin
-            and tuple(segments[:n]) == self.segments
-            and (len(segments) > n if self.directory else len(segments) >= n)
-        )
-
-
-def _jku_shape_problem(text: str) -> tuple[URL | None, str | None]:
-    """``text`` parsed, if it is a jku that may be checked against the allow-list, else why not.
-
-    What is compared must be what is fetched: a jku is refused when yarl would send anything
-    else than its exact text (``str(URL(jku)) != jku``: dot segments, percent-encoding of
-    unreserved characters, a default port, upper-case host, whitespace...), and when it holds
-    characters that some servers decode or strip (control characters, ``\\``, ``;``, ``%2F``,
-    ``%5C``), a query or a fragment (each variant would be its own fetch and cache entry).
-    """
-    if not isinstance(text, str):
-        return None, "it is not a string"
-    if len(text) > _MAX_URL:
-        return None, f"it is longer than {_MAX_URL} characters"
-    forbidden = _JKU_FORBIDDEN.search(text)
-    if forbidden:
-        found = forbidden.group()
-        what = f"U+{ord(found):04X}" if len(found) == 1 and found not in "\\;" else repr(found)
-        return None, f"it contains {what} (a jku must not contain {_JKU_FORBIDDEN_WHY})"
-    if "?" in text or "#" in text:
-        return None, "it has a query or a fragment"
-    try:
-        url = URL(text)
-        normal = str(url)
-        host = url.raw_host
-    except (ValueError, TypeError):
-        return None, "it is not a valid URL"
-    if url.scheme.lower() not in ("http", "https") or not host:
-        return None, "it is not an absolute http(s) URL"
-    if url.raw_user is not None or url.raw_password is not None:
-        return None, "it carries credentials"
-    if normal != text:
-        return None, f"it is not in normal form (it would be fetched as {normal})"
-    if any(segment in (".", "..") for segment in url.raw_path.split("/")):
-        return None, "it has '.' or '..' path segments"  # pragma: no cover - yarl resolves them
-    return url, None
-
-
-@dataclass
-class _Host:
-    semaphore: asyncio.Semaphore
-    users: int = 0  # holding or queued
-    holding: int = 0
-
-
-class _HostLimiter:
-    """At most ``limit`` holders at once per host; a host's entry lives while it is in use."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._hosts: dict[str, _Host] = {}
-
-    @asynccontextmanager
-    async def hold(self, host: str) -> AsyncIterator[None]:
-        entry = self._hosts.get(host)
-        if entry is None:
-            entry = self._hosts[host] = _Host(asyncio.Semaphore(self.limit))
-        entry.users += 1
-        try:
-            async with entry.semaphore:
-                entry.holding += 1
-                try:
-                    yield
-                finally:
-                    entry.holding -= 1
-        finally:
-            entry.users -= 1
-            if entry.users == 0:
-                del self._hosts[host]
-
-    def holding(self, host: str) -> int:
-        """How many hold ``host`` now."""
-        entry = self._hosts.get(host)
-        return 0 if entry is None else entry.holding
-
-    def waiting(self, host: str) -> int:
-        """How many are queued for ``host``."""
-        entry = self._hosts.get(host)
-        return 0 if entry is None else entry.users - entry.holding
-
-
 # --- the store -------------------------------------------------------------------------------
 
 
@@ -474,22 +135,19 @@ class TrustStore:
         self.crawler = crawler
         self.trusted_jku = trusted_jku
         self.lookup_timeout = lookup_timeout
-        self._timer = timer
         self._anchors: dict[str, Anchor] = {}
-        self._cache: TLRUCache[str, _Jwks] = TLRUCache(cache_size, _expires, timer=timer)
-        self._inflight: dict[str, asyncio.Future[_Jwks]] = {}
-        self._hosts = _HostLimiter(host_concurrency)
+        self._jwks = JwksCache(
+            crawler, timer=timer, cache_size=cache_size, host_concurrency=host_concurrency
+        )
 
     @property
     def trusted_jku(self) -> list[str]:
         """The ``SWITCHBOARD_TRUSTED_JKU`` prefixes (setting it parses them again)."""
-        return list(self._trusted_jku)
+        return list(self._jku.prefixes)
 
     @trusted_jku.setter
     def trusted_jku(self, prefixes: list[str]) -> None:
-        self._trusted_jku = [prefix for prefix in prefixes if prefix]
-        parsed = (_Prefix.parse(prefix) for prefix in self._trusted_jku)
-        self._prefixes = [prefix for prefix in parsed if prefix is not None]
+        self._jku = TrustedJku(prefixes)
 
     # -- anchors ---------------------------------------------------------------------------
 
@@ -527,9 +185,9 @@ class TrustStore:
         (POSIX seconds, default the current time).
         """
         row = _jwk_row(jwk, source)
-        expired = _expired(row.jwk or {}, time.time() if now is None else now)
-        if expired is not None:
-            raise expired
+        refusal = expired(row.jwk or {}, time.time() if now is None else now)
+        if refusal is not None:
+            raise refusal
         self._check_new(row)
         if not await self._insert(row):
             raise self._duplicate(row)
@@ -544,12 +202,12 @@ class TrustStore:
         row = _jwks_row(url, source)
         self._check_new(row)
         target = self.crawler.policy.check_url(url)  # CrawlError bad_url if unusable
-        entry = await self._download(target)
+        entry = await self._jwks.download(target)
         if entry.problem:
             raise RegistryError(
                 entry.problem, code="invalid_jwks", status=422, details={"url": url}
             )
-        self._cache[str(target)] = entry
+        self._jwks.remember(target, entry)
         if not await self._insert(row):
             raise self._duplicate(row)
         return self._remember(row)
@@ -628,30 +286,13 @@ class TrustStore:
     # -- resolving keys ----------------------------------------------------------------------
 
     def jku_allowed(self, url: str) -> bool:
-        """Whether a card's ``jku`` is on ``SWITCHBOARD_TRUSTED_JKU``.
-
-        The jku must be a plain http(s) URL in normal form: yarl sends exactly its text (no dot
-        segments, no needless percent-encoding, no default port...), and it has no query or
-        fragment, control characters, ``\\``, ``;``, ``%2F`` or ``%5C``. It is then compared
-        with each prefix by scheme, host and port, and path segment by segment: a prefix
-        ending in "/" matches URLs below it; any other prefix matches itself or URLs below
-        it (so ``https://keys.example.com`` does not match ``https://keys.example.com.evil.net/``
-        and ``https://a.example/team`` does not match ``https://a.example/teams``).
-        """
-        return isinstance(self._check_jku(url), URL)
+        """Whether a card's ``jku`` is on ``SWITCHBOARD_TRUSTED_JKU`` (in normal form, under
+        a prefix: :meth:`registry.jku.TrustedJku.check`)."""
+        return isinstance(self._jku.check(url), URL)
 
     def host_fetches(self, host: str) -> tuple[int, int]:
         """JWKS fetches for ``host`` (as in the URL): (under way, queued behind the limit)."""
-        return self._hosts.holding(host), self._hosts.waiting(host)
-
-    def _check_jku(self, jku: str) -> URL | str:
-        """The URL to fetch for an allowed ``jku``, or a note saying why it is not followed."""
-        url, problem = _jku_shape_problem(jku)
-        if url is None:
-            return f"the card's jku {jku!r} is refused: {problem}"
-        if not any(prefix.covers(url) for prefix in self._prefixes):
-            return f"the card's jku {jku} is not on SWITCHBOARD_TRUSTED_JKU"
-        return url
+        return self._jwks.host_fetches(host)
 
     async def keys_for(self, kid: str, jku: str | None) -> KeyLookup:
         """The candidate keys for ``kid``: trusted JWKs; else trusted JWKS URLs and the card's
@@ -673,7 +314,7 @@ class TrustStore:
         for anchor in anchors:
             if anchor.key is not None and anchor.matches(kid):
                 take(anchor.key, f"trust-store:{anchor.id}")
-        if found and any(_current(key) for key, _ in found):
+        if found and any(current(key) for key, _ in found):
             return KeyLookup(keys=found)  # nothing to fetch (an expired one: look further)
 
         notes: list[str] = []
@@ -685,12 +326,12 @@ class TrustStore:
                 except (ValueError, TypeError):  # only checked URLs are stored
                     notes.append(f"the trusted JWKS URL {anchor.jwks_url!r} cannot be parsed")
         if jku is not None and jku not in {text for text, _, _ in sources}:
-            checked = self._check_jku(jku)
+            checked = self._jku.check(jku)
             if isinstance(checked, URL):
                 sources.append((jku, checked, "jku"))
             else:
                 notes.append(checked)
-        results = await self._lookups([url for _, url, _ in sources], kid)
+        results = await self._jwks.lookups([url for _, url, _ in sources], kid, self.lookup_timeout)
         for (text, url, label), result in zip(sources, results, strict=True):
             if result is None:
                 notes.append(f"the JWKS at {text} did not answer within {self.lookup_timeout:g} s")
@@ -698,7 +339,7 @@ class TrustStore:
             keys, entry = result
             where = text
             if entry.final_url != str(url):  # redirected within the origin
-                if label == "jku" and not isinstance(self._check_jku(entry.final_url), URL):
+                if label == "jku" and not isinstance(self._jku.check(entry.final_url), URL):
                     notes.append(
                         f"the card's jku {text} redirected to {entry.final_url}, which is not "
                         "on SWITCHBOARD_TRUSTED_JKU"
@@ -717,103 +358,6 @@ class TrustStore:
         if jku is None:
             notes.append("the card has no jku")
         return KeyLookup(keys=[], problem="; ".join([f"no trusted key has kid {kid!r}", *notes]))
-
-    async def _lookups(self, urls: list[URL], kid: str) -> list[tuple[list[JWK], _Jwks] | None]:
-        """:meth:`_lookup` for each URL at once; None for those not done in time.
-
-        A fetch that is not done in time goes on (it is shielded) and fills the cache.
-        """
-        if not urls:
-            return []
-        tasks = [asyncio.ensure_future(self._lookup(url, kid)) for url in urls]
-        try:
-            done, _ = await asyncio.wait(tasks, timeout=self.lookup_timeout)
-        finally:
-            for task in tasks:
-                task.cancel()  # only the waiting: the fetches themselves are shielded
-        return [task.result() if task in done else None for task in tasks]
-
-    async def _lookup(self, url: URL, kid: str) -> tuple[list[JWK], _Jwks]:
-        """The keys with ``kid`` of the JWKS at ``url``, and the (cached) JWKS."""
-        entry = await self._jwks(url)
-        keys = entry.matching(kid)
-        if not keys and entry.problem is None:
-            # a new kid may mean a rotated key: fetch again once the copy is MIN_TTL old
-            entry = await self._jwks(url, stale_before=self._timer() - MIN_TTL)
-            keys = entry.matching(kid)
-        return keys, entry
-
-    async def _jwks(self, url: URL, *, stale_before: float | None = None) -> _Jwks:
-        """The JWKS at ``url`` from the cache, or fetched (one fetch per URL at a time)."""
-        key = str(url)
-        entry = self._cache.get(key)
-        if entry is not None and (stale_before is None or entry.fetched_at > stale_before):
-            return entry
-        task = self._inflight.get(key)
-        if task is None:
-            task = asyncio.ensure_future(self._refresh(url))
-            self._inflight[key] = task
-            task.add_done_callback(partial(self._done, key))
-        return await asyncio.shield(task)
-
-    def _done(self, key: str, task: asyncio.Future[_Jwks]) -> None:
-        if self._inflight.get(key) is task:
-            del self._inflight[key]
-
-    async def _refresh(self, url: URL) -> _Jwks:
-        try:
-            entry = await self._download(url)
-        except CrawlError as exc:
-            log.info("JWKS %s could not be fetched: %s", url, exc.message)
-            entry = self._failure(
-                url, f"the JWKS at {url} could not be fetched: {_clause(exc.message)}"
-            )
-        self._cache[str(url)] = entry
-        return entry
-
-    def _failure(self, url: URL, problem: str) -> _Jwks:
-        return _Jwks(
-            url=str(url),
-            keys=(),
-            problem=problem,
-            skipped=0,
-            ttl=FAILURE_TTL,
-            fetched_at=self._timer(),
-            final_url=str(url),
-        )
-
-    async def _download(self, url: URL) -> _Jwks:
-        """Fetch and parse a JWKS; :class:`CrawlError` if it cannot be fetched.
-
-        Fetches exactly ``url`` (the crawler takes the URL object as it is), at most
-        :data:`HOST_CONCURRENCY` at a time per host; a redirect to another origin makes the
-        document unusable.
-        """
-        async with self._hosts.hold(url.raw_host or ""):
-            fetched = await self.crawler.fetch_json(
-                url,  # type: ignore[arg-type]  # the crawler's check_url takes a URL as is
-                max_bytes=JWKS_MAX_BYTES,
-                accept=JWKS_ACCEPT,
-            )
-        shown = str(url)
-        final = URL(fetched.url)
-        if _origin(final) != _origin(url):
-            log.info("JWKS %s redirected to another origin: %s", shown, fetched.url)
-            return self._failure(
-                url,
-                f"the JWKS at {shown} redirected to {fetched.url}, another origin "
-                "(a JWKS must be served from its own origin)",
-            )
-        keys, skipped, problem = _parse_jwks(shown, fetched.data)
-        return _Jwks(
-            url=shown,
-            keys=tuple(keys),
-            problem=problem,
-            skipped=skipped,
-            ttl=FAILURE_TTL if problem else _ttl(fetched.max_age),
-            fetched_at=self._timer(),
-            final_url=fetched.url,
-        )
 
 
 def _seed_row(seed: SeedKey) -> TrustAnchorRow:
@@ -838,8 +382,8 @@ def _jwks_row(url: str, source: Source) -> TrustAnchorRow:
     problem = None
     if not isinstance(url, str) or not url.startswith(("https://", "http://")):
         problem = "jwks_url must be an http(s) URL"
-    elif len(url) > _MAX_URL:
-        problem = f"jwks_url is longer than {_MAX_URL} characters"
+    elif len(url) > MAX_URL:
+        problem = f"jwks_url is longer than {MAX_URL} characters"
     elif redact_url(url) != url:
         problem = "jwks_url must not carry credentials (user:password@)"
     if problem:

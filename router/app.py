@@ -20,7 +20,8 @@ from registry.crawler import Crawler
 from registry.examples import LearnedExamples
 from registry.keys_api import KEYS_CHANGED, TRUST, add_key_routes
 from registry.refresh import PassiveHealth, Refresher, RefreshScheduler
-from registry.seeds import apply_seeds, load_seed_file
+from registry.seedfile import load_seed_file
+from registry.seeds import apply_seeds
 from registry.service import Registry
 from registry.settings import Settings
 from registry.store import Store

@@ -9,17 +9,9 @@ import pytest
 
 from registry import mediatypes
 from registry.cards import parse_card
-from registry.catalog import (
-    AGENTS,
-    SKILLS,
-    Query,
-    Snapshot,
-    decode_cursor,
-    encode_cursor,
-    paginate,
-    version_matches,
-)
+from registry.catalog import AGENTS, SKILLS, Query, Snapshot, version_matches
 from registry.errors import RegistryError
+from registry.paging import decode_cursor, encode_cursor, paginate
 from registry.records import AgentRecord, utcnow
 from registry.textsearch import tokenize
 from tests.helpers import card_v03, card_v1

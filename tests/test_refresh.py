@@ -682,10 +682,10 @@ async def test_a_full_health_reload_keeps_a_newer_local_write(db_url: str) -> No
             return rows
 
         store.refresh_rows = held  # type: ignore[method-assign]
-        reload = asyncio.create_task(registry._reload_health(full=True))
+        reload = asyncio.create_task(registry.upkeep.reload_health(full=True))
         await entered.wait()
         store.refresh_rows = read  # type: ignore[method-assign]
-        await registry._record_failure("a", "boom", schedule=True)
+        await registry.upkeep.record_failure("a", "boom", schedule=True)
         gate.set()
         await reload
         await registry.sync()

@@ -10,7 +10,7 @@ import pytest
 
 from registry.api import REGISTRY
 from registry.errors import RegistryError
-from registry.seeds import SeedAgent, SeedKey, load_seed_file
+from registry.seedfile import SeedAgent, SeedKey, load_seed_file
 from router.app import create_app
 from tests.helpers import CardServer, card_v03, card_v1, make_settings
 

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from registry.cards import parse_card
+from registry.engine import async_url
 from registry.errors import RegistryError
 from registry.records import AgentRecord, utcnow
-from registry.store import Store, async_url
+from registry.store import Store
 from tests.helpers import card_v03, card_v1
 
 

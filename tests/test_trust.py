@@ -18,14 +18,15 @@ from registry import api
 from registry.api import SETTINGS
 from registry.crawler import Crawler
 from registry.errors import Conflict, NotFound, RegistryError
+from registry.jwks import JWKS_MAX_BYTES
 from registry.keys_api import KEYS_CHANGED, TRUST, add_key_routes
 from registry.openapi import openapi_document
-from registry.seeds import SeedKey
+from registry.seedfile import SeedKey
 from registry.settings import Settings
 from registry.signatures import sign_card, verify_card
 from registry.store import Store
 from registry.tables import TrustAnchorRow
-from registry.trust import JWKS_MAX_BYTES, LOOKUP_TIMEOUT, TrustStore, jwks_anchor_id
+from registry.trust import LOOKUP_TIMEOUT, TrustStore, jwks_anchor_id
 from tests.helpers import AUTH, CardServer, card_v1, make_settings
 
 ServerFactory = Callable[..., Awaitable[TestServer]]

@@ -28,9 +28,10 @@ from registry.cards import parse_card
 from registry.catalog import Query
 from registry.crawler import Crawler
 from registry.records import AgentRecord, utcnow
+from registry.rows import agent_row, child_rows, revision_row
 from registry.service import Registry
 from registry.settings import Settings
-from registry.store import Store, _agent_row, _bump, _child_rows, _revision
+from registry.store import Store, bump
 from router.choose.matcher import Matcher
 from router.protocol.versions import Op
 from router.tables import SCHEMA
@@ -107,13 +108,17 @@ async def bulk_insert(store: Store, agents: list[AgentRecord], batch: int = 1000
         chunk = agents[start : start + batch]
         tables: dict[type[SQLModel], list[dict[str, Any]]] = {}
         for record in chunk:
-            rows = [_agent_row(record, b"{}"), *_child_rows(record), _revision(record, b"{}", None)]
+            rows = [
+                agent_row(record, b"{}"),
+                *child_rows(record),
+                revision_row(record, b"{}", None),
+            ]
             for row in rows:
                 tables.setdefault(type(row), []).append(row.model_dump(exclude_unset=True))
         async with store.session() as session, session.begin():
             for table, values in tables.items():
                 await session.execute(insert(table), values)
-            await _bump(session)
+            await bump(session)
 
 
 @contextlib.asynccontextmanager

@@ -152,7 +152,7 @@ def _use_uvloop(log: logging.Logger) -> None:
 
 def _check_seed_files(paths: Sequence[str]) -> None:
     """Read and validate every seed file now, so a bad one stops ``serve`` before it starts."""
-    from registry.seeds import load_seed_file
+    from registry.seedfile import load_seed_file
 
     for path in paths:
         try:
@@ -166,7 +166,7 @@ def _check_database_url(url: str) -> None:
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
 
-    from registry.store import async_url
+    from registry.engine import async_url
 
     try:
         backend = make_url(async_url(url)).get_backend_name()
