@@ -116,7 +116,7 @@ def assert_v01(obj: Any) -> None:
 
 
 async def _upstream_ids(server: TestServer) -> set[str]:
-    refs, _ = await server.app[ROUTER].ids.list_tasks(page_size=100)
+    refs, _ = await server.app[ROUTER].ids.tasks.list_tasks(page_size=100)
     return {ref.upstream_task_id for ref in refs}
 
 

@@ -285,10 +285,10 @@ async def test_ids_of_the_stored_scheme_still_resolve(store: Store) -> None:
     try:
         ref = await ids.task("0b6a-old-task")
         assert ref is not None and (ref.agent_id, ref.upstream_task_id) == ("wx", "wx-task")
-        listed, _ = await ids.list_tasks()
+        listed, _ = await ids.tasks.list_tasks()
         assert [(r.task_id, r.state) for r in listed] == [("0b6a-old-task", "TASK_STATE_WORKING")]
         await IdMap(store).start()  # again, as another replica: still one row
-        assert await ids.count_tasks() == 1
+        assert await ids.tasks.count_tasks() == 1
         # a call on the old IDs: the agent's answer maps back to the same old IDs
         rewriter = Rewriter(ids, "1.0", "wx", ref.context_id)
         sent = await rewriter.request_to_upstream(
@@ -336,13 +336,13 @@ async def test_written_behind_rows_reach_list_tasks(store: Store) -> None:
     try:
         ref = await writer.task_for_upstream("wx", "ut-1", None)
         await writer.record_state(ref.task_id, "working")
-        assert await reader.count_tasks() == 0  # queued in the writer's process only
-        listed, _ = await writer.list_tasks()  # this process's own list waits for its queue
+        assert await reader.tasks.count_tasks() == 0  # queued in the writer's process only
+        listed, _ = await writer.tasks.list_tasks()  # this process's own list waits for its queue
         assert [(r.task_id, r.state) for r in listed] == [(ref.task_id, "TASK_STATE_WORKING")]
         await writer.record_state(ref.task_id, "completed")
         await writer.task_for_upstream("wx", "ut-1", None)  # seen again: still one row
         await writer.flush()
-        listed, _ = await reader.list_tasks()
+        listed, _ = await reader.tasks.list_tasks()
         assert [(r.task_id, r.state) for r in listed] == [(ref.task_id, "TASK_STATE_COMPLETED")]
         # an older state written later (another replica's slower batch) does not win
         stale = IdMap(store)
@@ -351,7 +351,7 @@ async def test_written_behind_rows_reach_list_tasks(store: Store) -> None:
         await stale.record_state(ref.task_id, "working")
         stale.log.pending("wx", "ut-1").updated_at = datetime(2000, 1, 1, tzinfo=UTC)  # type: ignore[union-attr]
         await stale.close()
-        listed, _ = await reader.list_tasks()
+        listed, _ = await reader.tasks.list_tasks()
         assert listed[0].state == "TASK_STATE_COMPLETED"
     finally:
         await writer.close()
@@ -370,8 +370,8 @@ async def test_a_failed_write_keeps_the_rows_queued(store: Store) -> None:
     ids.log.store = store
     await ids.close()
     async with store.session() as session:
-        from router.ids.idmap import RouterTaskEntry
+        from router.tables import RouterTaskEntry
 
         assert await session.get(RouterTaskEntry, ref.task_id) is not None
     with pytest.raises(RpcError):
-        await ids.list_tasks(page_size=0)
+        await ids.tasks.list_tasks(page_size=0)

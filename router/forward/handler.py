@@ -36,7 +36,8 @@ from router.choose.matcher import Choice, Matcher
 from router.compat import codec, translate
 from router.forward.sse import SseWriter
 from router.forward.upstream import EXTENSIONS_HEADER, Upstream, forward_headers
-from router.ids.idmap import IdMap, Rewriter, TaskRef
+from router.ids.idmap import IdMap, Rewriter
+from router.ids.refs import TaskRef
 from router.protocol import payloads as wire
 from router.protocol.envelope import (
     AGENT_UNAVAILABLE,
@@ -433,7 +434,7 @@ class Router:
 
     async def _list(self, request: web.Request, rpc: Request, pinned: str | None) -> dict[str, Any]:
         query = wire.list_tasks_query(rpc.params)
-        refs, token = await self.ids.list_tasks(
+        refs, token = await self.ids.tasks.list_tasks(
             context_id=query.context_id,
             state=query.status,
             page_size=query.page_size,
@@ -441,7 +442,7 @@ class Router:
             agent_id=pinned,
             updated_after=query.status_timestamp_after,
         )
-        total = await self.ids.count_tasks(
+        total = await self.ids.tasks.count_tasks(
             context_id=query.context_id,
             state=query.status,
             agent_id=pinned,
