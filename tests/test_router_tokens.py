@@ -19,6 +19,7 @@ from sqlalchemy import event
 from registry.api import REGISTRY
 from registry.store import Store
 from router.app import create_app
+from router.compat.aliases import TaskAliases
 from router.ids.idmap import IdMap, Rewriter
 from router.ids.tokens import (
     CONTEXT_PREFIX,
@@ -300,13 +301,14 @@ async def test_ids_of_the_stored_scheme_still_resolve(store: Store) -> None:
         assert out["task"]["id"] == "0b6a-old-task"
         assert out["task"]["contextId"] == "0b6a-old-ctx"
         # v0.1 aliases: the old ones resolve, new ones bind tokens (longer than the old column)
-        assert await ids.alias("v01-old") == "0b6a-old-task"
+        aliases = TaskAliases(store)
+        assert await aliases.alias("v01-old") == "0b6a-old-task"
         token = (await ids.task_for_upstream("wx", "wx-task-2", "0b6a-old-ctx")).task_id
         assert len(token) > 64
-        assert await ids.bind_alias("v01-new", token) == token
-        assert await ids.bind_alias("v01-new", "another") == token  # the first binding wins
-        assert await IdMap(store).alias("v01-new") == token
-        assert await IdMap(store).bind_alias("v01-old", token) == "0b6a-old-task"
+        assert await aliases.bind_alias("v01-new", token) == token
+        assert await aliases.bind_alias("v01-new", "another") == token  # the first binding wins
+        assert await TaskAliases(store).alias("v01-new") == token
+        assert await TaskAliases(store).bind_alias("v01-old", token) == "0b6a-old-task"
         # and in a process that never saw the old ID, the agent's task keeps its listed ID
         assert (await IdMap(store).task_by_upstream("wx", "wx-task")).task_id == "0b6a-old-task"
     finally:

@@ -34,6 +34,7 @@ from router.choose.adjudicator import Adjudicator
 from router.choose.chooser import Chooser
 from router.choose.matcher import Choice, Matcher
 from router.compat import codec, translate
+from router.compat.aliases import TaskAliases
 from router.forward.sse import SseWriter
 from router.forward.upstream import EXTENSIONS_HEADER, Upstream, forward_headers
 from router.ids.idmap import IdMap, Rewriter
@@ -71,6 +72,7 @@ class Router:
         self.registry = registry
         self.settings = settings
         self.ids = IdMap(registry.store)
+        self.aliases = TaskAliases(registry.store)  # v0.1 clients' own task IDs
         self.matcher = Matcher(registry, threshold=settings.match_threshold)
         self.matcher.default_agent = settings.default_agent
         self.matcher.default_skill = settings.default_skill
@@ -116,7 +118,7 @@ class Router:
             if pinned is not None and pinned not in self.registry.catalog.snapshot.agents:
                 raise RpcError(AGENT_UNAVAILABLE, f"no agent with id {pinned!r}", {"agent": pinned})
             header = request.headers.get(VERSION_HEADER)
-            rpc, client = await codec.open_codec(self.ids, rpc, header=header)
+            rpc, client = await codec.open_codec(self.ids, self.aliases, rpc, header=header)
             if rpc.op is Op.CARD:  # v0.1 agent/getCard
                 card = await codec.v01_card(self.registry, self.settings, request, pinned)
                 return _json(result_body(rpc.id, card))

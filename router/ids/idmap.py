@@ -6,12 +6,12 @@ sees another agent's IDs or the router's.
 
 The common IDs carry their mapping themselves: sealed tokens (:mod:`router.ids.tokens`), the same
 in every replica and after a restart, unforgeable, so mapping them reads no table. The rare
-ones are stored (``router_contexts``, ``router_tasks``, ``router_task_aliases``) with LRU
-caches in front, race-safe through unique constraints: a context the client chose, a router
-context another agent joins, IDs too long for a token, v0.1 aliases, and every ID of the
-previous (stored) scheme. Task rows and last known states are written behind the requests
-(:mod:`router.ids.tasklog`); ListTasks reads them through :attr:`IdMap.tasks`
-(:mod:`router.ids.tasklist`).
+ones are stored (``router_contexts``, ``router_tasks``) with LRU caches in front, race-safe
+through unique constraints: a context the client chose, a router context another agent
+joins, IDs too long for a token, and every ID of the previous (stored) scheme. (v0.1
+clients' own task IDs are :class:`router.compat.aliases.TaskAliases`.) Task rows and last
+known states are written behind the requests (:mod:`router.ids.tasklog`); ListTasks reads
+them through :attr:`IdMap.tasks` (:mod:`router.ids.tasklist`).
 
 :class:`Rewriter` (in :mod:`router.ids.rewrite`, re-exported here) applies the mapping to requests,
 results, stream events and errors of both protocol versions.
@@ -50,17 +50,12 @@ from router.tables import (
     RouterContextRow,
     RouterTaskEntry,
     RouterTaskRow,
-    TaskAliasEntry,
-    TaskAliasRow,
 )
 
 __all__ = ["IdMap", "Rewriter"]
 
 _NO_AGENT = ""  # agent_id of the row marking a router context that no agent serves yet
 _AGENTS_TTL = 30.0  # seconds; another replica may add an agent to a context meanwhile
-# seconds an unknown v0.1 alias stays unknown without asking the database again (in this
-# process a binding ends it at once; another replica's binding is seen after this)
-_ALIAS_MISS_TTL = 2.0
 
 
 # --- the map ---------------------------------------------------------------------------------
@@ -71,8 +66,8 @@ class IdMap:
 
     The common IDs are tokens (:mod:`router.ids.tokens`): mapping them reads no table. Stored
     mappings remain for the rare cases a token cannot carry: a context the client chose, a
-    router context another agent joins, IDs a token would make too long, v0.1 aliases, and
-    the IDs of the previous (stored) scheme. Only positive answers are cached (a miss asks
+    router context another agent joins, IDs a token would make too long, and the IDs of
+    the previous (stored) scheme. Only positive answers are cached (a miss asks
     the database, so IDs stored by another replica or before a restart resolve). Task rows
     for ListTasks and states are written behind (:class:`router.ids.tasklog.TaskLog`) and
     listed by :attr:`tasks` (:class:`router.ids.tasklist.TaskList`).
@@ -90,8 +85,6 @@ class IdMap:
         self._router_ctx: LRUCache[tuple[str, str], str] = LRUCache(cache_size)
         self._known_ctx: LRUCache[str, bool] = LRUCache(cache_size)
         self._agents: TTLCache[str, frozenset[str]] = TTLCache(cache_size, _AGENTS_TTL)
-        self._aliases: LRUCache[str, str] = LRUCache(cache_size)
-        self._alias_misses: TTLCache[str, bool] = TTLCache(cache_size, _ALIAS_MISS_TTL)
 
     # --- lifecycle ---
 
@@ -279,51 +272,6 @@ class IdMap:
             agents = self._agents.get(ref.context_id)
             if agents is not None and ref.agent_id not in agents:
                 self._agents[ref.context_id] = agents | {ref.agent_id}
-
-    # --- task IDs chosen by v0.1 clients ---
-
-    async def alias(self, client_task_id: str) -> str | None:
-        """The router task that an A2A v0.1 client's own task ID stands for, or None."""
-        if not valid_id(client_task_id):
-            return None
-        task_id = self._aliases.get(client_task_id)
-        if task_id is not None:
-            return task_id
-        if client_task_id in self._alias_misses:
-            return None
-        async with self.store.session() as session:
-            row: TaskAliasEntry | TaskAliasRow | None = await session.get(
-                TaskAliasEntry, client_task_id
-            )
-            if row is None:
-                row = await session.get(TaskAliasRow, client_task_id)
-        if row is None:
-            self._alias_misses[client_task_id] = True
-            return None
-        self._aliases[client_task_id] = row.task_id
-        return row.task_id
-
-    async def bind_alias(self, client_task_id: str, task_id: str) -> str:
-        """Make a v0.1 client's task ID stand for router task ``task_id``, unless it already
-        stands for one: the first binding wins, in any process. The bound router task."""
-        check_id(client_task_id, "client task id")
-        self._alias_misses.pop(client_task_id, None)
-        known = await self.alias(client_task_id)
-        if known is not None:
-            return known
-        try:
-            async with self.store.session() as session, session.begin():
-                session.add(
-                    TaskAliasEntry(alias=client_task_id, task_id=task_id, created_at=utcnow())
-                )
-        except IntegrityError:  # another request or replica bound it first
-            self._alias_misses.pop(client_task_id, None)
-            known = await self.alias(client_task_id)
-            if known is None:
-                raise
-            return known
-        self._aliases[client_task_id] = task_id
-        return task_id
 
     # --- contexts ---
 
