@@ -6,12 +6,14 @@ sees another agent's IDs or the router's.
 
 The common IDs carry their mapping themselves: sealed tokens (:mod:`router.ids.tokens`), the same
 in every replica and after a restart, unforgeable, so mapping them reads no table. The rare
-ones are stored (``router_contexts``, ``router_tasks``) with LRU caches in front, race-safe
-through unique constraints: a context the client chose, a router context another agent
-joins, IDs too long for a token, and every ID of the previous (stored) scheme. (v0.1
-clients' own task IDs are :class:`router.compat.aliases.TaskAliases`.) Task rows and last
-known states are written behind the requests (:mod:`router.ids.tasklog`); ListTasks reads
-them through :attr:`IdMap.tasks` (:mod:`router.ids.tasklist`).
+ones are stored with LRU caches in front, race-safe through unique constraints: contexts in
+``router_contexts`` (a context the client chose, a router context another agent joins, an
+upstream ID too long for a token), task IDs in the task list ``router_task_entries`` (an
+upstream ID too long for a token, and every ID of the previous scheme, copied there from
+``router_tasks`` at start by :mod:`router.ids.migrate`). Task rows and last known states are
+otherwise written behind the requests (:mod:`router.ids.tasklog`); ListTasks reads them
+through :attr:`IdMap.tasks` (:mod:`router.ids.tasklist`). v0.1 clients' own task IDs are
+:class:`router.compat.aliases.TaskAliases`.
 
 :class:`Rewriter` (in :mod:`router.ids.rewrite`, re-exported here) applies the mapping to requests,
 results, stream events and errors of both protocol versions.
@@ -26,12 +28,12 @@ from typing import Any
 from uuid import uuid4
 
 from cachetools import LRUCache, TTLCache
-from sqlalchemy import exists, insert
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import select
 
 from registry.records import utcnow
 from registry.store import Store
+from router.ids.migrate import retire_router_tasks
 from router.ids.refs import TaskRef, check_id, ref_of, valid_id
 from router.ids.rewrite import Rewriter
 from router.ids.tasklist import TaskList, canonical_state
@@ -49,7 +51,6 @@ from router.protocol.payloads import MAX_ID_LENGTH, params_error
 from router.tables import (
     RouterContextRow,
     RouterTaskEntry,
-    RouterTaskRow,
 )
 
 __all__ = ["IdMap", "Rewriter"]
@@ -67,8 +68,8 @@ class IdMap:
     The common IDs are tokens (:mod:`router.ids.tokens`): mapping them reads no table. Stored
     mappings remain for the rare cases a token cannot carry: a context the client chose, a
     router context another agent joins, IDs a token would make too long, and the IDs of
-    the previous (stored) scheme. Only positive answers are cached (a miss asks
-    the database, so IDs stored by another replica or before a restart resolve). Task rows
+    the previous (stored) scheme. Only positive answers are cached (a miss asks the
+    database, so IDs stored by another replica or before a restart resolve). Task rows
     for ListTasks and states are written behind (:class:`router.ids.tasklog.TaskLog`) and
     listed by :attr:`tasks` (:class:`router.ids.tasklist.TaskList`).
     """
@@ -89,9 +90,10 @@ class IdMap:
     # --- lifecycle ---
 
     async def start(self) -> None:
-        """Load the ID key and list the previous scheme's tasks (idempotent)."""
+        """Load the ID key and retire the previous task table (idempotent, see
+        :mod:`router.ids.migrate`)."""
         await self.sealer()
-        await self._adopt_stored_tasks()
+        await retire_router_tasks(self.store)
 
     async def close(self) -> None:
         """Write the queued task rows."""
@@ -117,22 +119,6 @@ class IdMap:
                     self._sealer = Sealer(await load_id_secret(self.store))
         return self._sealer
 
-    async def _adopt_stored_tasks(self) -> None:
-        """Copy the rows of tasks mapped by the previous scheme into the task list."""
-        old, new = RouterTaskRow.__table__, RouterTaskEntry.__table__  # type: ignore[attr-defined]
-        names = [c.name for c in new.columns]
-        missing = ~exists().where(
-            new.c.agent_id == old.c.agent_id, new.c.upstream_task_id == old.c.upstream_task_id
-        )
-        query = insert(new).from_select(names, select(*(old.c[n] for n in names)).where(missing))
-        for _ in range(3):
-            try:
-                async with self.store.engine.begin() as conn:
-                    await conn.execute(query)
-                return
-            except IntegrityError:  # another replica copied some meanwhile
-                continue
-
     # --- tasks ---
 
     async def task(self, task_id: str) -> TaskRef | None:
@@ -151,13 +137,11 @@ class IdMap:
             if kind == CTX_UPSTREAM and context is not None:
                 context = sealer.seal_context(agent_id, context)
             ref = TaskRef(task_id, agent_id, upstream, context, None)
-            self._cacheref_of(ref)
+            self._cache_ref(ref)
             return ref
-        async with self.store.session() as session:
-            row: RouterTaskRow | RouterTaskEntry | None = await session.get(RouterTaskRow, task_id)
-            if row is None:  # listed only (copied from another store, say)
-                row = await session.get(RouterTaskEntry, task_id)
-        return self._cacheref_of(ref_of(row)) if row else None
+        async with self.store.session() as session:  # a stored ID: its task-list row
+            row = await session.get(RouterTaskEntry, task_id)
+        return self._cache_ref(ref_of(row)) if row else None
 
     async def task_by_upstream(self, agent_id: str, upstream_task_id: str) -> TaskRef | None:
         """The router task for an agent's task ID, if the router saw that task (never
@@ -169,7 +153,7 @@ class IdMap:
             return ref
         queued = self.log.pending(agent_id, upstream_task_id)
         if queued is not None:
-            return self._cacheref_of(ref_of(queued))
+            return self._cache_ref(ref_of(queued))
         async with self.store.session() as session:
             result = await session.exec(
                 select(RouterTaskEntry).where(
@@ -178,7 +162,7 @@ class IdMap:
                 )
             )
             row = result.first()
-        return self._cacheref_of(ref_of(row)) if row else None
+        return self._cache_ref(ref_of(row)) if row else None
 
     async def task_for_upstream(
         self, agent_id: str, upstream_task_id: str, context_id: str | None
@@ -191,7 +175,7 @@ class IdMap:
         ref = self._tasks.get(known) if known is not None else None
         if ref is not None:
             if ref.context_id is None and context_id is not None:
-                ref = self._cacheref_of(replace(ref, context_id=context_id))
+                ref = self._cache_ref(replace(ref, context_id=context_id))
                 self._queue(ref, None)
             return ref
         sealer = await self.sealer()
@@ -206,7 +190,7 @@ class IdMap:
         if len(token) > MAX_ID_LENGTH:  # long upstream IDs: a stored mapping
             return await self._stored_task(agent_id, upstream_task_id, context_id)
         now = utcnow()
-        ref = self._cacheref_of(
+        ref = self._cache_ref(
             TaskRef(token, agent_id, upstream_task_id, context_id, None, now, now)
         )
         self._queue(ref, None)
@@ -215,18 +199,13 @@ class IdMap:
     async def _stored_task(
         self, agent_id: str, upstream_task_id: str, context_id: str | None
     ) -> TaskRef:
-        """A task mapped by a stored row (a random ID), made if new; race-safe."""
-        async with self.store.session() as session:
-            result = await session.exec(
-                select(RouterTaskRow).where(
-                    RouterTaskRow.agent_id == agent_id,
-                    RouterTaskRow.upstream_task_id == upstream_task_id,
-                )
-            )
-            row = result.first()
-        if row is None:
+        """A task with a stored random ID (an upstream ID too long for a token): its task-list
+        row, written at once (not behind) so that every replica resolves the ID; made if new,
+        race-safe. A task the router already knows keeps its ID."""
+        ref = await self.task_by_upstream(agent_id, upstream_task_id)
+        if ref is None:
             now = utcnow()
-            row = RouterTaskRow(
+            row = RouterTaskEntry(
                 task_id=str(uuid4()),
                 agent_id=agent_id,
                 upstream_task_id=upstream_task_id,
@@ -239,9 +218,10 @@ class IdMap:
                     session.add(row)
             except IntegrityError:  # another task or replica made it first
                 return await self._stored_task(agent_id, upstream_task_id, context_id)
-        ref = self._cacheref_of(ref_of(row))
+            ref = ref_of(row)
         if ref.context_id is None and context_id is not None:
-            ref = self._cacheref_of(replace(ref, context_id=context_id))
+            ref = replace(ref, context_id=context_id)
+        ref = self._cache_ref(ref)
         self._queue(ref, None)
         return ref
 
@@ -252,7 +232,7 @@ class IdMap:
         ref = await self.task(task_id)
         if canonical is None or ref is None or ref.state == canonical:
             return
-        ref = self._cacheref_of(replace(ref, state=canonical, updated_at=utcnow()))
+        ref = self._cache_ref(replace(ref, state=canonical, updated_at=utcnow()))
         self._queue(ref, canonical)
 
     def _queue(self, ref: TaskRef, state: str | None) -> None:
@@ -485,7 +465,7 @@ class IdMap:
 
     # --- cache helpers ---
 
-    def _cacheref_of(self, ref: TaskRef) -> TaskRef:
+    def _cache_ref(self, ref: TaskRef) -> TaskRef:
         self._tasks[ref.task_id] = ref
         self._by_upstream_task[(ref.agent_id, ref.upstream_task_id)] = ref.task_id
         return ref

@@ -10,7 +10,7 @@ from typing import Any
 from registry.records import as_utc
 from router.ids.tasklog import TaskWrite
 from router.protocol.payloads import MAX_ID_LENGTH
-from router.tables import RouterTaskEntry, RouterTaskRow
+from router.tables import RouterTaskEntry
 
 __all__ = ["TaskRef", "check_id", "ref_of", "valid_id"]
 
@@ -28,7 +28,7 @@ class TaskRef:
     updated_at: datetime | None = None
 
 
-def ref_of(row: RouterTaskRow | RouterTaskEntry | TaskWrite) -> TaskRef:
+def ref_of(row: RouterTaskEntry | TaskWrite) -> TaskRef:
     """The reference of a task-list row, written or queued (times in UTC)."""
     return TaskRef(
         task_id=row.task_id,
