@@ -19,8 +19,9 @@ import pytest
 from sqlmodel import col, func, select
 
 from registry.store import Store
-from router.ids.idmap import IdMap, Rewriter
+from router.ids.idmap import IdMap
 from router.ids.refs import TaskRef
+from router.ids.rewrite import Rewriter
 from router.ids.tasklist import canonical_state
 from router.protocol.envelope import (
     INVALID_AGENT_RESPONSE,

@@ -21,8 +21,9 @@ from registry.api import REGISTRY
 from registry.store import Store
 from router.app import create_app
 from router.compat.aliases import TaskAliases
-from router.ids.idmap import IdMap, Rewriter
+from router.ids.idmap import IdMap
 from router.ids.migrate import retire_router_tasks
+from router.ids.rewrite import Rewriter
 from router.ids.tokens import (
     CONTEXT_PREFIX,
     CTX_NONE,

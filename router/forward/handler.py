@@ -37,8 +37,9 @@ from router.compat import codec, translate
 from router.compat.aliases import TaskAliases
 from router.forward.sse import SseWriter
 from router.forward.upstream import EXTENSIONS_HEADER, Upstream, forward_headers
-from router.ids.idmap import IdMap, Rewriter
+from router.ids.idmap import IdMap
 from router.ids.refs import TaskRef
+from router.ids.rewrite import Rewriter
 from router.protocol import payloads as wire
 from router.protocol.envelope import (
     AGENT_UNAVAILABLE,

@@ -15,8 +15,8 @@ otherwise written behind the requests (:mod:`router.ids.tasklog`); ListTasks rea
 through :attr:`IdMap.tasks` (:mod:`router.ids.tasklist`). v0.1 clients' own task IDs are
 :class:`router.compat.aliases.TaskAliases`.
 
-:class:`Rewriter` (in :mod:`router.ids.rewrite`, re-exported here) applies the mapping to requests,
-results, stream events and errors of both protocol versions.
+:class:`router.ids.rewrite.Rewriter` applies the mapping to requests, results, stream events
+and errors of both protocol versions.
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ from registry.records import utcnow
 from registry.store import Store
 from router.ids.migrate import retire_router_tasks
 from router.ids.refs import TaskRef, check_id, ref_of, valid_id
-from router.ids.rewrite import Rewriter
 from router.ids.tasklist import TaskList, canonical_state
 from router.ids.tasklog import TaskLog, TaskWrite
 from router.ids.tokens import (
@@ -53,7 +52,7 @@ from router.tables import (
     RouterTaskEntry,
 )
 
-__all__ = ["IdMap", "Rewriter"]
+__all__ = ["IdMap"]
 
 _NO_AGENT = ""  # agent_id of the row marking a router context that no agent serves yet
 _AGENTS_TTL = 30.0  # seconds; another replica may add an agent to a context meanwhile

@@ -15,12 +15,12 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
+from router.ids.idmap import IdMap
 from router.ids.refs import TaskRef
 from router.protocol.envelope import INVALID_AGENT_RESPONSE, TASK_NOT_FOUND, Op, RpcError
 from router.protocol.payloads import params_error
 
 if TYPE_CHECKING:
-    from router.ids.idmap import IdMap
     from router.protocol.envelope import Version
 
 _WRAPPERS = ("task", "message", "statusUpdate", "artifactUpdate")  # 1.0 stream responses
