@@ -51,7 +51,7 @@ class RouterContextRow(SQLModel, table=True):
 
 class TaskAliasRow(SQLModel, table=True):
     """A task ID chosen by an A2A v0.1 client (``tasks/send`` ``id``) and the router task it
-    stands for (see :mod:`router.compat.legacy`)."""
+    stands for (see :mod:`router.compat.aliases`)."""
 
     __tablename__ = "router_task_aliases"
 

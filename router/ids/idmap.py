@@ -47,10 +47,7 @@ from router.ids.tokens import (
     load_id_secret,
 )
 from router.protocol.payloads import MAX_ID_LENGTH, params_error
-from router.tables import (
-    RouterContextRow,
-    RouterTaskEntry,
-)
+from router.tables import RouterContextRow, RouterTaskEntry
 
 __all__ = ["IdMap"]
 
