@@ -36,22 +36,6 @@ class IdSecretRow(SQLModel, table=True):
     created_at: datetime = Field(sa_type=DateTime(timezone=True))
 
 
-class RouterTaskRow(SQLModel, table=True):
-    """A stored router task ID and the agent task it stands for (the previous scheme, and
-    upstream IDs too long for a token); ListTasks reads :class:`RouterTaskEntry`."""
-
-    __tablename__ = "router_tasks"
-    __table_args__ = (UniqueConstraint("agent_id", "upstream_task_id"),)
-
-    task_id: str = Field(primary_key=True, max_length=64)
-    agent_id: str = Field(max_length=64)
-    upstream_task_id: str = Field(max_length=MAX_ID_LENGTH)
-    context_id: str | None = Field(default=None, index=True, max_length=MAX_ID_LENGTH)
-    state: str | None = Field(default=None, max_length=64)
-    created_at: datetime = Field(sa_type=DateTime(timezone=True), index=True)
-    updated_at: datetime = Field(sa_type=DateTime(timezone=True), index=True)
-
-
 class RouterContextRow(SQLModel, table=True):
     """One agent's upstream context within a router context (agent ``""``: the context
     itself, recorded before any agent served it)."""
@@ -67,7 +51,7 @@ class RouterContextRow(SQLModel, table=True):
 
 class TaskAliasRow(SQLModel, table=True):
     """A task ID chosen by an A2A v0.1 client (``tasks/send`` ``id``) and the router task it
-    stands for (see :mod:`router.compat.legacy`)."""
+    stands for (see :mod:`router.compat.aliases`)."""
 
     __tablename__ = "router_task_aliases"
 
@@ -88,7 +72,9 @@ class TaskAliasEntry(SQLModel, table=True):
 
 
 class RouterTaskEntry(SQLModel, table=True):
-    """A router task as ListTasks lists it: its IDs, context and last known state."""
+    """A router task as ListTasks lists it: its IDs, context and last known state; the
+    mapping of a stored (non-token) task ID too (earlier versions' IDs, overlong upstream
+    IDs)."""
 
     __tablename__ = "router_task_entries"
     __table_args__ = (UniqueConstraint("agent_id", "upstream_task_id"),)
@@ -105,7 +91,6 @@ class RouterTaskEntry(SQLModel, table=True):
 TABLES: tuple[type[SQLModel], ...] = (
     SigningKeyRow,
     IdSecretRow,
-    RouterTaskRow,
     RouterContextRow,
     TaskAliasRow,
     TaskAliasEntry,

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from registry.store import Store
+from router.compat.aliases import TaskAliases
 from router.compat.codec import LegacyCodec
 from router.compat.prefixed import prefixed_result, prefixed_to_v1
 from router.compat.v01 import (
@@ -22,7 +23,6 @@ from router.compat.v01 import (
     v03_event_to_v01,
     v03_result_to_v01,
 )
-from router.ids.idmap import IdMap
 from router.protocol.errors import (
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
@@ -502,32 +502,32 @@ async def store(db_url: str) -> AsyncIterator[Store]:
 
 
 async def test_aliases_persist_and_the_first_binding_wins(store: Store) -> None:
-    ids = IdMap(store)
-    assert await ids.alias("client-1") is None
-    assert await ids.alias("") is None and await ids.alias("x" * 600) is None
-    assert await ids.bind_alias("client-1", "router-a") == "router-a"
-    assert await ids.bind_alias("client-1", "router-b") == "router-a"
-    restarted = IdMap(store)  # another replica, or after a restart
+    aliases = TaskAliases(store)
+    assert await aliases.alias("client-1") is None
+    assert await aliases.alias("") is None and await aliases.alias("x" * 600) is None
+    assert await aliases.bind_alias("client-1", "router-a") == "router-a"
+    assert await aliases.bind_alias("client-1", "router-b") == "router-a"
+    restarted = TaskAliases(store)  # another replica, or after a restart
     assert await restarted.alias("client-1") == "router-a"
-    assert await ids.alias("client-9") is None  # a miss, remembered briefly...
-    assert await ids.bind_alias("client-9", "router-c") == "router-c"  # ...not past a binding
-    assert await ids.alias("client-9") == "router-c"
+    assert await aliases.alias("client-9") is None  # a miss, remembered briefly...
+    assert await aliases.bind_alias("client-9", "router-c") == "router-c"  # ...not past a binding
+    assert await aliases.alias("client-9") == "router-c"
     racing = await asyncio.gather(
-        *(IdMap(store).bind_alias("client-2", f"router-{n}") for n in range(5))
+        *(TaskAliases(store).bind_alias("client-2", f"router-{n}") for n in range(5))
     )
     assert len(set(racing)) == 1
     with pytest.raises(ValueError):
-        await ids.bind_alias("", "router-a")
+        await aliases.bind_alias("", "router-a")
 
 
 async def test_codec_binds_the_clients_id_before_answering(store: Store) -> None:
-    ids = IdMap(store)
-    codec = LegacyCodec(ids, "client-1", None, "s")
+    aliases = TaskAliases(store)
+    codec = LegacyCodec(aliases, "client-1", None, "s")
     body = codec.answer({"jsonrpc": "2.0", "id": 1, "result": TASK_03})
     assert body["result"]["id"] == "client-1" and body["id"] == 1
-    assert await ids.alias("client-1") is None  # not yet: flush() comes before the client
+    assert await aliases.alias("client-1") is None  # not yet: flush() comes before the client
     await codec.flush()
-    assert await ids.alias("client-1") == "router-task"
+    assert await aliases.alias("client-1") == "router-task"
     error = {"jsonrpc": "2.0", "id": 1, "error": {"code": -32001, "message": "x"}}
     assert codec.answer(error) == error
     # the router's task ID never reaches the v0.1 client, in errors either
@@ -545,7 +545,7 @@ async def test_codec_binds_the_clients_id_before_answering(store: Store) -> None
     [event] = await codec.events({"jsonrpc": "2.0", "id": 1, "error": refused})
     assert event["error"] == mapped
 
-    streamed = LegacyCodec(ids, "client-2", None, None)
+    streamed = LegacyCodec(aliases, "client-2", None, None)
     update = {
         "kind": "status-update",
         "taskId": "router-task-2",
@@ -554,10 +554,10 @@ async def test_codec_binds_the_clients_id_before_answering(store: Store) -> None
     }
     [event] = await streamed.events({"jsonrpc": "2.0", "id": 2, "result": update})
     assert event["result"] == {"id": "client-2", "status": {"state": "working"}, "final": False}
-    assert await ids.alias("client-2") == "router-task-2"  # bound before it is written
-    message = LegacyCodec(ids, "client-3", None, None)
+    assert await aliases.alias("client-2") == "router-task-2"  # bound before it is written
+    message = LegacyCodec(aliases, "client-3", None, None)
     await message.events({"jsonrpc": "2.0", "id": 3, "result": {"kind": "message", "parts": []}})
-    assert await ids.alias("client-3") is None  # no task: nothing to bind
+    assert await aliases.alias("client-3") is None  # no task: nothing to bind
 
 
 def test_prefixed_answers_take_the_drafts_shapes() -> None:

@@ -71,7 +71,7 @@ async def upstream_ids(server: TestServer) -> set[str]:
     """Every task and context id the agents know (which clients must never see)."""
     ids = server.app[ROUTER].ids
     out = set()
-    refs, _ = await ids.list_tasks(page_size=100)
+    refs, _ = await ids.tasks.list_tasks(page_size=100)
     for ref in refs:
         out.add(ref.upstream_task_id)
         for agent in AGENTS:

@@ -38,7 +38,7 @@ def base(server: TestServer) -> str:
 
 
 async def _upstream_ids(server: TestServer) -> set[str]:
-    refs, _ = await server.app[ROUTER].ids.list_tasks(page_size=100)
+    refs, _ = await server.app[ROUTER].ids.tasks.list_tasks(page_size=100)
     return {ref.upstream_task_id for ref in refs}
 
 

@@ -116,7 +116,7 @@ def assert_v01(obj: Any) -> None:
 
 
 async def _upstream_ids(server: TestServer) -> set[str]:
-    refs, _ = await server.app[ROUTER].ids.list_tasks(page_size=100)
+    refs, _ = await server.app[ROUTER].ids.tasks.list_tasks(page_size=100)
     return {ref.upstream_task_id for ref in refs}
 
 
@@ -288,7 +288,7 @@ async def test_v01_multi_turn_get_and_session(
         assert_v01(answer)
     if executions is not None:  # one upstream task, continued: the agent saw its id twice
         assert len(executions) == 2 and executions[0]["task_id"] == executions[1]["task_id"]
-    router_task = await router.app[ROUTER].ids.alias(task_id)
+    router_task = await router.app[ROUTER].aliases.alias(task_id)
     ref = await router.app[ROUTER].ids.task(router_task or "")
     assert ref is not None and ref.context_id == session
 
@@ -570,7 +570,7 @@ async def test_v01_errors_name_the_clients_task_id(
     task_id = str(uuid.uuid4())
     async with echo_agent("sdk03", router, sdk03_python):
         sent = await call(http, url(router), "tasks/send", send_params("echo hi", task_id, "s"))
-        router_task = await router.app[ROUTER].ids.alias(task_id)
+        router_task = await router.app[ROUTER].aliases.alias(task_id)
         await router.app[REGISTRY].remove("echo")
         got = await call(http, url(router), "tasks/get", {"id": task_id, "sessionId": "s"})
         again = {

@@ -3,6 +3,7 @@ scheme, the written-behind task list, and a hot path that reads no table."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import os
 import uuid
@@ -14,12 +15,15 @@ from typing import Any
 import httpx
 import pytest
 from aiohttp.test_utils import TestServer
-from sqlalchemy import event
+from sqlalchemy import DateTime, bindparam, event, inspect, text
 
 from registry.api import REGISTRY
 from registry.store import Store
 from router.app import create_app
-from router.ids.idmap import IdMap, Rewriter
+from router.compat.aliases import TaskAliases
+from router.ids.idmap import IdMap
+from router.ids.migrate import retire_router_tasks
+from router.ids.rewrite import Rewriter
 from router.ids.tokens import (
     CONTEXT_PREFIX,
     CTX_NONE,
@@ -30,7 +34,7 @@ from router.ids.tokens import (
 )
 from router.protocol.errors import TASK_NOT_FOUND, RpcError
 from router.protocol.versions import Op
-from router.tables import SCHEMA, RouterContextRow, RouterTaskRow, TaskAliasRow
+from router.tables import SCHEMA, RouterContextRow, RouterTaskEntry, TaskAliasRow
 from router.transport.routes import ROUTER
 from seeds.demo_agents import DemoAgents, start_demo_agents
 from tests.helpers import make_settings
@@ -258,20 +262,55 @@ async def store(db_url: str) -> AsyncIterator[Store]:
     await store.close()
 
 
+_OLD_TASKS_DDL = """CREATE TABLE router_tasks (
+    task_id VARCHAR(64) NOT NULL PRIMARY KEY,
+    agent_id VARCHAR(64) NOT NULL,
+    upstream_task_id VARCHAR(512) NOT NULL,
+    context_id VARCHAR(512),
+    state VARCHAR(64),
+    created_at {time} NOT NULL,
+    updated_at {time} NOT NULL,
+    UNIQUE (agent_id, upstream_task_id)
+)"""
+
+
+def _old_row(
+    task_id: str, upstream: str, context_id: str | None, at: datetime, state: str | None = None
+) -> dict[str, Any]:
+    return {
+        "task_id": task_id,
+        "agent_id": "wx",
+        "upstream_task_id": upstream,
+        "context_id": context_id,
+        "state": state or "TASK_STATE_WORKING",
+        "created_at": at,
+        "updated_at": at,
+    }
+
+
+async def _old_tasks(store: Store, *rows: dict[str, Any]) -> None:
+    """The task table of earlier versions, ``router_tasks``, with ``rows`` (raw SQL)."""
+    async with store.engine.begin() as conn:
+        time = "TIMESTAMP WITH TIME ZONE" if conn.dialect.name == "postgresql" else "DATETIME"
+        await conn.execute(text(_OLD_TASKS_DDL.format(time=time)))
+        at = DateTime(timezone=True)
+        insert = text(
+            "INSERT INTO router_tasks (task_id, agent_id, upstream_task_id, context_id, state,"
+            " created_at, updated_at) VALUES (:task_id, :agent_id, :upstream_task_id,"
+            " :context_id, :state, :created_at, :updated_at)"
+        ).bindparams(bindparam("created_at", type_=at), bindparam("updated_at", type_=at))
+        await conn.execute(insert, list(rows))
+
+
+async def _has_old_tasks(store: Store) -> bool:
+    async with store.engine.connect() as conn:
+        return await conn.run_sync(lambda sync: inspect(sync).has_table("router_tasks"))
+
+
 async def test_ids_of_the_stored_scheme_still_resolve(store: Store) -> None:
     moment = datetime(2025, 1, 2, tzinfo=UTC)
+    await _old_tasks(store, _old_row("0b6a-old-task", "wx-task", "0b6a-old-ctx", moment))
     async with store.session() as session, session.begin():
-        session.add(
-            RouterTaskRow(
-                task_id="0b6a-old-task",
-                agent_id="wx",
-                upstream_task_id="wx-task",
-                context_id="0b6a-old-ctx",
-                state="TASK_STATE_WORKING",
-                created_at=moment,
-                updated_at=moment,
-            )
-        )
         session.add(TaskAliasRow(alias="v01-old", task_id="0b6a-old-task", created_at=moment))
         session.add(
             RouterContextRow(
@@ -286,10 +325,10 @@ async def test_ids_of_the_stored_scheme_still_resolve(store: Store) -> None:
     try:
         ref = await ids.task("0b6a-old-task")
         assert ref is not None and (ref.agent_id, ref.upstream_task_id) == ("wx", "wx-task")
-        listed, _ = await ids.list_tasks()
+        listed, _ = await ids.tasks.list_tasks()
         assert [(r.task_id, r.state) for r in listed] == [("0b6a-old-task", "TASK_STATE_WORKING")]
         await IdMap(store).start()  # again, as another replica: still one row
-        assert await ids.count_tasks() == 1
+        assert await ids.tasks.count_tasks() == 1
         # a call on the old IDs: the agent's answer maps back to the same old IDs
         rewriter = Rewriter(ids, "1.0", "wx", ref.context_id)
         sent = await rewriter.request_to_upstream(
@@ -301,15 +340,60 @@ async def test_ids_of_the_stored_scheme_still_resolve(store: Store) -> None:
         assert out["task"]["id"] == "0b6a-old-task"
         assert out["task"]["contextId"] == "0b6a-old-ctx"
         # v0.1 aliases: the old ones resolve, new ones bind tokens (longer than the old column)
-        assert await ids.alias("v01-old") == "0b6a-old-task"
+        aliases = TaskAliases(store)
+        assert await aliases.alias("v01-old") == "0b6a-old-task"
         token = (await ids.task_for_upstream("wx", "wx-task-2", "0b6a-old-ctx")).task_id
         assert len(token) > 64
-        assert await ids.bind_alias("v01-new", token) == token
-        assert await ids.bind_alias("v01-new", "another") == token  # the first binding wins
-        assert await IdMap(store).alias("v01-new") == token
-        assert await IdMap(store).bind_alias("v01-old", token) == "0b6a-old-task"
+        assert await aliases.bind_alias("v01-new", token) == token
+        assert await aliases.bind_alias("v01-new", "another") == token  # the first binding wins
+        assert await TaskAliases(store).alias("v01-new") == token
+        assert await TaskAliases(store).bind_alias("v01-old", token) == "0b6a-old-task"
         # and in a process that never saw the old ID, the agent's task keeps its listed ID
         assert (await IdMap(store).task_by_upstream("wx", "wx-task")).task_id == "0b6a-old-task"
+    finally:
+        await ids.close()
+
+
+async def test_the_old_task_table_is_retired_at_start(store: Store, db_url: str) -> None:
+    early, late = datetime(2025, 1, 2, tzinfo=UTC), datetime(2025, 1, 3, tzinfo=UTC)
+    listed = IdMap(store)  # a task already in the task list keeps its listed ID and state
+    known = await listed.task_for_upstream("wx", "wx-known", None)
+    await listed.record_state(known.task_id, "completed")
+    await listed.close()
+    await _old_tasks(
+        store,
+        _old_row("0b6a-old-1", "wx-old-1", "0b6a-ctx", early),
+        _old_row("0b6a-old-2", "wx-old-2", None, late, "TASK_STATE_FAILED"),
+        _old_row("0b6a-known", "wx-known", None, late),
+    )
+    replicas = [Store(db_url, SCHEMA) for _ in range(2)]
+    try:  # two replicas starting together: one copies, the other finds nothing left
+        copied = await asyncio.gather(*(retire_router_tasks(r) for r in replicas))
+        assert sorted(copied) == [0, 2]
+    finally:
+        for replica in replicas:
+            await replica.close()
+    assert not await _has_old_tasks(store)
+    ids = IdMap(store)
+    await ids.start()  # again: nothing to do
+    try:
+        ref = await ids.task("0b6a-old-1")
+        assert ref is not None
+        assert (ref.agent_id, ref.upstream_task_id, ref.context_id, ref.state) == (
+            "wx",
+            "wx-old-1",
+            "0b6a-ctx",
+            "TASK_STATE_WORKING",
+        )
+        assert (await ids.task_by_upstream("wx", "wx-old-2")).task_id == "0b6a-old-2"  # type: ignore[union-attr]
+        assert await ids.task("0b6a-known") is None
+        page, _ = await ids.tasks.list_tasks()
+        assert [(r.task_id, r.state) for r in page] == [
+            (known.task_id, "TASK_STATE_COMPLETED"),
+            ("0b6a-old-2", "TASK_STATE_FAILED"),
+            ("0b6a-old-1", "TASK_STATE_WORKING"),
+        ]
+        assert await ids.tasks.count_tasks(state="failed") == 1
     finally:
         await ids.close()
 
@@ -337,13 +421,13 @@ async def test_written_behind_rows_reach_list_tasks(store: Store) -> None:
     try:
         ref = await writer.task_for_upstream("wx", "ut-1", None)
         await writer.record_state(ref.task_id, "working")
-        assert await reader.count_tasks() == 0  # queued in the writer's process only
-        listed, _ = await writer.list_tasks()  # this process's own list waits for its queue
+        assert await reader.tasks.count_tasks() == 0  # queued in the writer's process only
+        listed, _ = await writer.tasks.list_tasks()  # this process's own list waits for its queue
         assert [(r.task_id, r.state) for r in listed] == [(ref.task_id, "TASK_STATE_WORKING")]
         await writer.record_state(ref.task_id, "completed")
         await writer.task_for_upstream("wx", "ut-1", None)  # seen again: still one row
         await writer.flush()
-        listed, _ = await reader.list_tasks()
+        listed, _ = await reader.tasks.list_tasks()
         assert [(r.task_id, r.state) for r in listed] == [(ref.task_id, "TASK_STATE_COMPLETED")]
         # an older state written later (another replica's slower batch) does not win
         stale = IdMap(store)
@@ -352,7 +436,7 @@ async def test_written_behind_rows_reach_list_tasks(store: Store) -> None:
         await stale.record_state(ref.task_id, "working")
         stale.log.pending("wx", "ut-1").updated_at = datetime(2000, 1, 1, tzinfo=UTC)  # type: ignore[union-attr]
         await stale.close()
-        listed, _ = await reader.list_tasks()
+        listed, _ = await reader.tasks.list_tasks()
         assert listed[0].state == "TASK_STATE_COMPLETED"
     finally:
         await writer.close()
@@ -371,8 +455,6 @@ async def test_a_failed_write_keeps_the_rows_queued(store: Store) -> None:
     ids.log.store = store
     await ids.close()
     async with store.session() as session:
-        from router.ids.idmap import RouterTaskEntry
-
         assert await session.get(RouterTaskEntry, ref.task_id) is not None
     with pytest.raises(RpcError):
-        await ids.list_tasks(page_size=0)
+        await ids.tasks.list_tasks(page_size=0)

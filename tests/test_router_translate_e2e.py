@@ -61,7 +61,7 @@ async def upstream_ids(server: TestServer) -> set[str]:
     """Every task and context ID an agent made (which clients must never see)."""
     ids = server.app[ROUTER].ids
     found: set[str] = set()
-    refs, _ = await ids.list_tasks(page_size=100)
+    refs, _ = await ids.tasks.list_tasks(page_size=100)
     for ref in refs:
         found.add(ref.upstream_task_id)
         context = await ids.upstream_context(ref.context_id, ref.agent_id)

@@ -1,14 +1,14 @@
 """The client edge of a legacy-dialect call: the client's task ID, and its answers' shape.
 
-The router serves an A2A v0.1 call as the 0.3 call :mod:`router.compat.v01` makes of it;
-only what the client sees differs. :func:`open_codec` (called once per call, before dispatch)
-maps the task ID the v0.1 client chose to the router's task and returns a :class:`LegacyCodec`,
+The router serves an A2A v0.1 call as the 0.3 call :mod:`router.compat.v01` makes of it; only
+what the client sees differs. :func:`open_codec` (called once per call, before dispatch) maps
+the task ID the v0.1 client chose to the router's task and returns a :class:`LegacyCodec`,
 which the routing core (:mod:`router.forward.handler`, :mod:`router.forward.relay`) applies to
 each answer and event before it leaves: each 0.3 answer or event becomes the v0.1 one named
 with the client's ID, and the first router task an answer reveals is bound to that ID
-(persisted) before the client sees it. An ``A2A.``-prefixed call gets a :class:`PrefixedCodec`,
-which puts its 1.0 results into seed 002's draft shapes. Other dialects have no codec: their
-answers are emitted as they are.
+(persisted, :mod:`router.compat.aliases`) before the client sees it. An ``A2A.``-prefixed call
+gets a :class:`PrefixedCodec`, which puts its 1.0 results into seed 002's draft shapes. Other
+dialects have no codec: their answers are emitted as they are.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from router.protocol.versions import Op
 if TYPE_CHECKING:
     from registry.service import Registry
     from registry.settings import Settings
+    from router.compat.aliases import TaskAliases
     from router.ids.idmap import IdMap
 
 __all__ = [
@@ -42,7 +43,7 @@ __all__ = [
 
 
 async def open_codec(
-    ids: IdMap, rpc: Request, *, header: str | None
+    ids: IdMap, aliases: TaskAliases, rpc: Request, *, header: str | None
 ) -> tuple[Request, ClientCodec | None]:
     """The call to dispatch, and the codec its answers go through (None: as they are).
 
@@ -53,14 +54,14 @@ async def open_codec(
     """
     if rpc.dialect == "0.3" and rpc.op in (Op.GET, Op.CANCEL, Op.SUBSCRIBE) and not header:
         task_id = rpc.params.get("id")
-        if await _is_alias(ids, task_id):
+        if await _is_alias(ids, aliases, task_id):
             rpc = dataclasses.replace(rpc, dialect="0.1", client_task_id=task_id)
     if rpc.dialect == "1.0-prefixed":
         return rpc, PrefixedCodec(rpc.op)
     if rpc.dialect != "0.1" or rpc.op is Op.CARD or rpc.client_task_id is None:
         return rpc, None
     client_id = rpc.client_task_id
-    task_id = await ids.alias(client_id)
+    task_id = await aliases.alias(client_id)
     params = dict(rpc.params)
     if rpc.op in (Op.SEND, Op.STREAM):
         message = dict(params["message"])
@@ -73,19 +74,19 @@ async def open_codec(
             raise RpcError(TASK_NOT_FOUND, f"Task not found: {client_id}", {"taskId": client_id})
         params["id"] = task_id
         session = None
-    codec = LegacyCodec(ids, client_id, task_id, session)
+    codec = LegacyCodec(aliases, client_id, task_id, session)
     return dataclasses.replace(rpc, params=params), codec
 
 
-async def _is_alias(ids: IdMap, task_id: Any) -> bool:
+async def _is_alias(ids: IdMap, aliases: TaskAliases, task_id: Any) -> bool:
     """Whether a header-less 0.3 call's ``id`` is a v0.1 client's task ID. A router task
     token (``t1.``) says itself that it is none, with no lookup; another ID is looked up as
-    an alias (misses are cached briefly, :meth:`router.ids.idmap.IdMap.alias`)."""
+    an alias (misses are cached briefly, :meth:`router.compat.aliases.TaskAliases.alias`)."""
     if not isinstance(task_id, str):
         return False
     if task_id.startswith(TASK_PREFIX) and (await ids.sealer()).open_task(task_id) is not None:
         return False  # one of ours (a client's own ID may start with "t1." too)
-    return await ids.alias(task_id) is not None
+    return await aliases.alias(task_id) is not None
 
 
 class ClientCodec:
@@ -131,9 +132,13 @@ class LegacyCodec(ClientCodec):
     """
 
     def __init__(
-        self, ids: IdMap, client_task_id: str, task_id: str | None, session_id: str | None
+        self,
+        aliases: TaskAliases,
+        client_task_id: str,
+        task_id: str | None,
+        session_id: str | None,
     ) -> None:
-        self.ids = ids
+        self.aliases = aliases
         self.client_task_id = client_task_id
         self.task_id = task_id
         self.session_id = session_id
@@ -174,7 +179,7 @@ class LegacyCodec(ClientCodec):
         """Persist the binding of the client's task ID learnt from an answer (once)."""
         if self.task_id is not None and not self._bound:
             self._bound = True
-            self.task_id = await self.ids.bind_alias(self.client_task_id, self.task_id)
+            self.task_id = await self.aliases.bind_alias(self.client_task_id, self.task_id)
 
     def _learn(self, result: Any) -> None:
         """The router task of the first answer that names one (a Task's ``id``, an

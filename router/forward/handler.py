@@ -30,11 +30,13 @@ from router.choose.adjudicator import Adjudicator
 from router.choose.chooser import Chooser
 from router.choose.matcher import Choice, Matcher
 from router.compat import codec, translate
+from router.compat.aliases import TaskAliases
 from router.compat.codec import ClientCodec
 from router.forward.call import Call, EventStream, Reply
 from router.forward.relay import Relay, extensions_header, one_event
 from router.forward.upstream import Upstream, forward_headers
-from router.ids.idmap import IdMap, TaskRef
+from router.ids.idmap import IdMap
+from router.ids.refs import TaskRef
 from router.ids.rewrite import Rewriter
 from router.protocol import payloads as wire
 from router.protocol.envelope import Request
@@ -72,6 +74,7 @@ class Router:
         self.registry = registry
         self.settings = settings
         self.ids = IdMap(registry.store)
+        self.aliases = TaskAliases(registry.store)  # v0.1 clients' own task IDs
         self.matcher = Matcher(registry, threshold=settings.match_threshold)
         self.matcher.default_agent = settings.default_agent
         self.matcher.default_skill = settings.default_skill
@@ -108,7 +111,7 @@ class Router:
                     AGENT_UNAVAILABLE, f"no agent with id {call.pinned!r}", {"agent": call.pinned}
                 )
             header = call.headers.get(VERSION_HEADER)
-            rpc, client = await codec.open_codec(self.ids, rpc, header=header)
+            rpc, client = await codec.open_codec(self.ids, self.aliases, rpc, header=header)
             if rpc.op is Op.CARD:  # v0.1 agent/getCard
                 base, pinned = call.base_url, call.pinned
                 card = await codec.v01_card(self.registry, self.settings, base, pinned)
@@ -316,7 +319,7 @@ class Router:
     async def _list(self, call: Call, rpc: Request) -> dict[str, Any]:
         pinned = call.pinned
         query = list_tasks_query(rpc.params)
-        refs, token = await self.ids.list_tasks(
+        refs, token = await self.ids.tasks.list_tasks(
             context_id=query.context_id,
             state=query.status,
             page_size=query.page_size,
@@ -324,7 +327,7 @@ class Router:
             agent_id=pinned,
             updated_after=query.status_timestamp_after,
         )
-        total = await self.ids.count_tasks(
+        total = await self.ids.tasks.count_tasks(
             context_id=query.context_id,
             state=query.status,
             agent_id=pinned,

@@ -6,36 +6,36 @@ sees another agent's IDs or the router's.
 
 The common IDs carry their mapping themselves: sealed tokens (:mod:`router.ids.tokens`), the same
 in every replica and after a restart, unforgeable, so mapping them reads no table. The rare
-ones are stored (``router_contexts``, ``router_tasks``, ``router_task_aliases``) with LRU
-caches in front, race-safe through unique constraints: a context the client chose, a router
-context another agent joins, IDs too long for a token, v0.1 aliases, and every ID of the
-previous (stored) scheme. The task list (ListTasks, last known states) is written behind the
-requests (:mod:`router.ids.tasklog`).
+ones are stored with LRU caches in front, race-safe through unique constraints: contexts in
+``router_contexts`` (a context the client chose, a router context another agent joins, an
+upstream ID too long for a token), task IDs in the task list ``router_task_entries`` (an
+upstream ID too long for a token, and every ID of the previous scheme, copied there from
+``router_tasks`` at start by :mod:`router.ids.migrate`). Task rows and last known states are
+otherwise written behind the requests (:mod:`router.ids.tasklog`); ListTasks reads them
+through :attr:`IdMap.tasks` (:mod:`router.ids.tasklist`). v0.1 clients' own task IDs are
+:class:`router.compat.aliases.TaskAliases`.
 
-:class:`Rewriter` (in :mod:`router.ids.rewrite`, re-exported here) applies the mapping to requests,
-results, stream events and errors of both protocol versions.
+:class:`router.ids.rewrite.Rewriter` applies the mapping to requests, results, stream events
+and errors of both protocol versions.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
-import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from dataclasses import replace
 from typing import Any
 from uuid import uuid4
 
 from cachetools import LRUCache, TTLCache
-from sqlalchemy import and_, exists, func, insert, or_
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import col, select
+from sqlmodel import select
 
-from registry.records import as_utc, utcnow
+from registry.records import utcnow
 from registry.store import Store
-from router.ids.rewrite import Rewriter
+from router.ids.migrate import retire_router_tasks
+from router.ids.refs import TaskRef, check_id, ref_of, valid_id
+from router.ids.tasklist import TaskList
 from router.ids.tasklog import TaskLog, TaskWrite
 from router.ids.tokens import (
     CONTEXT_PREFIX,
@@ -46,82 +46,14 @@ from router.ids.tokens import (
     Sealer,
     load_id_secret,
 )
-from router.protocol.errors import RpcError
 from router.protocol.payloads import MAX_ID_LENGTH, params_error
-from router.tables import (
-    RouterContextRow,
-    RouterTaskEntry,
-    RouterTaskRow,
-    TaskAliasEntry,
-    TaskAliasRow,
-)
+from router.protocol.versions import canonical_state
+from router.tables import RouterContextRow, RouterTaskEntry
 
-__all__ = [
-    "MAX_ID_LENGTH",
-    "IdMap",
-    "Rewriter",
-    "RouterContextRow",
-    "RouterTaskEntry",
-    "RouterTaskRow",
-    "TaskAliasEntry",
-    "TaskAliasRow",
-    "TaskRef",
-    "canonical_state",
-]
+__all__ = ["IdMap"]
 
-MAX_PAGE_SIZE = 100
 _NO_AGENT = ""  # agent_id of the row marking a router context that no agent serves yet
-_TOKEN_MAX = 2048
 _AGENTS_TTL = 30.0  # seconds; another replica may add an agent to a context meanwhile
-# seconds an unknown v0.1 alias stays unknown without asking the database again (in this
-# process a binding ends it at once; another replica's binding is seen after this)
-_ALIAS_MISS_TTL = 2.0
-
-# 0.3 task states and their 1.0 names; states are stored in the 1.0 spelling
-_STATES_03 = {
-    "submitted": "TASK_STATE_SUBMITTED",
-    "working": "TASK_STATE_WORKING",
-    "input-required": "TASK_STATE_INPUT_REQUIRED",
-    "auth-required": "TASK_STATE_AUTH_REQUIRED",
-    "completed": "TASK_STATE_COMPLETED",
-    "canceled": "TASK_STATE_CANCELED",
-    "failed": "TASK_STATE_FAILED",
-    "rejected": "TASK_STATE_REJECTED",
-    "unknown": "TASK_STATE_UNSPECIFIED",
-}
-_STATES_10 = frozenset({*_STATES_03.values()})
-_TERMINAL_10 = (
-    "TASK_STATE_COMPLETED",
-    "TASK_STATE_CANCELED",
-    "TASK_STATE_FAILED",
-    "TASK_STATE_REJECTED",
-)
-
-
-def canonical_state(state: str | None) -> str | None:
-    """A task state of either version in its 1.0 spelling (``working`` ->
-    ``TASK_STATE_WORKING``); None for anything else."""
-    if not isinstance(state, str):
-        return None
-    if state in _STATES_10:
-        return state
-    return _STATES_03.get(state)
-
-
-# --- tables ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TaskRef:
-    """What the router knows about one of its task IDs."""
-
-    task_id: str
-    agent_id: str
-    upstream_task_id: str
-    context_id: str | None
-    state: str | None  # last known, 1.0 spelling (see :func:`canonical_state`)
-    created_at: datetime | None = None
-    updated_at: datetime | None = None
 
 
 # --- the map ---------------------------------------------------------------------------------
@@ -132,15 +64,17 @@ class IdMap:
 
     The common IDs are tokens (:mod:`router.ids.tokens`): mapping them reads no table. Stored
     mappings remain for the rare cases a token cannot carry: a context the client chose, a
-    router context another agent joins, IDs a token would make too long, v0.1 aliases, and
-    the IDs of the previous (stored) scheme. Only positive answers are cached (a miss asks
-    the database, so IDs stored by another replica or before a restart resolve). Task rows
-    for ListTasks and states are written behind (:class:`router.ids.tasklog.TaskLog`).
+    router context another agent joins, IDs a token would make too long, and the IDs of
+    the previous (stored) scheme. Only positive answers are cached (a miss asks the
+    database, so IDs stored by another replica or before a restart resolve). Task rows
+    for ListTasks and states are written behind (:class:`router.ids.tasklog.TaskLog`) and
+    listed by :attr:`tasks` (:class:`router.ids.tasklist.TaskList`).
     """
 
     def __init__(self, store: Store, cache_size: int = 10000, flush_delay: float = 0.05) -> None:
         self.store = store
         self.log = TaskLog(store, flush_delay)
+        self.tasks = TaskList(store, self.log)
         self._sealer: Sealer | None = None
         self._key_lock = asyncio.Lock()
         self._tasks: LRUCache[str, TaskRef] = LRUCache(cache_size)
@@ -149,15 +83,14 @@ class IdMap:
         self._router_ctx: LRUCache[tuple[str, str], str] = LRUCache(cache_size)
         self._known_ctx: LRUCache[str, bool] = LRUCache(cache_size)
         self._agents: TTLCache[str, frozenset[str]] = TTLCache(cache_size, _AGENTS_TTL)
-        self._aliases: LRUCache[str, str] = LRUCache(cache_size)
-        self._alias_misses: TTLCache[str, bool] = TTLCache(cache_size, _ALIAS_MISS_TTL)
 
     # --- lifecycle ---
 
     async def start(self) -> None:
-        """Load the ID key and list the previous scheme's tasks (idempotent)."""
+        """Load the ID key and retire the previous task table (idempotent, see
+        :mod:`router.ids.migrate`)."""
         await self.sealer()
-        await self._adopt_stored_tasks()
+        await retire_router_tasks(self.store)
 
     async def close(self) -> None:
         """Write the queued task rows."""
@@ -183,27 +116,11 @@ class IdMap:
                     self._sealer = Sealer(await load_id_secret(self.store))
         return self._sealer
 
-    async def _adopt_stored_tasks(self) -> None:
-        """Copy the rows of tasks mapped by the previous scheme into the task list."""
-        old, new = RouterTaskRow.__table__, RouterTaskEntry.__table__  # type: ignore[attr-defined]
-        names = [c.name for c in new.columns]
-        missing = ~exists().where(
-            new.c.agent_id == old.c.agent_id, new.c.upstream_task_id == old.c.upstream_task_id
-        )
-        query = insert(new).from_select(names, select(*(old.c[n] for n in names)).where(missing))
-        for _ in range(3):
-            try:
-                async with self.store.engine.begin() as conn:
-                    await conn.execute(query)
-                return
-            except IntegrityError:  # another replica copied some meanwhile
-                continue
-
     # --- tasks ---
 
     async def task(self, task_id: str) -> TaskRef | None:
         """The task behind a router task ID, or None (forged and altered IDs too)."""
-        if not _valid_id(task_id):
+        if not valid_id(task_id):
             return None
         ref = self._tasks.get(task_id)
         if ref is not None:
@@ -219,23 +136,21 @@ class IdMap:
             ref = TaskRef(task_id, agent_id, upstream, context, None)
             self._cache_ref(ref)
             return ref
-        async with self.store.session() as session:
-            row: RouterTaskRow | RouterTaskEntry | None = await session.get(RouterTaskRow, task_id)
-            if row is None:  # listed only (copied from another store, say)
-                row = await session.get(RouterTaskEntry, task_id)
-        return self._cache_ref(_ref(row)) if row else None
+        async with self.store.session() as session:  # a stored ID: its task-list row
+            row = await session.get(RouterTaskEntry, task_id)
+        return self._cache_ref(ref_of(row)) if row else None
 
     async def task_by_upstream(self, agent_id: str, upstream_task_id: str) -> TaskRef | None:
         """The router task for an agent's task ID, if the router saw that task (never
         creates)."""
-        if not _valid_id(upstream_task_id):
+        if not valid_id(upstream_task_id):
             return None
         task_id = self._by_upstream_task.get((agent_id, upstream_task_id))
         if task_id is not None and (ref := await self.task(task_id)) is not None:
             return ref
         queued = self.log.pending(agent_id, upstream_task_id)
         if queued is not None:
-            return self._cache_ref(_ref(queued))
+            return self._cache_ref(ref_of(queued))
         async with self.store.session() as session:
             result = await session.exec(
                 select(RouterTaskEntry).where(
@@ -244,14 +159,14 @@ class IdMap:
                 )
             )
             row = result.first()
-        return self._cache_ref(_ref(row)) if row else None
+        return self._cache_ref(ref_of(row)) if row else None
 
     async def task_for_upstream(
         self, agent_id: str, upstream_task_id: str, context_id: str | None
     ) -> TaskRef:
         """The router task for an agent's task ID (in router context ``context_id``): a
         token, the same in every process; queued for the task list when new here."""
-        _check_id(upstream_task_id, "upstream task id")
+        check_id(upstream_task_id, "upstream task id")
         key = (agent_id, upstream_task_id)
         known = self._by_upstream_task.get(key)
         ref = self._tasks.get(known) if known is not None else None
@@ -281,18 +196,13 @@ class IdMap:
     async def _stored_task(
         self, agent_id: str, upstream_task_id: str, context_id: str | None
     ) -> TaskRef:
-        """A task mapped by a stored row (a random ID), made if new; race-safe."""
-        async with self.store.session() as session:
-            result = await session.exec(
-                select(RouterTaskRow).where(
-                    RouterTaskRow.agent_id == agent_id,
-                    RouterTaskRow.upstream_task_id == upstream_task_id,
-                )
-            )
-            row = result.first()
-        if row is None:
+        """A task with a stored random ID (an upstream ID too long for a token): its task-list
+        row, written at once (not behind) so that every replica resolves the ID; made if new,
+        race-safe. A task the router already knows keeps its ID."""
+        ref = await self.task_by_upstream(agent_id, upstream_task_id)
+        if ref is None:
             now = utcnow()
-            row = RouterTaskRow(
+            row = RouterTaskEntry(
                 task_id=str(uuid4()),
                 agent_id=agent_id,
                 upstream_task_id=upstream_task_id,
@@ -305,9 +215,10 @@ class IdMap:
                     session.add(row)
             except IntegrityError:  # another task or replica made it first
                 return await self._stored_task(agent_id, upstream_task_id, context_id)
-        ref = self._cache_ref(_ref(row))
+            ref = ref_of(row)
         if ref.context_id is None and context_id is not None:
-            ref = self._cache_ref(replace(ref, context_id=context_id))
+            ref = replace(ref, context_id=context_id)
+        ref = self._cache_ref(ref)
         self._queue(ref, None)
         return ref
 
@@ -339,144 +250,6 @@ class IdMap:
             if agents is not None and ref.agent_id not in agents:
                 self._agents[ref.context_id] = agents | {ref.agent_id}
 
-    async def list_tasks(
-        self,
-        *,
-        context_id: str | None = None,
-        state: str | None = None,
-        page_size: int = 50,
-        page_token: str | None = None,
-        agent_id: str | None = None,
-        updated_after: datetime | None = None,
-    ) -> tuple[list[TaskRef], str | None]:
-        """One page of tasks, most recently updated first, and the token of the next page
-        (None on the last page).
-
-        ``state`` takes either version's name; ``agent_id`` keeps one agent's tasks (the
-        per-agent endpoint); ``updated_after`` (an aware datetime: ListTasks'
-        ``statusTimestampAfter``) keeps the tasks updated at or after it, and every task not
-        in a terminal state (its agent may have moved it on since the router last saw it; a
-        terminal task does not change, so the router saw its last update). A bad page size,
-        filter or token raises :class:`RpcError` -32602.
-
-        Paging is safe while tasks change: the first page fixes a snapshot time; pages walk
-        the tasks last updated up to then, newest first (a keyset on (updated_at, task_id),
-        which a task updated meanwhile leaves), and then the tasks updated or created since,
-        oldest first from the snapshot on, each page still newest first. So no task is
-        skipped (a plain keyset on the mutable updated_at skips a task updated while a
-        client pages), at the price of listing a task updated during the iteration twice
-        (with its newer state the second time), and of later pages holding newer tasks than
-        earlier ones. The listing ends once a page catches up with the present. Times are
-        the replicas' clocks: a replica whose clock lags by more than a page's round trip
-        can still cause a skip.
-        """
-        if isinstance(page_size, bool) or not isinstance(page_size, int):
-            raise _invalid("pageSize", "must be a whole number")
-        if not 1 <= page_size <= MAX_PAGE_SIZE:
-            raise _invalid("pageSize", f"must be from 1 to {MAX_PAGE_SIZE}")
-        filters = _filters(context_id, state, agent_id, updated_after)
-        conditions = _conditions(filters)
-        await self.flush()  # this process's queued rows first
-        if page_token:
-            cursor = _decode_token(page_token, filters)
-        else:
-            cursor = _Cursor(before=True, snapshot=utcnow(), at=None, task_id=None)
-        updated, task = col(RouterTaskEntry.updated_at), col(RouterTaskEntry.task_id)
-        older: list[RouterTaskEntry] = []
-        async with self.store.session() as session:
-            if cursor.before:
-                query = select(RouterTaskEntry).where(*conditions, updated <= cursor.snapshot)
-                if cursor.at is not None:
-                    query = query.where(
-                        or_(updated < cursor.at, and_(updated == cursor.at, task < cursor.task_id))
-                    )
-                query = query.order_by(updated.desc(), task.desc()).limit(page_size + 1)
-                older = list((await session.exec(query)).all())
-                if len(older) > page_size:
-                    last = older[page_size - 1]
-                    token = _encode_token(
-                        replace(cursor, at=as_utc(last.updated_at), task_id=last.task_id), filters
-                    )
-                    return [_ref(row) for row in older[:page_size]], token
-                cursor = _Cursor(before=False, snapshot=cursor.snapshot, at=None, task_id=None)
-            room = page_size - len(older)
-            query = select(RouterTaskEntry).where(*conditions)
-            if cursor.at is None:
-                query = query.where(updated > cursor.snapshot)
-            else:
-                query = query.where(
-                    or_(updated > cursor.at, and_(updated == cursor.at, task > cursor.task_id))
-                )
-            query = query.order_by(updated.asc(), task.asc()).limit(room + 1)
-            newer = list((await session.exec(query)).all())
-        token = None
-        if len(newer) > room:
-            newer = newer[:room]
-            if newer:
-                cursor = replace(cursor, at=as_utc(newer[-1].updated_at), task_id=newer[-1].task_id)
-            token = _encode_token(cursor, filters)
-        return [_ref(row) for row in [*reversed(newer), *older]], token
-
-    async def count_tasks(
-        self,
-        *,
-        context_id: str | None = None,
-        state: str | None = None,
-        agent_id: str | None = None,
-        updated_after: datetime | None = None,
-    ) -> int:
-        """How many tasks match the filters of :meth:`list_tasks` now (``totalSize``)."""
-        filters = _filters(context_id, state, agent_id, updated_after)
-        await self.flush()
-        query = select(func.count()).select_from(RouterTaskEntry).where(*_conditions(filters))
-        async with self.store.session() as session:
-            return int((await session.exec(query)).one())
-
-    # --- task IDs chosen by v0.1 clients ---
-
-    async def alias(self, client_task_id: str) -> str | None:
-        """The router task that an A2A v0.1 client's own task ID stands for, or None."""
-        if not _valid_id(client_task_id):
-            return None
-        task_id = self._aliases.get(client_task_id)
-        if task_id is not None:
-            return task_id
-        if client_task_id in self._alias_misses:
-            return None
-        async with self.store.session() as session:
-            row: TaskAliasEntry | TaskAliasRow | None = await session.get(
-                TaskAliasEntry, client_task_id
-            )
-            if row is None:
-                row = await session.get(TaskAliasRow, client_task_id)
-        if row is None:
-            self._alias_misses[client_task_id] = True
-            return None
-        self._aliases[client_task_id] = row.task_id
-        return row.task_id
-
-    async def bind_alias(self, client_task_id: str, task_id: str) -> str:
-        """Make a v0.1 client's task ID stand for router task ``task_id``, unless it already
-        stands for one: the first binding wins, in any process. The bound router task."""
-        _check_id(client_task_id, "client task id")
-        self._alias_misses.pop(client_task_id, None)
-        known = await self.alias(client_task_id)
-        if known is not None:
-            return known
-        try:
-            async with self.store.session() as session, session.begin():
-                session.add(
-                    TaskAliasEntry(alias=client_task_id, task_id=task_id, created_at=utcnow())
-                )
-        except IntegrityError:  # another request or replica bound it first
-            self._alias_misses.pop(client_task_id, None)
-            known = await self.alias(client_task_id)
-            if known is None:
-                raise
-            return known
-        self._aliases[client_task_id] = task_id
-        return task_id
-
     # --- contexts ---
 
     async def _open_context(self, context_id: str) -> tuple[str, str] | None:
@@ -486,7 +259,7 @@ class IdMap:
 
     async def upstream_context(self, context_id: str, agent_id: str) -> str | None:
         """The agent's own context ID within a router context, if it has one yet."""
-        if not _valid_id(context_id):
+        if not valid_id(context_id):
             return None
         key = (context_id, agent_id)
         upstream = self._upstream_ctx.get(key)
@@ -505,7 +278,7 @@ class IdMap:
     async def context_by_upstream(self, agent_id: str, upstream_context_id: str) -> str | None:
         """The router context of an agent's context ID, if the router saw that context
         (never creates)."""
-        if not _valid_id(upstream_context_id):
+        if not valid_id(upstream_context_id):
             return None
         key = (agent_id, upstream_context_id)
         context_id = self._router_ctx.get(key)
@@ -550,7 +323,7 @@ class IdMap:
         stored mapping, made if the agent has no context there yet (race-safe), else the
         context's own token.
         """
-        _check_id(upstream_context_id, "upstream context id")
+        check_id(upstream_context_id, "upstream context id")
         key = (agent_id, upstream_context_id)
         known = self._router_ctx.get(key)
         if known is not None:
@@ -630,9 +403,9 @@ class IdMap:
         Raises :class:`RpcError` -32602 naming ``field`` (its path in the params) for an
         empty or overlong ID.
         """
-        if not _valid_id(context_id):
-            raise _invalid(
-                field, f"must be a non-empty string of at most {MAX_ID_LENGTH} characters"
+        if not valid_id(context_id):
+            raise params_error(
+                [(field, f"must be a non-empty string of at most {MAX_ID_LENGTH} characters")]
             )
         if context_id in self._known_ctx:
             return
@@ -661,7 +434,7 @@ class IdMap:
     async def context_agents(self, context_id: str) -> set[str]:
         """The agents already serving a router context (briefly cached: another replica
         may add one meanwhile). A context token names its first agent itself."""
-        if not _valid_id(context_id):
+        if not valid_id(context_id):
             return set()
         agents = self._agents.get(context_id)
         if agents is None:
@@ -698,134 +471,3 @@ class IdMap:
         self._upstream_ctx[(context_id, agent_id)] = upstream
         self._router_ctx[(agent_id, upstream)] = context_id
         self._known_ctx[context_id] = True
-
-
-# --- helpers ---------------------------------------------------------------------------------
-
-
-def _valid_id(value: Any) -> bool:
-    return isinstance(value, str) and 0 < len(value) <= MAX_ID_LENGTH
-
-
-def _check_id(value: Any, what: str) -> None:
-    if not _valid_id(value):
-        raise ValueError(f"{what} must be a non-empty string of at most {MAX_ID_LENGTH} characters")
-
-
-def _ref(row: RouterTaskRow | RouterTaskEntry | TaskWrite) -> TaskRef:
-    return TaskRef(
-        task_id=row.task_id,
-        agent_id=row.agent_id,
-        upstream_task_id=row.upstream_task_id,
-        context_id=row.context_id,
-        state=row.state,
-        created_at=as_utc(row.created_at),
-        updated_at=as_utc(row.updated_at),
-    )
-
-
-def _invalid(field: str, rule: str) -> RpcError:
-    return params_error([(field, rule)])
-
-
-def _filters(
-    context_id: Any, state: Any, agent_id: Any, updated_after: Any = None
-) -> dict[str, str | None]:
-    """The checked ListTasks filters (state in its 1.0 spelling; unspecified = any; the
-    time in UTC ISO 8601)."""
-    for field, value in (("contextId", context_id), ("agent", agent_id)):
-        if value is not None and not isinstance(value, str):
-            raise _invalid(field, "must be a string")
-    if state is not None and not isinstance(state, str):
-        raise _invalid("status", "must be a string")
-    canonical = None
-    if state and state != "TASK_STATE_UNSPECIFIED":
-        canonical = canonical_state(state)
-        if canonical is None:
-            raise _invalid("status", "must be a task state such as TASK_STATE_WORKING")
-    after = None
-    if updated_after is not None:
-        if not isinstance(updated_after, datetime) or updated_after.tzinfo is None:
-            raise _invalid("statusTimestampAfter", "must be a timestamp with a time zone")
-        after = updated_after.astimezone(UTC).isoformat()
-    return {"c": context_id or None, "s": canonical, "a": agent_id or None, "f": after}
-
-
-def _conditions(filters: dict[str, str | None]) -> list[Any]:
-    out: list[Any] = []
-    if filters["c"]:
-        out.append(col(RouterTaskEntry.context_id) == filters["c"])
-    if filters["s"]:
-        out.append(col(RouterTaskEntry.state) == filters["s"])
-    if filters["a"]:
-        out.append(col(RouterTaskEntry.agent_id) == filters["a"])
-    if filters["f"]:
-        state = col(RouterTaskEntry.state)
-        out.append(
-            or_(
-                col(RouterTaskEntry.updated_at) >= datetime.fromisoformat(filters["f"]),
-                state.is_(None),
-                state.not_in(_TERMINAL_10),
-            )
-        )
-    return out
-
-
-@dataclass(frozen=True)
-class _Cursor:
-    """Where a ListTasks iteration is: among the tasks updated up to ``snapshot`` (newest
-    first, ``before``) or after it (oldest first), past (``at``, ``task_id``)."""
-
-    before: bool
-    snapshot: datetime
-    at: datetime | None
-    task_id: str | None
-
-
-def _encode_token(cursor: _Cursor, filters: dict[str, str | None]) -> str:
-    """An opaque page token: the cursor and the filters it was made for."""
-    data = {
-        "b": cursor.before,
-        "n": cursor.snapshot.isoformat(),
-        "u": cursor.at.isoformat() if cursor.at else None,
-        "t": cursor.task_id,
-        **filters,
-    }
-    raw = json.dumps(data, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
-
-
-def _decode_token(token: Any, filters: dict[str, str | None]) -> _Cursor:
-    """The cursor in a token made by :func:`_encode_token` for the same filters."""
-    foreign = _invalid("pageToken", "is not a page token of this list")
-    if not isinstance(token, str) or len(token) > _TOKEN_MAX:
-        raise foreign
-    try:
-        data = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
-        if (
-            not isinstance(data, dict)
-            or set(data) != {"b", "n", "u", "t", *filters}
-            or not isinstance(data["b"], bool)
-            or not isinstance(data["n"], str)
-            or (data["u"] is None) != (data["t"] is None)
-            or (data["b"] and data["u"] is None)
-            or (data["u"] is not None and not isinstance(data["u"], str))
-            or (data["t"] is not None and not _valid_id(data["t"]))
-        ):
-            raise foreign
-        snapshot = datetime.fromisoformat(data["n"])
-        at = datetime.fromisoformat(data["u"]) if data["u"] is not None else None
-    except (binascii.Error, ValueError, RecursionError):
-        raise foreign from None
-    if snapshot.tzinfo is None or (at is not None and at.tzinfo is None):
-        raise foreign
-    if any(data[key] != value for key, value in filters.items()):
-        raise _invalid(
-            "pageToken", "was made for other filters (contextId, status, statusTimestampAfter)"
-        )
-    return _Cursor(
-        before=data["b"],
-        snapshot=snapshot.astimezone(UTC),
-        at=at.astimezone(UTC) if at else None,
-        task_id=data["t"],
-    )

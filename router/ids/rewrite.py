@@ -15,12 +15,13 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
+from router.ids.idmap import IdMap
+from router.ids.refs import TaskRef
 from router.protocol.errors import INVALID_AGENT_RESPONSE, TASK_NOT_FOUND, RpcError
 from router.protocol.payloads import params_error
 from router.protocol.versions import Op
 
 if TYPE_CHECKING:
-    from router.ids.idmap import IdMap, TaskRef
     from router.protocol.versions import Version
 
 _WRAPPERS = ("task", "message", "statusUpdate", "artifactUpdate")  # 1.0 stream responses

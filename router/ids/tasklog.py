@@ -27,7 +27,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from registry.store import Store
 from router.tables import RouterTaskEntry
 
-__all__ = ["RouterTaskEntry", "TaskLog", "TaskWrite"]
+__all__ = ["TaskLog", "TaskWrite"]
 
 log = logging.getLogger(__name__)
 
