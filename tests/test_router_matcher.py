@@ -18,8 +18,8 @@ from registry.service import Registry
 from registry.signatures import StaticKeys, generate_key, sign_card
 from registry.store import Store
 from registry.textsearch import tokenize
+from router.choose.choice import Target
 from router.choose.matcher import ROUTING_EXTENSION, Candidate, Matcher, query_text
-from router.forward.upstream import Target
 from router.protocol.errors import (
     AGENT_UNAVAILABLE,
     BAD_ROUTING_HINT,

@@ -13,8 +13,9 @@ import pytest
 from a2a.client.transports.http_helpers import parse_sse_stream
 from aiohttp import ClientSession, web
 
+from router.choose.choice import Target
 from router.forward.sse import SseError, SseEvent, SseParser
-from router.forward.upstream import Target, Upstream
+from router.forward.upstream import Upstream
 from router.transport.sse import SseWriter
 
 WIRE = Path(__file__).parent / "fixtures" / "wire"

@@ -15,7 +15,8 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from registry.netguard import AddressPolicy
-from router.forward.upstream import Target, Upstream, forward_headers
+from router.choose.choice import Target
+from router.forward.upstream import Upstream, forward_headers
 from router.protocol.errors import (
     AGENT_UNAVAILABLE,
     INVALID_AGENT_RESPONSE,

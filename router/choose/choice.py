@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from registry.records import AgentRecord
 from registry.service import Registry
@@ -13,18 +13,25 @@ from router.choose.skillindex import SkillIndex
 from router.protocol.errors import RpcError
 from router.protocol.versions import Op, Version
 
-if TYPE_CHECKING:  # annotations only: the upstream client is not needed to describe a choice
-    from router.forward.upstream import Target
-
 Via = Literal["hint", "task", "match", "pinned"]
 Tier = Literal["task", "pinned", "hint", "lexical", "semantic", "llm", "default"]
 """Which tier of the choice decided: a task's owner, a pinned endpoint, a routing hint, words
 (BM25 alone), meaning (embeddings fused with words), the LLM adjudicator, or the default
 route (``SWITCHBOARD_DEFAULT_AGENT``) when no other tier was confident."""
 CLOSEST = 5
+"""How many of the closest skills a ``-32050`` error lists."""
 ROUTING_EXTENSION = "urn:a2a-switchboard:routing:v1"
 """The routing extension's URI: the metadata key of a routing hint (declared in the router card)."""
-"""How many of the closest skills a ``-32050`` error lists."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a call goes: the agent and the JSONRPC interface chosen for it."""
+
+    agent_id: str
+    url: str
+    version: Version
+    tenant: str | None = None  # the interface's tenant (1.0 cards), set into 1.0 params
 
 
 @dataclass(frozen=True)

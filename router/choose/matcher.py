@@ -46,6 +46,7 @@ from router.choose.choice import (
     Candidate,
     Choice,
     Decision,
+    Target,
     Tier,
     Via,
     closest,
@@ -58,7 +59,6 @@ from router.choose.meaning import by_meaning
 from router.choose.refusals import content_type_refusal
 from router.choose.semantic import Semantic
 from router.choose.skillindex import MAX_QUERY_CHARS, SkillIndex, query_text
-from router.forward.upstream import Target
 from router.protocol import payloads as wire
 from router.protocol.errors import (
     AGENT_UNAVAILABLE,

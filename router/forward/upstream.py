@@ -26,7 +26,6 @@ import json
 import math
 import os
 from collections.abc import AsyncGenerator, Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import aiohttp
@@ -36,6 +35,7 @@ from yarl import URL
 from registry.errors import RegistryError
 from registry.jsonsafe import json_depth
 from registry.netguard import AddressPolicy, GuardedResolver, redact_url
+from router.choose.choice import Target
 from router.forward.sse import SseError, SseEvent, SseParser
 from router.protocol.errors import (
     AGENT_UNAVAILABLE,
@@ -95,16 +95,6 @@ _FRAMING = frozenset(
 )
 
 _TRANSPORT_ERRORS = (aiohttp.ClientError, TimeoutError, OSError, RegistryError)
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where a call goes: the agent and the JSONRPC interface chosen for it."""
-
-    agent_id: str
-    url: str
-    version: Version
-    tenant: str | None = None  # the interface's tenant (1.0 cards), set into 1.0 params
 
 
 def forward_headers(incoming: Mapping[str, str], target_version: Version) -> dict[str, str]:
