@@ -22,14 +22,14 @@ from aiohttp.test_utils import TestClient
 from sqlalchemy.engine import make_url
 
 from router.app import create_app
-from tests.embedding_fixtures import (  # noqa: F401  (the model, once per machine)
+from tests.peers03 import sdk03_python  # noqa: F401  (the a2a-sdk 0.3 venv fixture)
+from tests.support.embedding_fixtures import (  # noqa: F401  (the model, once per machine)
     bert,
     model_dir,
     model_wheel,
     static_model_dir,
 )
-from tests.helpers import AUTH, CardServer, card_v03, card_v1, make_settings
-from tests.peers03 import sdk03_python  # noqa: F401  (the a2a-sdk 0.3 venv fixture)
+from tests.support.helpers import AUTH, CardServer, card_v03, card_v1, make_settings
 
 # --- databases -------------------------------------------------------------------------------
 

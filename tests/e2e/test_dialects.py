@@ -34,9 +34,9 @@ from starlette.applications import Starlette
 from registry.api import REGISTRY
 from router.app import create_app
 from router.transport.routes import ROUTER
-from tests.helpers import facts, make_settings, said
 from tests.peers03 import agent03
-from tests.sdk_peers import echo_card, serve_sdk_agent
+from tests.support.helpers import facts, make_settings, said
+from tests.support.sdk_peers import echo_card, serve_sdk_agent
 
 
 @pytest.fixture

@@ -15,8 +15,8 @@ from aiohttp.test_utils import TestClient
 
 from registry.api import PASSIVE_HEALTH, REFRESHER, REGISTRY
 from router.app import create_app
-from tests.helpers import AUTH, make_settings
-from tests.test_refresh import FakeClock
+from tests.registry.test_refresh import FakeClock
+from tests.support.helpers import AUTH, make_settings
 
 
 class Agent:

@@ -26,10 +26,10 @@ from registry.signatures import StaticKeys, verify_card
 from router.app import create_app
 from router.transport.routes import ROUTER
 from seeds.demo_agents import DemoAgents, start_demo_agents
-from tests.helpers import make_settings
-from tests.sdk_clients import answer, ask, connect, send
-from tests.sdk_peers import TaskEchoExecutor, serve_sdk_agent
-from tests.test_demo_agents import png
+from tests.seeds.test_demo_agents import png
+from tests.support.helpers import make_settings
+from tests.support.sdk_clients import answer, ask, connect, send
+from tests.support.sdk_peers import TaskEchoExecutor, serve_sdk_agent
 
 AGENTS = ("currency", "translate", "caption")
 
@@ -622,7 +622,7 @@ async def test_per_agent_card_drops_fields_the_agents_signature_did_not_cover(
 ) -> None:
     """The router re-signs per-agent cards: it must not vouch for unsigned content."""
     from registry.signatures import generate_key, sign_card
-    from tests.helpers import AUTH, card_v1
+    from tests.support.helpers import AUTH, card_v1
 
     key = generate_key("ES256", kid="owner")
     client = await aiohttp_client(create_app(make_settings(sqlite_url)))

@@ -22,10 +22,10 @@ from registry.api import REGISTRY
 from router.app import create_app
 from router.transport.routes import ROUTER
 from seeds.demo_agents import start_demo_agents
-from tests.helpers import make_settings
 from tests.peers03 import agent03, client03_lines, run_client03
-from tests.sdk_clients import ask, connect
-from tests.sdk_peers import serve_sdk_agent
+from tests.support.helpers import make_settings
+from tests.support.sdk_clients import ask, connect
+from tests.support.sdk_peers import serve_sdk_agent
 
 
 @pytest.fixture
@@ -219,7 +219,7 @@ async def test_03_client_gets_each_demo_query_answered_by_the_right_agent(
     the router's card reaches every demo agent (currency and caption also serve 0.3)."""
     import base64
 
-    from tests.test_demo_agents import png
+    from tests.seeds.test_demo_agents import png
 
     agents = await start_demo_agents(ports={"translate": 0, "currency": 0, "caption": 0})
     try:

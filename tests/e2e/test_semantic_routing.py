@@ -23,10 +23,10 @@ from aiohttp.test_utils import TestServer
 from registry.api import REGISTRY
 from router.app import create_app
 from router.transport.routes import ROUTER
-from tests.helpers import AUTH, make_settings
 from tests.peers03 import client03_lines
-from tests.sdk_clients import ask, connect
-from tests.sdk_peers import serve_sdk_agent
+from tests.support.helpers import AUTH, make_settings
+from tests.support.sdk_clients import ask, connect
+from tests.support.sdk_peers import serve_sdk_agent
 
 TRAVEL = AgentSkill(
     id="air-booking",

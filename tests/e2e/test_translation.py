@@ -39,10 +39,10 @@ from registry.api import REGISTRY
 from router.app import create_app
 from router.compat.carry import CARRY_KEY
 from router.transport.routes import ROUTER
-from tests.helpers import make_settings
 from tests.peers03 import Agent03, agent03, client03_lines, run_client03
-from tests.sdk_clients import answer, ask, connect, send
-from tests.sdk_peers import TaskEchoExecutor, serve_sdk_agent
+from tests.support.helpers import make_settings
+from tests.support.sdk_clients import answer, ask, connect, send
+from tests.support.sdk_peers import TaskEchoExecutor, serve_sdk_agent
 
 PNG = b"\x89PNG\r\n\x1a\n fake"
 PNG64 = base64.b64encode(PNG).decode()

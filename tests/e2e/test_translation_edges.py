@@ -24,8 +24,8 @@ from aiohttp.test_utils import TestServer
 from registry.api import REGISTRY
 from router.app import create_app
 from router.compat.carry import CARRY_KEY
-from tests.helpers import card_v03, card_v1, make_settings
 from tests.peers03 import agent03
+from tests.support.helpers import card_v03, card_v1, make_settings
 
 UP_TASK, UP_CONTEXT = "up-task-0001", "up-context-0001"
 V1_HEADERS = {"A2A-Version": "1.0"}

@@ -36,7 +36,7 @@ import pytest
 
 SDK03_VERSION = "0.3.26"
 SDK03_REQUIREMENTS = (f"a2a-sdk[http-server]=={SDK03_VERSION}", "httpx==0.28.1", "uvicorn==0.54.0")
-PEERS_DIR = Path(__file__).resolve().parent / "peers03"
+PEERS_DIR = Path(__file__).resolve().parent
 CLIENT03 = PEERS_DIR / "client03.py"
 AGENT03 = PEERS_DIR / "agent03.py"
 LINE_TIMEOUT = 30.0

@@ -12,8 +12,8 @@ from aiohttp.test_utils import TestClient
 from registry.api import REGISTRY
 from registry.store import create_engine
 from router.app import create_app
-from tests.helpers import ADMIN, AUTH, CardServer, card_v03, card_v1, make_settings
-from tests.sdk_peers import serve_sdk_agent
+from tests.support.helpers import ADMIN, AUTH, CardServer, card_v03, card_v1, make_settings
+from tests.support.sdk_peers import serve_sdk_agent
 
 
 async def _json(resp: Any, status: int) -> Any:

@@ -9,7 +9,7 @@ import pytest
 
 from registry.cards import detect_format, parse_card
 from registry.errors import CardError
-from tests.helpers import FIXTURES, card_v03, card_v1
+from tests.support.helpers import FIXTURES, card_v03, card_v1
 
 
 def _fixture(name: str) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from registry.catalog import (
 from registry.errors import RegistryError
 from registry.records import AgentRecord, utcnow
 from registry.textsearch import tokenize
-from tests.helpers import card_v03, card_v1
+from tests.support.helpers import card_v03, card_v1
 
 
 def _snapshot(*cards: dict) -> Snapshot:

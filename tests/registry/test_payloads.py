@@ -23,7 +23,7 @@ from registry.cards import parse_card
 from registry.errors import CardError
 from registry.payloads import card_forms, covered_content
 from registry.signatures import StaticKeys, Verification, generate_key, sign_card, verify_card
-from tests.helpers import FIXTURES, card_v03, card_v1
+from tests.support.helpers import FIXTURES, card_v03, card_v1
 
 NOW = 1_800_000_000.0
 EVIL_URL = "https://evil.example/a2a"

@@ -22,7 +22,7 @@ from registry.health import RefreshPolicy
 from registry.refresh import Refresher
 from registry.store import Store
 from router.app import create_app
-from tests.helpers import AUTH, CardServer, card_v1, make_settings
+from tests.support.helpers import AUTH, CardServer, card_v1, make_settings
 
 CARD = "/.well-known/agent-card.json"
 
@@ -665,7 +665,7 @@ async def test_a_full_health_reload_keeps_a_newer_local_write(db_url: str) -> No
     """A check recorded while a full reload is reading must survive the reload."""
     from registry.crawler import Crawler
     from registry.service import Registry
-    from tests.helpers import card_v03
+    from tests.support.helpers import card_v03
 
     registry = Registry(Store(db_url), Crawler(make_settings(db_url)))
     try:

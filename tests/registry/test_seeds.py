@@ -12,7 +12,7 @@ from registry.api import REGISTRY
 from registry.errors import RegistryError
 from registry.seeds import SeedAgent, SeedKey, load_seed_file
 from router.app import create_app
-from tests.helpers import CardServer, card_v03, card_v1, make_settings
+from tests.support.helpers import CardServer, card_v03, card_v1, make_settings
 
 
 def _write(tmp_path: Path, text: str) -> Path:

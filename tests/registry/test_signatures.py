@@ -48,7 +48,7 @@ from registry.signatures import (
     verify_card,
 )
 
-CARDS = Path(__file__).parent / "fixtures" / "cards"
+CARDS = Path(__file__).parents[1] / "fixtures" / "cards"
 NOW = 1_800_000_000.0
 ALGS = ["ES256", "RS256", "EdDSA"]
 

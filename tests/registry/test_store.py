@@ -14,7 +14,7 @@ from registry.cards import parse_card
 from registry.errors import RegistryError
 from registry.records import AgentRecord, utcnow
 from registry.store import Store, async_url
-from tests.helpers import card_v03, card_v1
+from tests.support.helpers import card_v03, card_v1
 
 
 @pytest.fixture

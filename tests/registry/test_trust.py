@@ -26,7 +26,7 @@ from registry.signatures import sign_card, verify_card
 from registry.store import Store
 from registry.tables import TrustAnchorRow
 from registry.trust import JWKS_MAX_BYTES, LOOKUP_TIMEOUT, TrustStore, jwks_anchor_id
-from tests.helpers import AUTH, CardServer, card_v1, make_settings
+from tests.support.helpers import AUTH, CardServer, card_v1, make_settings
 
 ServerFactory = Callable[..., Awaitable[TestServer]]
 

@@ -15,7 +15,7 @@ from registry.service import Registry
 from registry.store import Store
 from registry.vectors import SkillVectors, documents, skill_document, text_key
 from router.choose.models import local_embedder
-from tests.helpers import card_v1, make_settings
+from tests.support.helpers import card_v1, make_settings
 
 
 @pytest.fixture

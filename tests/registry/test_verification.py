@@ -18,8 +18,8 @@ from registry.service import Registry
 from registry.signatures import StaticKeys, generate_key, sign_card
 from registry.store import Store
 from router.app import create_app
-from tests.helpers import AUTH, CardServer, card_v03, card_v1, make_settings
-from tests.sdk_peers import serve_sdk_agent
+from tests.support.helpers import AUTH, CardServer, card_v03, card_v1, make_settings
+from tests.support.sdk_peers import serve_sdk_agent
 
 
 @pytest.fixture(scope="module")

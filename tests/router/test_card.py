@@ -25,7 +25,7 @@ from router.card import V03_CARD_FIELDS, agent_card_via_router, card_for, router
 from router.choose.matcher import ROUTING_EXTENSION
 from router.tables import SCHEMA
 from seeds.demo_agents import caption_card, currency_card, translate_card
-from tests.helpers import card_v03, card_v1, make_settings, schema_problems
+from tests.support.helpers import card_v03, card_v1, make_settings, schema_problems
 
 BASE = "https://switchboard.example"
 KEY = generate_key("ES256", kid="owner-key")

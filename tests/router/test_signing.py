@@ -12,7 +12,7 @@ from registry.errors import RegistryError
 from registry.signatures import StaticKeys, generate_key, verify_card
 from router.app import SIGNER, create_app
 from router.signing import read_key_file
-from tests.helpers import card_v1, make_settings
+from tests.support.helpers import card_v1, make_settings
 
 
 async def test_replicas_share_one_generated_key(aiohttp_client: Any, db_url: str) -> None:

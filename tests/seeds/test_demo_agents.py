@@ -52,9 +52,9 @@ from google.protobuf.json_format import ParseDict
 
 from registry.cards import parse_card
 from seeds.demo_agents import DEMO_PORTS, DemoAgents, describe_image, start_demo_agents
-from tests.sdk_clients import connect
+from tests.support.sdk_clients import connect
 
-WIRE = Path(__file__).parent / "fixtures" / "wire"
+WIRE = Path(__file__).parents[1] / "fixtures" / "wire"
 COMPAT_FIELDS = ("preferredTransport", "protocolVersion", "url")  # 1.3's 0.3-compat card fields
 
 # --- image bytes -----------------------------------------------------------------------------

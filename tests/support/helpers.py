@@ -15,7 +15,7 @@ from registry.settings import Settings
 
 ADMIN = "test-admin-token"
 AUTH = {"Authorization": f"Bearer {ADMIN}"}
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 SCHEMA_03 = json.loads(Path("/work/shared/protocol/v0.3/a2a.schema.json").read_text())
 
 

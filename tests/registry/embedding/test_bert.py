@@ -21,7 +21,7 @@ from registry.embedding.bert import BATCH, BertEmbedder, erf, gelu, gelu_tanh
 # the session fixtures this module uses
 
 REFERENCE = json.loads(
-    (Path(__file__).parent / "fixtures" / "minilm_reference.json").read_text(encoding="utf-8")
+    (Path(__file__).parents[2] / "fixtures" / "minilm_reference.json").read_text(encoding="utf-8")
 )
 
 

@@ -24,7 +24,7 @@ from registry.embedding.fetch import (
 
 # the session fixtures this module uses
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _quiet(_line: str) -> None:

@@ -16,7 +16,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from router.app import create_app
 from router.transport.routes import ROUTER
-from tests.helpers import AUTH, card_v1, make_settings
+from tests.support.helpers import AUTH, card_v1, make_settings
 
 FLIGHTS = {
     "id": "book-flights",

@@ -32,7 +32,7 @@ from router.protocol.errors import (
 from router.protocol.versions import Op, Version
 from router.tables import SCHEMA
 from seeds.demo_agents import caption_card, currency_card, translate_card
-from tests.helpers import card_v03, card_v1, make_settings
+from tests.support.helpers import card_v03, card_v1, make_settings
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 16).decode()
 KEY = generate_key("ES256", kid="owner-key")

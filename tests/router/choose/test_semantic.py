@@ -18,7 +18,7 @@ from registry.vectors import SkillVectors
 from router.choose.models import local_embedder
 from router.choose.semantic import CALIBRATION_FILE, Calibration, SemanticIndex, fuse
 from router.tables import SCHEMA
-from tests.helpers import card_v1
+from tests.support.helpers import card_v1
 
 
 def test_fuse_weighs_and_saturates() -> None:

@@ -19,7 +19,7 @@ from jwcrypto.jwk import JWK
 from router.cli import main
 from router.cli.cards import FetchError, fetch_json
 from router.cli.keys import public_keys
-from tests.helpers import FIXTURES, CardServer, card_v1
+from tests.support.helpers import FIXTURES, CardServer, card_v1
 
 ALGS = ("ES256", "RS256", "EdDSA")
 

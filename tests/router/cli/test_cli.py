@@ -14,8 +14,16 @@ from aiohttp.test_utils import TestServer
 
 from router.app import create_app
 from router.cli import main
-from tests.helpers import ADMIN, AUTH, FIXTURES, CardServer, card_v03, card_v1, make_settings
-from tests.sdk_peers import serve_sdk_agent
+from tests.support.helpers import (
+    ADMIN,
+    AUTH,
+    FIXTURES,
+    CardServer,
+    card_v03,
+    card_v1,
+    make_settings,
+)
+from tests.support.sdk_peers import serve_sdk_agent
 
 
 @pytest.fixture

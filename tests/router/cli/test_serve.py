@@ -12,7 +12,7 @@ from pathlib import Path
 
 import aiohttp
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 
 
 async def _wait_for_line(stream: asyncio.StreamReader, needle: str, seen: list[str]) -> None:

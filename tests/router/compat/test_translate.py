@@ -48,11 +48,11 @@ from router.protocol.errors import (
 )
 from router.protocol.timestamps import parse_timestamp
 from router.protocol.versions import METHODS, ROLES, STATES, Op, equivalent_method
-from tests.helpers import schema_problems
-from tests.translation_table import EXAMPLES, TABLE, Example
+from tests.support.helpers import schema_problems
+from tests.support.translation_table import EXAMPLES, TABLE, Example
 
-WIRE = Path(__file__).resolve().parent / "fixtures" / "wire"
-DOC = Path(__file__).resolve().parent.parent / "docs" / "translation.md"
+WIRE = Path(__file__).resolve().parents[2] / "fixtures" / "wire"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "translation.md"
 
 
 # --- fixtures from the wire ----------------------------------------------------------------------

@@ -33,7 +33,7 @@ from router.protocol.errors import (
 from router.protocol.payloads import check_send_params, check_task_params
 from router.protocol.versions import Op
 from router.tables import SCHEMA
-from tests.helpers import said
+from tests.support.helpers import said
 
 NOW = "2026-01-02T03:04:05+00:00"
 

@@ -17,7 +17,7 @@ from router.forward.sse import SseError, SseEvent, SseParser
 from router.forward.upstream import Target, Upstream
 from router.transport.sse import SseWriter
 
-WIRE = Path(__file__).parent / "fixtures" / "wire"
+WIRE = Path(__file__).parents[2] / "fixtures" / "wire"
 STREAM_FIXTURES = sorted(p.name for p in WIRE.glob("*.out") if "stream" in p.name) + sorted(
     p.name for p in WIRE.glob("*subscribe*.out")
 )

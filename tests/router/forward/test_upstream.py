@@ -23,7 +23,7 @@ from router.protocol.errors import (
     RpcError,
 )
 
-WIRE = Path(__file__).parent / "fixtures" / "wire"
+WIRE = Path(__file__).parents[2] / "fixtures" / "wire"
 T = TypeVar("T")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

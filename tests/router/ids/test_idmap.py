@@ -30,7 +30,7 @@ from router.protocol.errors import INVALID_AGENT_RESPONSE, INVALID_PARAMS, TASK_
 from router.protocol.versions import Op, Version
 from router.tables import SCHEMA, RouterContextRow, RouterTaskRow
 
-WIRE = Path(__file__).parent / "fixtures" / "wire"
+WIRE = Path(__file__).parents[2] / "fixtures" / "wire"
 
 
 @pytest.fixture

@@ -33,7 +33,7 @@ from router.protocol.versions import Op
 from router.tables import SCHEMA, RouterContextRow, RouterTaskRow, TaskAliasRow
 from router.transport.routes import ROUTER
 from seeds.demo_agents import DemoAgents, start_demo_agents
-from tests.helpers import make_settings
+from tests.support.helpers import make_settings
 
 AGENTS = ("currency", "caption")
 
@@ -242,7 +242,7 @@ async def test_replicas_and_restarts_resolve_each_others_ids(
 
 
 def _png() -> bytes:
-    from tests.test_demo_agents import png
+    from tests.seeds.test_demo_agents import png
 
     return png(8, 8)
 

@@ -31,9 +31,9 @@ from router.protocol.versions import (
     version_of,
 )
 from router.transport.jsonrpc import read_request, request_version
-from tests.helpers import facts, said
+from tests.support.helpers import facts, said
 
-WIRE = Path(__file__).parent / "fixtures" / "wire"
+WIRE = Path(__file__).parents[2] / "fixtures" / "wire"
 ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
 MAX_BYTES = 4096
 MAX_DEPTH = 16

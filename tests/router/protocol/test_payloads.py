@@ -24,7 +24,7 @@ from router.protocol.listing import ListQuery, list_tasks_query, status_at_or_af
 from router.protocol.timestamps import parse_timestamp, status_timestamp
 from router.protocol.versions import Op, Version
 
-WIRE = Path(__file__).parent / "fixtures" / "wire"
+WIRE = Path(__file__).parents[2] / "fixtures" / "wire"
 
 
 # --- captured streams ----------------------------------------------------------------------

@@ -11,9 +11,9 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from router.app import create_app
-from tests.helpers import AUTH, card_v1, make_settings
-from tests.sdk_clients import ask, connect, send
-from tests.sdk_peers import TaskEchoExecutor, serve_sdk_agent
+from tests.support.helpers import AUTH, card_v1, make_settings
+from tests.support.sdk_clients import ask, connect, send
+from tests.support.sdk_peers import TaskEchoExecutor, serve_sdk_agent
 
 EXPENSES = {
     "id": "submit-expense",
