@@ -32,16 +32,10 @@ from aiohttp.test_utils import TestServer
 from starlette.applications import Starlette
 
 from registry.api import REGISTRY
-from router.app import create_app
 from router.transport.routes import ROUTER
 from tests.peers03 import agent03
-from tests.support.helpers import facts, make_settings, said
+from tests.support.helpers import facts, said
 from tests.support.sdk_peers import echo_card, serve_sdk_agent
-
-
-@pytest.fixture
-async def router(aiohttp_server: Any, sqlite_url: str) -> TestServer:
-    return await aiohttp_server(create_app(make_settings(sqlite_url)))
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from aiohttp.test_utils import TestClient
 
 from registry.api import PASSIVE_HEALTH, REFRESHER, REGISTRY
 from router.app import create_app
-from tests.registry.test_refresh import FakeClock
+from tests.support.clock import FakeClock
 from tests.support.helpers import AUTH, make_settings
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -25,22 +24,13 @@ from registry.api import REGISTRY
 from registry.signatures import StaticKeys, verify_card
 from router.app import create_app
 from router.transport.routes import ROUTER
-from seeds.demo_agents import DemoAgents, start_demo_agents
-from tests.seeds.test_demo_agents import png
-from tests.support.helpers import make_settings
+from seeds.demo_agents import DemoAgents
+from tests.support.helpers import base, make_settings
+from tests.support.images import png
 from tests.support.sdk_clients import answer, ask, connect, send
 from tests.support.sdk_peers import TaskEchoExecutor, serve_sdk_agent
 
 AGENTS = ("currency", "translate", "caption")
-
-
-@pytest.fixture
-async def demo() -> AsyncIterator[DemoAgents]:
-    agents = await start_demo_agents(ports=dict.fromkeys(AGENTS, 0))
-    try:
-        yield agents
-    finally:
-        await agents.close()
 
 
 async def _switchboard(aiohttp_server: Any, database_url: str, demo: DemoAgents) -> TestServer:
@@ -55,16 +45,6 @@ async def _switchboard(aiohttp_server: Any, database_url: str, demo: DemoAgents)
 @pytest.fixture
 async def switchboard(aiohttp_server: Any, sqlite_url: str, demo: DemoAgents) -> TestServer:
     return await _switchboard(aiohttp_server, sqlite_url, demo)
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(timeout=10.0) as client:
-        yield client
-
-
-def base(server: TestServer) -> str:
-    return str(server.make_url("")).rstrip("/")
 
 
 async def upstream_ids(server: TestServer) -> set[str]:

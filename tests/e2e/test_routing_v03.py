@@ -13,7 +13,6 @@ from typing import Any
 
 import aiohttp
 import httpx
-import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 from google.protobuf.json_format import MessageToDict
@@ -23,18 +22,9 @@ from router.app import create_app
 from router.transport.routes import ROUTER
 from seeds.demo_agents import start_demo_agents
 from tests.peers03 import agent03, client03_lines, run_client03
-from tests.support.helpers import make_settings
+from tests.support.helpers import base, make_settings
 from tests.support.sdk_clients import ask, connect
 from tests.support.sdk_peers import serve_sdk_agent
-
-
-@pytest.fixture
-async def router(aiohttp_server: Any, sqlite_url: str) -> TestServer:
-    return await aiohttp_server(create_app(make_settings(sqlite_url)))
-
-
-def base(server: TestServer) -> str:
-    return str(server.make_url("")).rstrip("/")
 
 
 async def _upstream_ids(server: TestServer) -> set[str]:
@@ -219,7 +209,7 @@ async def test_03_client_gets_each_demo_query_answered_by_the_right_agent(
     the router's card reaches every demo agent (currency and caption also serve 0.3)."""
     import base64
 
-    from tests.seeds.test_demo_agents import png
+    from tests.support.images import png
 
     agents = await start_demo_agents(ports={"translate": 0, "currency": 0, "caption": 0})
     try:

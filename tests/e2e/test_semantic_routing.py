@@ -18,13 +18,12 @@ from a2a.helpers.proto_helpers import get_message_text, new_text_message
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.types import AgentSkill, Part, Role
-from aiohttp.test_utils import TestServer
 
 from registry.api import REGISTRY
 from router.app import create_app
 from router.transport.routes import ROUTER
 from tests.peers03 import client03_lines
-from tests.support.helpers import AUTH, make_settings
+from tests.support.helpers import AUTH, base, make_settings
 from tests.support.sdk_clients import ask, connect
 from tests.support.sdk_peers import serve_sdk_agent
 
@@ -108,10 +107,6 @@ async def routed(aiohttp_server: Any, sqlite_url: str, model_dir: Path) -> Async
             )
             assert resp.status_code == 201, resp.text
         yield server, http
-
-
-def base(server: TestServer) -> str:
-    return str(server.make_url("")).rstrip("/")
 
 
 async def _reply(client: Any, request: Any) -> str:

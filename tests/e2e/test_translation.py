@@ -36,25 +36,15 @@ from aiohttp.test_utils import TestServer
 from google.protobuf.json_format import MessageToDict
 
 from registry.api import REGISTRY
-from router.app import create_app
 from router.compat.carry import CARRY_KEY
 from router.transport.routes import ROUTER
 from tests.peers03 import Agent03, agent03, client03_lines, run_client03
-from tests.support.helpers import make_settings
+from tests.support.helpers import base
 from tests.support.sdk_clients import answer, ask, connect, send
 from tests.support.sdk_peers import TaskEchoExecutor, serve_sdk_agent
 
 PNG = b"\x89PNG\r\n\x1a\n fake"
 PNG64 = base64.b64encode(PNG).decode()
-
-
-@pytest.fixture
-async def router(aiohttp_server: Any, sqlite_url: str) -> TestServer:
-    return await aiohttp_server(create_app(make_settings(sqlite_url)))
-
-
-def base(server: TestServer) -> str:
-    return str(server.make_url("")).rstrip("/")
 
 
 async def upstream_ids(server: TestServer) -> set[str]:
@@ -258,12 +248,6 @@ async def v03_agent(
         record = await router.app[REGISTRY].register_url(agent.base_url, "echo03")
         assert {i.protocol_version for i in record.card.interfaces} == {"0.3.0"}
         yield agent
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(timeout=30.0) as client:
-        yield client
 
 
 def body(event: Any) -> dict[str, Any]:

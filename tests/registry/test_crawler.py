@@ -89,14 +89,6 @@ async def crawler() -> AsyncIterator[Crawler]:
         yield c
 
 
-@pytest.fixture
-async def never(aiohttp_server: ServerFactory) -> AsyncIterator[asyncio.Event]:
-    """An event no handler will see set during the test (set at teardown, before servers close)."""
-    event = asyncio.Event()
-    yield event
-    event.set()
-
-
 async def crawl_error(awaitable: Awaitable[Any]) -> CrawlError:
     with pytest.raises(CrawlError) as info:
         await awaitable

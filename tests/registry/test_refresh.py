@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -22,22 +22,10 @@ from registry.health import RefreshPolicy
 from registry.refresh import Refresher
 from registry.store import Store
 from router.app import create_app
+from tests.support.clock import FakeClock
 from tests.support.helpers import AUTH, CardServer, card_v1, make_settings
 
 CARD = "/.well-known/agent-card.json"
-
-
-class FakeClock:
-    """A clock the test moves by hand."""
-
-    def __init__(self) -> None:
-        self.now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
 
 
 @pytest.fixture

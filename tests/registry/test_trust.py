@@ -118,14 +118,6 @@ async def make_trust() -> AsyncIterator[Callable[..., Awaitable[Env]]]:
         await env.store.close()
 
 
-@pytest.fixture
-async def never(aiohttp_server: ServerFactory) -> AsyncIterator[asyncio.Event]:
-    """An event no handler sees set during the test (set at teardown, before servers close)."""
-    event = asyncio.Event()
-    yield event
-    event.set()
-
-
 def keys_app(settings: Settings) -> web.Application:
     """The admin API's middlewares, a trust store and the /api/v1/keys routes."""
     app = web.Application(middlewares=[api.error_middleware, api.auth_middleware])

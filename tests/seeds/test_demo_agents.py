@@ -13,10 +13,8 @@ import asyncio
 import base64
 import json
 import re
-import struct
 import tomllib
 import uuid
-import zlib
 from collections.abc import AsyncIterable, AsyncIterator
 from importlib.resources import files
 from pathlib import Path
@@ -52,52 +50,13 @@ from google.protobuf.json_format import ParseDict
 
 from registry.cards import parse_card
 from seeds.demo_agents import DEMO_PORTS, DemoAgents, describe_image, start_demo_agents
+from tests.support.images import gif, jpeg, png
 from tests.support.sdk_clients import connect
 
 WIRE = Path(__file__).parents[1] / "fixtures" / "wire"
 COMPAT_FIELDS = ("preferredTransport", "protocolVersion", "url")  # 1.3's 0.3-compat card fields
 
-# --- image bytes -----------------------------------------------------------------------------
-
-
-def png(width: int, height: int) -> bytes:
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        crc = struct.pack(">I", zlib.crc32(kind + data))
-        return struct.pack(">I", len(data)) + kind + data + crc
-
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    pixels = zlib.compress(b"".join(b"\x00" + b"\x00" * 3 * width for _ in range(height)))
-    signature = b"\x89PNG\r\n\x1a\n"
-    return signature + chunk(b"IHDR", header) + chunk(b"IDAT", pixels) + chunk(b"IEND", b"")
-
-
-def gif(width: int, height: int) -> bytes:
-    return b"GIF89a" + struct.pack("<HH", width, height) + b"\x00\x00\x00;"
-
-
-def jpeg(width: int, height: int) -> bytes:
-    app0 = b"\xff\xe0" + struct.pack(">H", 16) + b"JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00"
-    sof0 = b"\xff\xc0" + struct.pack(">HBHHB", 17, 8, height, width, 3) + b"\x01\x22\x00" * 3
-    return b"\xff\xd8" + app0 + sof0 + b"\xff\xd9"
-
-
 # --- fixtures and helpers ----------------------------------------------------------------------
-
-
-@pytest.fixture
-async def demo() -> AsyncIterator[DemoAgents]:
-    agents = await start_demo_agents(ports=dict.fromkeys(DEMO_PORTS, 0))
-    try:
-        yield agents
-    finally:
-        await agents.close()
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[httpx.AsyncClient]:
-    """For the SDK client, which adds ``A2A-Version: 1.0`` to its default headers."""
-    async with httpx.AsyncClient(timeout=5.0) as client:
-        yield client
 
 
 @pytest.fixture

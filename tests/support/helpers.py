@@ -57,6 +57,11 @@ class CardServer:
         return sum(1 for r in self.requests if r.path == path)
 
 
+def base(server: TestServer) -> str:
+    """The root URL of a test server, without the trailing slash."""
+    return str(server.make_url("")).rstrip("/")
+
+
 def card_v1(base_url: str, name: str = "Weather Agent", **extra: Any) -> dict[str, Any]:
     """A 1.0-shaped card whose interface is at ``base_url``/a2a."""
     card: dict[str, Any] = {

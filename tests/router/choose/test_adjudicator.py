@@ -3,11 +3,9 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
-from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from router.choose.adjudicator import Adjudicator, Option
@@ -16,33 +14,6 @@ OPTIONS = [
     Option("flights", "book-flights", "Flight booking", "Books airline tickets.", 0.5),
     Option("hotels", "book-hotels", "Hotel booking", "Reserves hotel rooms.", 0.48),
 ]
-
-
-class Chat:
-    def __init__(self) -> None:
-        self.content = '{"choice": 1}'
-        self.status = 200
-        self.requests: list[dict[str, Any]] = []
-        self.never = asyncio.Event()
-        self.stall = False
-
-    async def handle(self, request: web.Request) -> web.Response:
-        self.requests.append(await request.json())
-        if self.stall:
-            await self.never.wait()
-        if self.status != 200:
-            return web.json_response({"error": "x"}, status=self.status)
-        return web.json_response(
-            {"choices": [{"index": 0, "message": {"role": "assistant", "content": self.content}}]}
-        )
-
-
-@pytest.fixture
-async def chat(aiohttp_server: Any) -> tuple[Chat, TestServer]:
-    chat = Chat()
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", chat.handle)
-    return chat, await aiohttp_server(app)
 
 
 async def _ask(server: TestServer, budget: float = 2.0) -> Any:

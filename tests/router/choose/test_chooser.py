@@ -4,15 +4,13 @@ server speaking the chat-completions wire format."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
 
 from router.app import create_app
 from router.transport.routes import ROUTER
@@ -35,35 +33,6 @@ MESSAGE = {
     "messageId": "x",
     "parts": [{"text": "I need to get to Madrid for the conference next week"}],
 }
-
-
-class ChatServer:
-    """A chat-completions endpoint whose next answer the test sets."""
-
-    def __init__(self) -> None:
-        self.content = '{"choice": 1}'
-        self.requests: list[dict[str, Any]] = []
-        self.hang = asyncio.Event()  # never set: a request waits on it when ``stall``
-        self.stall = False
-
-    async def handle(self, request: web.Request) -> web.Response:
-        self.requests.append(await request.json())
-        if self.stall:
-            await self.hang.wait()
-        body = {
-            "id": "c1",
-            "object": "chat.completion",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": self.content}}],
-        }
-        return web.json_response(body)
-
-
-@pytest.fixture
-async def chat(aiohttp_server: Any) -> tuple[ChatServer, TestServer]:
-    chat = ChatServer()
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", chat.handle)
-    return chat, await aiohttp_server(app)
 
 
 async def _router(

@@ -14,8 +14,8 @@ from aiohttp.test_utils import TestServer
 
 from router.app import create_app
 from router.cli import main
+from tests.support.cli import run
 from tests.support.helpers import (
-    ADMIN,
     AUTH,
     FIXTURES,
     CardServer,
@@ -29,20 +29,6 @@ from tests.support.sdk_peers import serve_sdk_agent
 @pytest.fixture
 async def server(aiohttp_server: Any, sqlite_url: str) -> TestServer:
     return await aiohttp_server(create_app(make_settings(sqlite_url)))
-
-
-async def run(
-    capsys: pytest.CaptureFixture[str], server: TestServer, *argv: str
-) -> tuple[int, str, str]:
-    """Run the CLI with ``--server`` pointing at ``server``; return (status, stdout, stderr)."""
-    command, *rest = argv
-    args = [command]
-    if command in ("agents", "keys", "route", "examples"):
-        args.append(rest.pop(0))
-    args += ["--server", str(server.make_url("")), "--token", ADMIN, *rest]
-    status = await asyncio.to_thread(main, args)
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 async def test_add_list_show_search_refresh_remove(

@@ -14,7 +14,7 @@ from aiohttp.test_utils import TestServer
 
 from router.app import create_app
 from router.cli import main
-from tests.router.cli.test_cli import run
+from tests.support.cli import run
 from tests.support.helpers import AUTH, card_v1, make_settings
 
 

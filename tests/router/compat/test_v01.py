@@ -5,7 +5,6 @@ PostgreSQL."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -32,7 +31,6 @@ from router.protocol.errors import (
 )
 from router.protocol.payloads import check_send_params, check_task_params
 from router.protocol.versions import Op
-from router.tables import SCHEMA
 from tests.support.helpers import said
 
 NOW = "2026-01-02T03:04:05+00:00"
@@ -491,14 +489,6 @@ def test_prefixed_send_normalizes_the_drafts_spellings() -> None:
 
 
 # --- client task ID aliases -------------------------------------------------------------------
-
-
-@pytest.fixture
-async def store(db_url: str) -> AsyncIterator[Store]:
-    store = Store(db_url, SCHEMA)
-    await store.create_schema()
-    yield store
-    await store.close()
 
 
 async def test_aliases_persist_and_the_first_binding_wins(store: Store) -> None:

@@ -34,14 +34,6 @@ WIRE = Path(__file__).parents[2] / "fixtures" / "wire"
 
 
 @pytest.fixture
-async def store(db_url: str) -> AsyncIterator[Store]:
-    store = Store(db_url, SCHEMA)
-    await store.create_schema()
-    yield store
-    await store.close()
-
-
-@pytest.fixture
 async def ids(store: Store) -> AsyncIterator[IdMap]:
     ids = IdMap(store)
     await ids.start()

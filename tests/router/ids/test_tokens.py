@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import os
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -32,7 +32,7 @@ from router.protocol.errors import TASK_NOT_FOUND, RpcError
 from router.protocol.versions import Op
 from router.tables import SCHEMA, RouterContextRow, RouterTaskRow, TaskAliasRow
 from router.transport.routes import ROUTER
-from seeds.demo_agents import DemoAgents, start_demo_agents
+from seeds.demo_agents import DemoAgents
 from tests.support.helpers import make_settings
 
 AGENTS = ("currency", "caption")
@@ -77,21 +77,6 @@ def test_tokens_round_trip_and_refuse_forgeries() -> None:
 
 
 # --- through the router, with real agents ----------------------------------------------------
-
-
-@pytest.fixture
-async def demo() -> AsyncIterator[DemoAgents]:
-    agents = await start_demo_agents(ports=dict.fromkeys(AGENTS, 0))
-    try:
-        yield agents
-    finally:
-        await agents.close()
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(timeout=10.0) as client:
-        yield client
 
 
 async def _switchboard(aiohttp_server: Any, database_url: str, demo: DemoAgents) -> TestServer:
@@ -242,20 +227,12 @@ async def test_replicas_and_restarts_resolve_each_others_ids(
 
 
 def _png() -> bytes:
-    from tests.seeds.test_demo_agents import png
+    from tests.support.images import png
 
     return png(8, 8)
 
 
 # --- the previous scheme and the written-behind list -----------------------------------------
-
-
-@pytest.fixture
-async def store(db_url: str) -> AsyncIterator[Store]:
-    store = Store(db_url, SCHEMA)
-    await store.create_schema()
-    yield store
-    await store.close()
 
 
 async def test_ids_of_the_stored_scheme_still_resolve(store: Store) -> None:
