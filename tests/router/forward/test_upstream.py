@@ -8,7 +8,7 @@ import json
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from aiohttp import web
@@ -22,17 +22,12 @@ from router.protocol.errors import (
     STREAM_FAILED,
     RpcError,
 )
+from tests.support.streams import within
 
 WIRE = Path(__file__).parents[2] / "fixtures" / "wire"
-T = TypeVar("T")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 OK = {"jsonrpc": "2.0", "id": 1, "result": {"kind": "task", "id": "t-1"}}
-
-
-async def within(aw: Awaitable[T], seconds: float = 5.0) -> T:
-    """Await ``aw`` but fail fast instead of hanging the test run."""
-    return await asyncio.wait_for(aw, seconds)
 
 
 @pytest.fixture
