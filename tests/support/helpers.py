@@ -28,7 +28,7 @@ def make_settings(database_url: str, **overrides: Any) -> Settings:
         "seeds": [],
         "connect_timeout": 2.0,
         "read_timeout": 5.0,
-        "refresh": False,  # tests run the checks themselves (see tests/test_refresh.py)
+        "refresh": False,  # tests run the checks themselves (see tests/registry/test_refresh.py)
         "matcher": "lexical",  # tests of matching by meaning ask for it (tests/conftest.py)
     }
     values.update(overrides)

@@ -1,8 +1,9 @@
 """The translation table of A2A 0.3 <-> 1.0 (:mod:`router.compat.translate`) as test data.
 
-:data:`TABLE` holds the rows of ``docs/translation.md`` (``tests/test_translate.py`` compares
-them: change both together); :data:`EXAMPLES` a machine-readable example of each part,
-params, object, result, event, error and timestamp row, which the tests translate both ways.
+:data:`TABLE` holds the rows of ``docs/translation.md``
+(``tests/router/compat/test_translate.py`` compares them: change both together);
+:data:`EXAMPLES` a machine-readable example of each part, params, object, result, event, error
+and timestamp row, which the tests translate both ways.
 The method, state and role rows are made from the router's own tables
 (:mod:`router.protocol.versions`).
 """
@@ -22,8 +23,9 @@ __all__ = ["EXAMPLES", "TABLE", "Example", "Row"]
 Row = tuple[str, str, str, str]
 """One line of the translation table: (area, A2A 0.3, A2A 1.0, note)."""
 
-# The translation table. ``docs/translation.md`` holds the same rows (tests/test_translate.py
-# compares them): change both together. A note starting "lossy" is a lossy case.
+# The translation table. ``docs/translation.md`` holds the same rows
+# (tests/router/compat/test_translate.py compares them): change both together. A note starting
+# "lossy" is a lossy case.
 TABLE: tuple[Row, ...] = (
     ("method", "`message/send`", "`SendMessage`", ""),
     ("method", "`message/stream`", "`SendStreamingMessage`", ""),
@@ -254,7 +256,8 @@ _ENDED1 = {"taskId": "t", "contextId": "c"}
 _INFO = "type.googleapis.com/google.rpc.ErrorInfo"
 
 # Examples of the rows of the areas part, metadata, object, params, result, event, error and
-# timestamp, keyed by (area, A2A 0.3 cell) of their row (tests/test_translate.py runs them).
+# timestamp, keyed by (area, A2A 0.3 cell) of their row (tests/router/compat/test_translate.py
+# runs them).
 EXAMPLES: dict[tuple[str, str], Example] = {
     ("params", "`configuration.blocking: false`"): Example(
         "params",

@@ -100,7 +100,7 @@ async def test_serve_bad_configuration_is_one_line_and_status_2(
     tmp_path: Path, unused_tcp_port: int
 ) -> None:
     """Mistakes seen before starting stop ``serve`` with one line and status 2 (every case is
-    covered in-process by tests/test_cli.py; these run the real entry point)."""
+    covered in-process by tests/router/cli/test_cli.py; these run the real entry point)."""
     db = f"sqlite:///{tmp_path / 'ok.db'}"
     cases = {
         "missing seed file": (
