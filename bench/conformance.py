@@ -127,7 +127,7 @@ async def _serve(app: web.Application) -> tuple[web.AppRunner, str]:
 
 async def main_async(tck: Path, python: Path, *, compat: bool) -> dict[str, Any]:
     """The three runs (see the module docs); ``compat``: the agent serves 0.3 too."""
-    from tests.sdk_peers import TaskEchoExecutor, serve_sdk_agent
+    from tests.support.sdk_peers import TaskEchoExecutor, serve_sdk_agent
 
     results: dict[str, dict[str, str]] = {}
     by_level: dict[str, dict[str, dict[str, int]]] = {}

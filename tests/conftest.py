@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import httpx
 import psycopg
 import pytest
 from aiohttp import web
@@ -22,14 +23,15 @@ from aiohttp.test_utils import TestClient
 from sqlalchemy.engine import make_url
 
 from router.app import create_app
-from tests.embedding_fixtures import (  # noqa: F401  (the model, once per machine)
+from seeds.demo_agents import DEMO_PORTS, DemoAgents, start_demo_agents
+from tests.peers03 import sdk03_python  # noqa: F401  (the a2a-sdk 0.3 venv fixture)
+from tests.support.embedding_fixtures import (  # noqa: F401  (the model, once per machine)
     bert,
     model_dir,
     model_wheel,
     static_model_dir,
 )
-from tests.helpers import AUTH, CardServer, card_v03, card_v1, make_settings
-from tests.peers03 import sdk03_python  # noqa: F401  (the a2a-sdk 0.3 venv fixture)
+from tests.support.helpers import AUTH, CardServer, card_v03, card_v1, make_settings
 
 # --- databases -------------------------------------------------------------------------------
 
@@ -83,6 +85,27 @@ def sqlite_url(tmp_path: Path) -> str:
 async def switchboard(aiohttp_client: Any, db_url: str) -> TestClient:
     """A running Switchboard (on each test database) and a client for it."""
     return await aiohttp_client(create_app(make_settings(db_url)))
+
+
+# --- the demo agents, and an HTTP client for the a2a-sdk client -------------------------------
+
+
+@pytest.fixture
+async def demo() -> AsyncIterator[DemoAgents]:
+    """The three demo agents (seeds/demo_agents.py), each on a free port of 127.0.0.1."""
+    agents = await start_demo_agents(ports=dict.fromkeys(DEMO_PORTS, 0))
+    try:
+        yield agents
+    finally:
+        await agents.close()
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[httpx.AsyncClient]:
+    """An httpx client, e.g. for the a2a-sdk 1.x client (which adds ``A2A-Version: 1.0`` to its
+    default headers). Tests that speak raw HTTP with aiohttp define their own ``http``."""
+    async with httpx.AsyncClient(timeout=30.0) as client:
+        yield client
 
 
 # --- a programmable card server ----------------------------------------------------------------

@@ -12,7 +12,7 @@ Unknown members pass through untouched. A member with no counterpart in the othe
 kept in the nearest ``metadata`` under :data:`router.compat.carry.CARRY_KEY` and put back on
 the way back, so the round trip 0.3 -> 1.0 -> 0.3 gives back what went in (property-tested).
 ``docs/translation.md`` lists every mapping and every lossy case; the same table, with an
-example of each row, is ``tests/translation_table.py`` (a test compares them and runs the
+example of each row, is ``tests/support/translation_table.py`` (a test compares them and runs the
 examples). Push notification configs are :mod:`router.compat.push`.
 """
 

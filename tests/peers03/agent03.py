@@ -1,4 +1,5 @@
-"""An a2a-sdk 0.3.26 echo agent, run by the python of the 0.3 test venv (see tests/peers03.py).
+"""An a2a-sdk 0.3.26 echo agent, run by the python of the 0.3 test venv (see
+tests/peers03/__init__.py).
 
 Usage: ``agent03.py [--host H] [--port P] [--gated] [--name N] [--echo-parts] [--sdk-final]``
 

@@ -1,0 +1,204 @@
+"""Catalog search semantics, media types, text ranking and cursors, without HTTP."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from registry import mediatypes
+from registry.cards import parse_card
+from registry.catalog import AGENTS, SKILLS, Query, Snapshot, version_matches
+from registry.errors import RegistryError
+from registry.paging import decode_cursor, encode_cursor, paginate
+from registry.records import AgentRecord, utcnow
+from registry.textsearch import tokenize
+from tests.support.helpers import card_v03, card_v1
+
+
+def _snapshot(*cards: dict) -> Snapshot:
+    now = utcnow()
+    records = [
+        AgentRecord(
+            id=f"agent-{n}",
+            card=parse_card(card),
+            source="push",
+            card_sha256="0" * 64,
+            created_at=now,
+            updated_at=now,
+            fetched_at=now,
+        )
+        for n, card in enumerate(cards)
+    ]
+    return Snapshot(records, version=1)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "expected"),
+    [
+        ("image/png", "image/png", True),
+        ("image/*", "image/png", True),
+        ("image/png", "image/*", True),
+        ("IMAGE/PNG", "image/png; q=0.9", True),
+        ("*/*", "application/json", True),
+        ("image/png", "image/jpeg", False),
+        ("image/*", "text/*", False),
+        ("text", "text/plain", True),
+        ("file", "application/pdf", True),
+        ("data", "application/json", True),
+    ],
+)
+def test_media_types(a: str, b: str, expected: bool) -> None:
+    assert mediatypes.matches(a, b) is expected
+
+
+@pytest.mark.parametrize(
+    ("wanted", "offered", "expected"),
+    [
+        ("0.3", "0.3.0", True),
+        ("0.3.0", "0.3", True),
+        ("1", "1.0", True),
+        ("1.0", "1.0", True),
+        ("0.3", "1.0", False),
+        ("1.1", "1.0", False),
+        ("", "1.0", False),
+    ],
+)
+def test_version_matches(wanted: str, offered: str, expected: bool) -> None:
+    assert version_matches(wanted, offered) is expected
+
+
+def test_tokenize_folds_case_accents_plurals_and_stop_words() -> None:
+    assert tokenize("Convert the Currencies to Euros, café!") == [
+        "convert",
+        "currency",
+        "euro",
+        "cafe",
+    ]
+
+
+def test_text_ranking_prefers_name_and_tags_over_examples() -> None:
+    named = card_v1("https://a.example", name="Translator")
+    named["skills"] = [{"id": "tr", "name": "Translate text", "tags": ["translation"]}]
+    mentioned = card_v03("https://b.example", name="Helper")
+    mentioned["skills"] = [
+        {"id": "misc", "name": "Misc", "tags": [], "examples": ["translate this letter"]}
+    ]
+    hits = _snapshot(named, mentioned).skills(Query(q="translate"))
+    assert [h.skill.id for h in hits] == ["tr", "misc"]
+    assert hits[0].score > hits[1].score > 0
+
+
+def test_agent_level_and_skill_level_filters() -> None:
+    snap = _snapshot(card_v1("https://a.example"), card_v03("https://b.example"))
+    assert [h.agent.id for h in snap.agents_for(Query(streaming=True))] == ["agent-0"]
+    hits = snap.agents_for(Query(tags=("weather",)))
+    assert hits[0].skills == ("forecast", "radar-image")
+    assert snap.agents_for(Query(skill="forecast", output_mode="image/png")) == []
+
+
+def test_cursors_round_trip_and_reject_garbage() -> None:
+    shape = (float, str)
+    assert decode_cursor(encode_cursor("agents:x", [-1.5, "x"]), "agents:x", shape) == [-1.5, "x"]
+    bad = [
+        "",
+        "***",
+        "e30",  # {}
+        encode_cursor("agents:x", [-1.5]),  # wrong length
+        encode_cursor("agents:x", ["a", "b"]),  # wrong types
+        encode_cursor("agents:y", [-1.5, "x"]),  # another query
+        "eyJzIjoiYWdlbnRzOngiLCJrIjpbTmFOLCJ4Il19",  # {"s":"agents:x","k":[NaN,"x"]}
+    ]
+    for cursor in bad:
+        with pytest.raises(RegistryError) as info:
+            decode_cursor(cursor or "=", "agents:x", shape)
+        assert info.value.code == "invalid_cursor"
+
+
+def test_paginate_pages_through_and_cursors_are_scoped() -> None:
+    snap = _snapshot(card_v1("https://a.example"), card_v03("https://b.example"))
+    query = Query()
+    hits = snap.agents_for(query)
+    first = paginate(hits, AGENTS, query, 1, None)
+    assert [h.agent.id for h in first.items] == ["agent-0"]
+    second = paginate(hits, AGENTS, query, 1, first.next_cursor)
+    assert [h.agent.id for h in second.items] == ["agent-1"]
+    assert second.next_cursor is None
+    for other_query, ordering, items in (
+        (Query(streaming=True), AGENTS, hits),
+        (query, SKILLS, snap.skills(query)),
+    ):
+        with pytest.raises(RegistryError, match="another listing"):
+            paginate(items, ordering, other_query, 1, first.next_cursor)
+
+
+def test_text_query_lists_only_matching_skills() -> None:
+    snap = _snapshot(card_v1("https://a.example"))
+    (hit,) = snap.agents_for(Query(q="radar"))
+    assert hit.skills == ("radar-image",)
+    (hit,) = snap.agents_for(Query(q="weather agent"))  # the agent's own name
+    assert hit.score > 0
+
+
+def _random_catalog(seed: int, agents: int = 40) -> Snapshot:
+    """Agents whose skills draw words from a small vocabulary: many ties and shared words."""
+    rnd = random.Random(seed)
+    words = ["rain", "sun", "map", "tide", "wind", "storm", "city", "report", "data", "image"]
+    cards = []
+    for n in range(agents):
+        card = card_v1(f"https://a{n}.example", name=f"Agent {rnd.choice(words)} {n}")
+        card["capabilities"] = {"streaming": rnd.random() < 0.5}
+        card["skills"] = [
+            {
+                "id": f"s{k}",
+                "name": " ".join(rnd.sample(words, 2)),
+                "description": " ".join(rnd.choices(words, k=rnd.randint(0, 6))),
+                "tags": rnd.sample(words, rnd.randint(0, 2)),
+            }
+            for k in range(rnd.randint(1, 4))
+        ]
+        cards.append(card)
+    return _snapshot(*cards)
+
+
+def _walk(ranked: Any, ordering: Any, query: Query, limit: int) -> list[Any]:
+    """Every page of a ranked walk, each after the last item of the one before."""
+    walked: list[Any] = []
+    after = None
+    while True:
+        page, more = ranked(query, limit, after)
+        walked += page
+        if not more:
+            return walked
+        after = ordering.key(page[-1])
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_ranked_walk_pages_like_the_full_scan(seed: int) -> None:
+    """Every page of a ranked text search found best first equals that page of the full,
+    sorted scan, cursors included (ties across page boundaries too)."""
+    snapshot = _random_catalog(seed)
+    rnd = random.Random(seed)
+    for text in ("rain", "storm city", "map data image", "tide", "nothing here"):
+        for streaming in (None, True):
+            query = Query(q=text, streaming=streaming)
+            full = snapshot.skills(query)
+            walked = _walk(snapshot.ranked_skills, SKILLS, query, rnd.randint(1, 7))
+            assert [(h.agent.id, h.skill.id, h.score) for h in walked] == [
+                (h.agent.id, h.skill.id, h.score) for h in full
+            ]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_ranked_walk_pages_agents_like_the_full_scan(seed: int) -> None:
+    snapshot = _random_catalog(seed, agents=60)
+    rnd = random.Random(seed)
+    for text in ("rain", "storm city", "map data image", "agent", "tide wind", "nothing here"):
+        for streaming in (None, False):
+            query = Query(q=text, streaming=streaming)
+            full = snapshot.agents_for(query)
+            walked = _walk(snapshot.ranked_agents, AGENTS, query, rnd.randint(1, 9))
+            assert [(h.agent.id, h.score, h.skills) for h in walked] == [
+                (h.agent.id, h.score, h.skills) for h in full
+            ]

@@ -1,0 +1,149 @@
+"""``switchboard serve --demo`` as a user runs it: a real process, real demo agents."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import sys
+from pathlib import Path
+
+import aiohttp
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+async def _wait_for_line(stream: asyncio.StreamReader, needle: str, seen: list[str]) -> None:
+    while True:
+        line = await stream.readline()
+        if not line:
+            raise AssertionError("server exited before serving:\n" + "".join(seen))
+        seen.append(line.decode(errors="replace"))
+        if needle in seen[-1]:
+            return
+
+
+async def _spawn(*argv: str, cwd: Path) -> asyncio.subprocess.Process:
+    """Start ``switchboard serve ARGV`` as a real process, without inherited settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SWITCHBOARD_")}
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "router.cli",
+        "serve",
+        *argv,
+        env={**env, "PYTHONPATH": str(ROOT)},
+        cwd=cwd,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+
+
+async def test_serve_demo_registers_the_demo_agents(tmp_path: Path, unused_tcp_port: int) -> None:
+    database = f"sqlite:///{tmp_path / 'demo.db'}"
+    proc = await _spawn(
+        "--demo", "--port", str(unused_tcp_port), "--database-url", database, cwd=tmp_path
+    )
+    assert proc.stderr is not None
+    seen: list[str] = []
+    try:
+        await asyncio.wait_for(_wait_for_line(proc.stderr, "Running on", seen), timeout=60)
+        base = f"http://127.0.0.1:{unused_tcp_port}"
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"{base}/readyz") as resp:
+                assert resp.status == 200
+                assert (await resp.json())["agents"] == 3
+            async with http.get(f"{base}/api/v1/agents") as resp:
+                agents = (await resp.json())["agents"]
+            assert {a["id"]: a["card_format"] for a in agents} == {
+                "caption": "1.0",
+                "currency": "1.0",
+                "translate": "0.3",
+            }
+            async with http.get(f"{base}/api/v1/skills?input_mode=image/png") as resp:
+                skills = (await resp.json())["skills"]
+            assert [(s["agent"]["id"], s["id"]) for s in skills] == [("caption", "caption-image")]
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # it may have exited on its own
+            proc.send_signal(signal.SIGINT)
+        drain = asyncio.ensure_future(proc.stderr.read())
+        code = await asyncio.wait_for(proc.wait(), timeout=30)
+        seen.append((await drain).decode(errors="replace"))
+    assert code == 0, "".join(seen)
+    assert "Traceback" not in "".join(seen)
+
+
+async def _serve(*argv: str, cwd: Path) -> tuple[int, str]:
+    """Run ``switchboard serve`` with ``argv`` until it exits; return (status, stderr)."""
+    proc = await _spawn(*argv, cwd=cwd)
+    try:
+        _, err = await asyncio.wait_for(proc.communicate(), timeout=60)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode is not None
+    return proc.returncode, err.decode(errors="replace")
+
+
+def _one_line_error(err: str) -> str:
+    """The single ``switchboard: ...`` line of ``err``, after asserting there is no traceback."""
+    assert "Traceback" not in err, err
+    errors = [line for line in err.splitlines() if line.startswith("switchboard: ")]
+    assert len(errors) == 1 and err.rstrip().endswith(errors[0]), err
+    return errors[0]
+
+
+async def test_serve_bad_configuration_is_one_line_and_status_2(
+    tmp_path: Path, unused_tcp_port: int
+) -> None:
+    """Mistakes seen before starting stop ``serve`` with one line and status 2 (every case is
+    covered in-process by tests/router/cli/test_cli.py; these run the real entry point)."""
+    db = f"sqlite:///{tmp_path / 'ok.db'}"
+    cases = {
+        "missing seed file": (
+            ["--seeds", str(tmp_path / "nonexistent.toml")],
+            "cannot read seed file",
+        ),
+        "unsupported database": (
+            ["--database-url", "mysql://user:secret@db.example/switchboard"],
+            "unsupported database 'mysql'",
+        ),
+        "log level": (["--log-level", "bogus"], "invalid --log-level 'bogus'"),
+    }
+    results = await asyncio.gather(
+        *(
+            _serve("--port", str(unused_tcp_port), "--database-url", db, *argv, cwd=tmp_path)
+            for argv, _ in cases.values()
+        )
+    )
+    for (name, (_, expected)), (status, err) in zip(cases.items(), results, strict=True):
+        assert status == 2, f"{name}: {err}"
+        assert err.count("\n") == 1, f"{name}: more than one line: {err}"
+        line = _one_line_error(err)
+        assert expected in line and "secret" not in line, f"{name}: {line}"
+    assert not (tmp_path / "ok.db").exists()  # nothing was started
+
+
+async def test_serve_startup_failures_are_one_line_and_status_1(
+    tmp_path: Path, unused_tcp_port: int
+) -> None:
+    """Failures that only show when starting: the port is taken, the database is unreachable."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        nobody = f"postgresql://user:secret@127.0.0.1:{unused_tcp_port}/switchboard"
+        (status_port, err_port), (status_db, err_db) = await asyncio.gather(
+            _serve("--port", str(port), "--database-url", "sqlite:///./ok.db", cwd=tmp_path),
+            _serve("--port", str(port), "--database-url", nobody, cwd=tmp_path),
+        )
+    assert status_port == 1, err_port
+    line = _one_line_error(err_port)
+    assert line.startswith("switchboard: cannot start:") and "address already in use" in line
+    assert status_db == 1, err_db
+    line = _one_line_error(err_db)
+    assert line.startswith("switchboard: cannot start: database postgresql://user:***@")
+    assert "Connection refused" in line and "secret" not in line
