@@ -20,8 +20,8 @@ from pydantic import ValidationError
 from registry.errors import RegistryError
 from registry.settings import Settings
 from router.cli.errors import CliError
+from router.cli.logs import LOG_LEVELS, configure_logging
 
-_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 _DATABASES = ("sqlite", "postgresql")
 _SQLALCHEMY_LINK = re.compile(r"\(Background on this error at: [^)]*\)")
 
@@ -64,9 +64,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from router.app import create_app
 
     level = args.log_level.upper()
-    if level not in _LOG_LEVELS:
+    if level not in LOG_LEVELS:
         raise CliError(
-            f"invalid --log-level {args.log_level!r}: use one of {', '.join(_LOG_LEVELS)}",
+            f"invalid --log-level {args.log_level!r}: use one of {', '.join(LOG_LEVELS)}",
             status=2,
         )
     overrides: dict[str, Any] = {
@@ -111,9 +111,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.demo:
         app.cleanup_ctx.insert(0, _demo_agents)
 
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if level != "DEBUG":  # it logs every job run at INFO: twice a second here
-        logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    configure_logging(level)
     log = logging.getLogger("switchboard")
     if not settings.admin_token:
         log.warning("SWITCHBOARD_ADMIN_TOKEN is not set: the admin API is read-only")

@@ -147,3 +147,34 @@ async def test_serve_startup_failures_are_one_line_and_status_1(
     line = _one_line_error(err_db)
     assert line.startswith("switchboard: cannot start: database postgresql://user:***@")
     assert "Connection refused" in line and "secret" not in line
+
+
+async def test_serve_logs_a_bad_http_request_as_one_info_line(
+    tmp_path: Path, unused_tcp_port: int
+) -> None:
+    """An HTTP/2 client (prior knowledge) on the port: one INFO line naming the sender, no
+    traceback (router/cli/logs.py)."""
+    database = f"sqlite:///{tmp_path / 'bad.db'}"
+    proc = await _spawn("--port", str(unused_tcp_port), "--database-url", database, cwd=tmp_path)
+    assert proc.stderr is not None
+    seen: list[str] = []
+    try:
+        await asyncio.wait_for(_wait_for_line(proc.stderr, "Running on", seen), timeout=60)
+        reader, writer = await asyncio.open_connection("127.0.0.1", unused_tcp_port)
+        writer.write(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+        answer = await asyncio.wait_for(reader.read(), timeout=10)
+        writer.close()
+        assert b" 400 " in answer.split(b"\r\n")[0]
+        await asyncio.wait_for(_wait_for_line(proc.stderr, "bad HTTP request", seen), timeout=10)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGINT)
+        drain = asyncio.ensure_future(proc.stderr.read())
+        code = await asyncio.wait_for(proc.wait(), timeout=30)
+        seen.append((await drain).decode(errors="replace"))
+    log = "".join(seen)
+    assert code == 0, log
+    [line] = [line for line in log.splitlines() if "aiohttp.server" in line]
+    assert " INFO aiohttp.server: bad HTTP request from 127.0.0.1: " in line, log
+    assert "HTTP/2" in line, log
+    assert "Traceback" not in log and " ERROR " not in log, log
