@@ -508,7 +508,7 @@ async def get_stats(request: web.Request) -> web.Response:
     health: Counter[str] = Counter()
     registry = request.app[REGISTRY]
     for agent in snapshot.agents.values():
-        versions.update(agent.card.protocol_versions)
+        versions.update(agent.card.canonical_protocol_versions)
         formats[agent.card.card_format] += 1
         verifications[agent.verification.status] += 1
         health[registry.health_of(agent.id).status] += 1

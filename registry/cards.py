@@ -34,6 +34,8 @@ content its signature covers, not from the card as received.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
@@ -67,6 +69,27 @@ class Interface(BaseModel):
     binding: str = "JSONRPC"
     protocol_version: str
     tenant: str | None = None
+
+
+_NUMERIC_VERSION = re.compile(r"[0-9]{1,9}(\.[0-9]{1,9})*")
+
+
+def canonical_version(version: str) -> str:
+    """A protocol version as ``MAJOR.MINOR``, the form of the ``A2A-Version`` header and of
+    1.0 cards' interfaces: ``0.3.0`` and ``0.3`` are ``0.3``, ``1`` is ``1.0``, ``0.2.5`` is
+    ``0.2`` (a patch version does not change the protocol). Anything not made of numbers and
+    dots is returned as written (stripped). For counting and showing: cards keep their own
+    spelling."""
+    text = version.strip()
+    if not _NUMERIC_VERSION.fullmatch(text):
+        return text
+    major, minor, *_ = [*map(int, text.split(".")), 0]
+    return f"{major}.{minor}"
+
+
+def canonical_versions(versions: Iterable[str]) -> list[str]:
+    """The distinct :func:`canonical_version` of ``versions``, in their order."""
+    return list(dict.fromkeys(canonical_version(v) for v in versions))
 
 
 class Skill(BaseModel):
@@ -119,6 +142,12 @@ class AgentCard(BaseModel):
     def protocol_versions(self) -> list[str]:
         """Distinct protocol versions of the interfaces, in card order."""
         return list(dict.fromkeys(i.protocol_version for i in self.interfaces))
+
+    @property
+    def canonical_protocol_versions(self) -> list[str]:
+        """Distinct protocol versions of the interfaces as ``MAJOR.MINOR``, in card order
+        (:func:`canonical_version`): what counts and lists show."""
+        return canonical_versions(self.protocol_versions)
 
 
 # --- wire shapes (camelCase, as published) --------------------------------------------------

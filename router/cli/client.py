@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from registry.cards import canonical_version, canonical_versions
 from router.cli.errors import CliError
 
 DEFAULT_SERVER = "http://127.0.0.1:8080"
@@ -318,7 +319,7 @@ def _print_agents(agents: list[dict[str, Any]]) -> None:
         return
     width = max(len(a["id"]) for a in agents)
     for agent in agents:
-        versions = ",".join(agent["protocol_versions"])
+        versions = ",".join(canonical_versions(agent["protocol_versions"]))
         skills = ", ".join(s["id"] for s in agent["skills"])
         marker = _marker(agent.get("verification"))
         print(
@@ -350,7 +351,7 @@ def _print_agent(agent: dict[str, Any]) -> None:
     for interface in agent["interfaces"]:
         print(
             f"  interface: {interface['url']} "
-            f"({interface['binding']}, A2A {interface['protocol_version']})"
+            f"({interface['binding']}, A2A {canonical_version(interface['protocol_version'])})"
         )
     caps = [name for name, on in agent["capabilities"].items() if on is True]
     print(f"  capabilities: {', '.join(caps) or 'none'}")

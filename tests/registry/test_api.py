@@ -462,10 +462,40 @@ async def test_stats(switchboard: TestClient, registered: dict[str, str]) -> Non
     stats = await _json(await switchboard.get("/api/v1/stats"), 200)
     assert stats["agents"] == 2
     assert stats["skills"] == 3
-    assert stats["by_protocol_version"] == {"0.3.0": 1, "1.0": 1}
+    assert stats["by_protocol_version"] == {"0.3": 1, "1.0": 1}  # the 0.3 card says 0.3.0
     assert stats["by_card_format"] == {"0.3": 1, "1.0": 1}
     assert sum(stats["by_health"].values()) == 2
     assert stats["by_verification"] == {"unsigned": 2}
+
+
+async def test_stats_count_each_version_once_whatever_its_spelling(
+    switchboard: TestClient, card_server: CardServer, registered: dict[str, str]
+) -> None:
+    """``0.3`` and ``0.3.0`` are one version (``MAJOR.MINOR``) in the counts; an agent with both
+    counts once; the agent's view keeps the card's spelling."""
+    card_server.set(
+        "/legacy/.well-known/agent.json",
+        card_v03(card_server.url("/legacy"), "Old", protocolVersion="0.3"),
+    )
+    dual = card_server.url("/dual")
+    interfaces = [
+        {"url": f"{dual}/a2a", "protocolBinding": "JSONRPC", "protocolVersion": "1.0.0"},
+        {"url": f"{dual}/v03", "protocolBinding": "JSONRPC", "protocolVersion": "0.3.0"},
+        {"url": f"{dual}/v3", "protocolBinding": "HTTP+JSON", "protocolVersion": "0.3"},
+    ]
+    card_server.set(
+        "/dual/.well-known/agent-card.json", card_v1(dual, "Dual", supportedInterfaces=interfaces)
+    )
+    for path in ("/legacy", "/dual"):
+        resp = await switchboard.post(
+            "/api/v1/agents", json={"url": card_server.url(path)}, headers=AUTH
+        )
+        await _json(resp, 201)
+    stats = await _json(await switchboard.get("/api/v1/stats"), 200)
+    assert stats["agents"] == 4
+    assert stats["by_protocol_version"] == {"0.3": 3, "1.0": 2}
+    agent = await _json(await switchboard.get("/api/v1/agents/dual"), 200)
+    assert agent["protocol_versions"] == ["1.0.0", "0.3.0", "0.3"]
 
 
 # --- auth ----------------------------------------------------------------------------------------

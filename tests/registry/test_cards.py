@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from registry.cards import detect_format, parse_card
+from registry.cards import canonical_version, canonical_versions, detect_format, parse_card
 from registry.errors import CardError
 from tests.support.helpers import FIXTURES, card_v03, card_v1
 
@@ -301,3 +301,36 @@ def test_empty_optional_texts_read_as_their_defaults() -> None:
         ("JSONRPC", "0.3.0"),
     ]
     assert parse_card(card_v1("https://w.example", provider={})).provider is None
+
+
+@pytest.mark.parametrize(
+    ("written", "canonical"),
+    [
+        ("0.3.0", "0.3"),
+        ("0.3", "0.3"),
+        (" 0.3 ", "0.3"),
+        ("1", "1.0"),
+        ("1.0", "1.0"),
+        ("1.0.0", "1.0"),
+        ("0.2.5", "0.2"),
+        ("01.00", "1.0"),
+        ("v1.0", "v1.0"),  # not numbers and dots: as written
+        ("0.3.0-rc1", "0.3.0-rc1"),
+        ("1..0", "1..0"),
+        ("", ""),
+    ],
+)
+def test_canonical_version_is_major_dot_minor(written: str, canonical: str) -> None:
+    assert canonical_version(written) == canonical
+
+
+def test_canonical_versions_are_distinct_in_card_order_and_the_card_keeps_its_spelling() -> None:
+    assert canonical_versions(["1.0.0", "0.3", "1", "0.3.0"]) == ["1.0", "0.3"]
+    interfaces = [
+        {"url": "https://w.example/a2a", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+        {"url": "https://w.example/v03", "protocolBinding": "JSONRPC", "protocolVersion": "0.3.0"},
+        {"url": "https://w.example/v3", "protocolBinding": "HTTP+JSON", "protocolVersion": "0.3"},
+    ]
+    card = parse_card(card_v1("https://w.example", supportedInterfaces=interfaces))
+    assert card.protocol_versions == ["1.0", "0.3.0", "0.3"]
+    assert card.canonical_protocol_versions == ["1.0", "0.3"]

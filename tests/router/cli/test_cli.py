@@ -60,6 +60,33 @@ async def test_add_list_show_search_refresh_remove(
     assert out.strip() == "no agents found"
 
 
+async def test_lists_show_protocol_versions_as_major_dot_minor(
+    capsys: pytest.CaptureFixture[str], server: TestServer, tmp_path: Path
+) -> None:
+    """``0.3.0`` and ``0.3`` are one version, shown as ``0.3``; ``--json`` keeps the card's
+    spelling."""
+    interfaces = [
+        {"url": "https://w.example/a2a", "protocolBinding": "JSONRPC", "protocolVersion": "1.0.0"},
+        {"url": "https://w.example/v03", "protocolBinding": "JSONRPC", "protocolVersion": "0.3.0"},
+        {"url": "https://w.example/v3", "protocolBinding": "HTTP+JSON", "protocolVersion": "0.3"},
+    ]
+    path = tmp_path / "card.json"
+    path.write_text(json.dumps(card_v1("https://w.example", supportedInterfaces=interfaces)))
+    status, _, err = await run(capsys, server, "agents", "add", "--card", str(path), "--id", "w")
+    assert status == 0, err
+
+    status, out, _ = await run(capsys, server, "agents", "list")
+    assert status == 0 and "w  Weather Agent  [A2A 1.0,0.3] [unsigned]  skills:" in out
+    status, out, _ = await run(capsys, server, "search", "forecast")
+    assert status == 0 and "[A2A 1.0,0.3]" in out
+    status, out, _ = await run(capsys, server, "agents", "show", "w")
+    assert "interface: https://w.example/a2a (JSONRPC, A2A 1.0)" in out
+    assert "interface: https://w.example/v03 (JSONRPC, A2A 0.3)" in out
+    assert "interface: https://w.example/v3 (HTTP+JSON, A2A 0.3)" in out
+    status, out, _ = await run(capsys, server, "agents", "show", "w", "--json")
+    assert json.loads(out)["protocol_versions"] == ["1.0.0", "0.3.0", "0.3"]
+
+
 async def test_add_card_file(
     capsys: pytest.CaptureFixture[str], server: TestServer, tmp_path: Path
 ) -> None:
