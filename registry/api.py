@@ -17,7 +17,8 @@ from typing import Any
 from aiohttp import web
 
 from registry.catalog import AGENTS, SKILLS, Query
-from registry.errors import RegistryError
+from registry.errors import RegistryError, number
+from registry.health import MAX_REFRESH_INTERVAL, MIN_REFRESH_INTERVAL
 from registry.jsonsafe import JsonLimitError, loads_limited
 from registry.openapi import openapi_document
 from registry.paging import paginate
@@ -379,10 +380,6 @@ async def put_card(request: web.Request) -> web.Response:
     return web.json_response(await _full_view(registry, record.id))
 
 
-MIN_REFRESH_INTERVAL = 1.0
-MAX_REFRESH_INTERVAL = 30 * 86400.0
-
-
 def _interval(value: Any) -> float | None:
     """A per-agent ``refresh_interval``: seconds, or null for the default schedule."""
     if value is None:
@@ -393,8 +390,9 @@ def _interval(value: Any) -> float | None:
         or not MIN_REFRESH_INTERVAL <= value <= MAX_REFRESH_INTERVAL
     ):
         raise RegistryError(
-            f'"refresh_interval" must be a number of seconds from {MIN_REFRESH_INTERVAL:g} to '
-            f"{MAX_REFRESH_INTERVAL:g}, or null for the default (SWITCHBOARD_REFRESH_INTERVAL)",
+            f'"refresh_interval" must be a number of seconds from {number(MIN_REFRESH_INTERVAL)} '
+            f"to {number(MAX_REFRESH_INTERVAL)}, or null for the default "
+            "(SWITCHBOARD_REFRESH_INTERVAL)",
             code="invalid_body",
             details={"refresh_interval": value},
         )

@@ -9,6 +9,14 @@ from __future__ import annotations
 from typing import Any
 
 
+def number(value: float) -> str:
+    """``value`` for a message: a whole number as an integer (``2592000``, not ``2.592e+06``
+    as ``:g`` writes it), any other in its shortest exact form (``0.5``)."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
 class RegistryError(Exception):
     """Base class: a failure a caller can act on, never a stack trace.
 

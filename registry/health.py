@@ -29,6 +29,11 @@ from pydantic import BaseModel
 
 from registry.records import as_utc, iso, utcnow
 
+MIN_REFRESH_INTERVAL = 1
+"""The shortest per-agent ``refresh_interval`` an operator may set, in seconds."""
+MAX_REFRESH_INTERVAL = 30 * 86400
+"""The longest per-agent ``refresh_interval`` (30 days), in seconds."""
+
 HealthStatus = Literal["unknown", "healthy", "degraded", "unreachable"]
 Clock = Callable[[], datetime]
 

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from registry.errors import RegistryError
+from registry.errors import RegistryError, number
+from registry.health import MAX_REFRESH_INTERVAL, MIN_REFRESH_INTERVAL
 
 _AGENT_KEYS = {"url", "card_file", "id", "refresh_interval"}
 _KEY_KEYS = {"jwk", "jwks_url"}
@@ -112,9 +113,12 @@ def _entry(path: Path, n: int, raw: object) -> SeedAgent:
     if interval is not None and (
         isinstance(interval, bool)
         or not isinstance(interval, int | float)
-        or not 1 <= interval <= 30 * 86400
+        or not MIN_REFRESH_INTERVAL <= interval <= MAX_REFRESH_INTERVAL
     ):
-        raise _bad(f"{where}: refresh_interval must be a number of seconds, 1 to 2592000")
+        raise _bad(
+            f"{where}: refresh_interval must be a number of seconds, "
+            f"{number(MIN_REFRESH_INTERVAL)} to {number(MAX_REFRESH_INTERVAL)}"
+        )
     card_file = entry.get("card_file")
     return SeedAgent(
         url=entry.get("url"),

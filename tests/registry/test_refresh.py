@@ -207,6 +207,29 @@ async def test_a_per_agent_interval_overrides_the_default(
     assert resp.status == 404
 
 
+async def test_an_interval_out_of_range_names_the_range_in_whole_seconds(
+    sb: TestClient, card_server: CardServer
+) -> None:
+    card_server.set(CARD, card_v1(card_server.url()))
+    agent = await _register(sb, card_server.url())
+    expected = (
+        '"refresh_interval" must be a number of seconds from 1 to 2592000, or null for the '
+        "default (SWITCHBOARD_REFRESH_INTERVAL)"
+    )
+    for value in (0, 0.5, 2592000.5, 1e9, True):
+        resp = await sb.patch(
+            f"/api/v1/agents/{agent['id']}", json={"refresh_interval": value}, headers=AUTH
+        )
+        error = (await resp.json())["error"]
+        assert resp.status == 400 and error["code"] == "invalid_body"
+        assert error["message"] == expected
+        assert error["details"] == {"refresh_interval": value}
+    resp = await sb.post(
+        "/api/v1/agents", json={"url": card_server.url(), "refresh_interval": -1}, headers=AUTH
+    )
+    assert resp.status == 400 and (await resp.json())["error"]["message"] == expected
+
+
 # --- health ----------------------------------------------------------------------------------
 
 

@@ -48,6 +48,10 @@ def test_valid_file(tmp_path: Path) -> None:
         ('[[agents]]\nurl = "x"\ncolor = "red"\n', "agents[0]: unknown key 'color'"),
         ('[[agents]]\nid = "x"\n', "agents[0]: give exactly one of url or card_file"),
         ("[[agents]]\nurl = 5\n", "agents[0]: url must be a non-empty string"),
+        (
+            '[[agents]]\nurl = "x"\nrefresh_interval = 3e6\n',
+            "agents[0]: refresh_interval must be a number of seconds, 1 to 2592000",
+        ),
     ],
 )
 def test_invalid_files_name_the_entry(tmp_path: Path, text: str, message: str) -> None:
