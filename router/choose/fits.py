@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from functools import lru_cache
 
 from registry import mediatypes
-from registry.cards import Interface
+from registry.cards import Interface, canonical_version
 from registry.records import AgentRecord
 from router.protocol.versions import VERSIONS, Version, version_of
 
@@ -43,8 +43,9 @@ def via_note(client: Version, agent: Version) -> str:
 
 
 def offers(agent: AgentRecord) -> str:
-    """The bindings and versions an agent's interfaces offer, for error messages."""
-    found = [f"{i.binding} {i.protocol_version}" for i in agent.card.interfaces]
+    """The bindings and versions (``MAJOR.MINOR``) an agent's interfaces offer, for error
+    messages."""
+    found = [f"{i.binding} {canonical_version(i.protocol_version)}" for i in agent.card.interfaces]
     return ", ".join(dict.fromkeys(found)) or "nothing"
 
 

@@ -357,6 +357,23 @@ async def test_agents_without_a_jsonrpc_interface_are_dropped(catalog: Catalog) 
     assert "it offers GRPC 1.0" in error.data["closest"][0]["reason"]
 
 
+async def test_what_an_agent_offers_names_each_version_once(catalog: Catalog) -> None:
+    card = card_v1("http://127.0.0.1:8001")
+    card["supportedInterfaces"] = [
+        {"url": "http://127.0.0.1:8001/g1", "protocolBinding": "GRPC", "protocolVersion": "1.0.0"},
+        {"url": "http://127.0.0.1:8001/g2", "protocolBinding": "GRPC", "protocolVersion": "1"},
+        {
+            "url": "http://127.0.0.1:8001/r",
+            "protocolBinding": "HTTP+JSON",
+            "protocolVersion": "0.3.0",
+        },
+    ]
+    await catalog.add("grpc-weather", card)
+    params = message("1.0", "weather forecast")
+    error = rpc_error(lambda: catalog.matcher().choose("1.0", Op.SEND, params))
+    assert "(it offers GRPC 1.0, HTTP+JSON 0.3)" in error.data["closest"][0]["reason"]
+
+
 async def test_agents_without_skills_are_not_matched(catalog: Catalog) -> None:
     card = card_v1("http://127.0.0.1:8001", name="Weather oracle", skills=[])
     await catalog.add("oracle", card)
