@@ -397,8 +397,9 @@ def owner_forgot_task(
     """The TaskNotFound (-32001) an agent answered for a task the router still lists, said
     plainly: the agent that owns it no longer knows it (its tasks were lost, e.g. in a
     restart). ``error`` is already in the client's ``version``; its code and data are kept,
-    the message, ``detail``, ``reason``, ``agent`` and ``taskId`` are the router's (1.0: in the
-    ErrorInfo's metadata, its reason left as it is). Other errors are returned unchanged."""
+    the message, ``detail``, ``reason``, ``agent`` and ``taskId`` are the router's, the agent's
+    message moves to ``agentMessage`` (1.0: in the ErrorInfo's metadata, its reason left as it
+    is). Other errors are returned unchanged."""
     if error.get("code") != TASK_NOT_FOUND:
         return error
     detail = (
@@ -407,6 +408,8 @@ def owner_forgot_task(
         "and history are gone: start a new task"
     )
     facts = {"detail": detail, "reason": FORGOTTEN_TASK, "agent": agent_id, "taskId": task_id}
+    if isinstance(error.get("message"), str):
+        facts["agentMessage"] = error["message"]
     data = error.get("data")
     if version == "0.3":
         kept = data if isinstance(data, dict) else {} if data is None else {"value": data}

@@ -60,6 +60,7 @@ async def test_a_task_its_agent_forgot_is_not_found_and_says_why(router: TestSer
             assert info["metadata"]["reason"] == "OWNER_FORGOT_TASK"
             assert info["metadata"]["agent"] == "currency"
             assert info["metadata"]["taskId"] == task["id"]
+            assert info["metadata"]["agentMessage"].startswith("Task not found")
 
             v03 = (await _rpc(http, url, "tasks/get", {"id": task["id"]}))["error"]
             assert v03["code"] == -32001 and "no longer knows it" in v03["message"]
