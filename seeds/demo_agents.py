@@ -8,7 +8,8 @@ Each is a real A2A agent on its own port (see :mod:`seeds.demo_server`), with on
 
 The 1.0 agents also serve 0.3 on the same URL, as a2a-sdk 1.3 agents do in 0.3-compat mode.
 
-``seeds/demo.toml`` lists them on their default ports for the registry to crawl.
+``seeds/demo.toml`` lists them on their default ports for the registry to crawl;
+``switchboard serve --demo`` runs them on free ports and registers their actual URLs.
 """
 
 from __future__ import annotations

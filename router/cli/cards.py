@@ -1,4 +1,7 @@
-"""``card sign`` and ``card verify``: agent owners sign and check their own cards, offline.
+"""``card fetch``, ``card sign`` and ``card verify``: agent owners get, sign and check cards.
+
+``card fetch`` downloads an agent's card (well-known discovery from a base URL, as the
+registry does, or an exact card URL) with the same fetcher ``card verify`` uses for JWKS.
 
 Both work on files with :mod:`registry.signatures`, which is what Switchboard itself verifies
 with; no server is needed. ``card verify`` checks against the keys of ``--jwks`` (a JWKS or
@@ -30,6 +33,7 @@ from jwcrypto.common import JWException
 from jwcrypto.jwk import JWK
 from yarl import URL
 
+from registry.crawler import card_candidates, is_card_url
 from registry.errors import RegistryError
 from registry.signatures import (
     KeyLookup,
@@ -47,6 +51,7 @@ FETCH_TIMEOUT = 10.0
 _MAX_REDIRECTS = 3
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _JWKS_ACCEPT = "application/jwk-set+json, application/json"
+_CARD_ACCEPT = "application/json"
 
 #: ``card verify`` exit statuses.
 EXIT_VERIFIED = 0  # a signature verified with a key of --jwks
@@ -66,10 +71,20 @@ exit status:
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``card sign`` and ``card verify`` to the top-level ``commands``."""
-    group = commands.add_parser("card", help="sign or verify an agent card file (offline)")
+    """Add ``card fetch``, ``card sign`` and ``card verify`` to the top-level ``commands``."""
+    group = commands.add_parser("card", help="fetch an agent card; sign or verify a card file")
     group.set_defaults(group_parser=group)
     card = group.add_subparsers(title="card commands")
+
+    fetch = card.add_parser(
+        "fetch",
+        help="download an agent's card",
+        description="Fetch the card of the agent at URL: a base URL (its well-known card "
+        "paths, as the registry tries them) or the card's own URL. Prints the card as JSON.",
+    )
+    fetch.add_argument("url", help="the agent's base URL, or its card URL")
+    fetch.add_argument("-o", "--out", type=Path, help="write the card here instead of stdout")
+    fetch.set_defaults(func=cmd_fetch)
 
     sign = card.add_parser(
         "sign",
@@ -99,6 +114,44 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     verify.add_argument("--json", action="store_true", help="print the verification as JSON")
     verify.set_defaults(func=cmd_verify)
+
+
+# --- card fetch ------------------------------------------------------------------------------
+
+
+def cmd_fetch(args: argparse.Namespace) -> int:
+    """``card fetch``: the card on stdout (or ``--out``); exit 1 with one line if no card."""
+    url = args.url
+    if not _is_url(url):
+        raise CliError(f"{url!r} is not an http(s) URL: give the agent's base URL", status=2)
+    card, final = asyncio.run(_fetch_card(url))
+    text = json.dumps(card, indent=2, ensure_ascii=False) + "\n"
+    if args.out is None:
+        sys.stdout.write(text)
+    else:
+        write_file(args.out, text)
+        print(f"card of {final} written to {args.out}", file=sys.stderr)
+    return 0
+
+
+async def _fetch_card(url: str) -> tuple[dict[str, Any], str]:
+    """The card at ``url`` (a card URL) or found from it (a base URL), and where it was."""
+    candidates = [url] if is_card_url(url) else card_candidates(url)
+    problems = []
+    for candidate in candidates:
+        try:
+            document, final = await fetch_json(candidate, accept=_CARD_ACCEPT)
+        except FetchError as exc:
+            problems.append(f"{candidate}: {exc}")
+            continue
+        if not isinstance(document, dict):
+            problems.append(f"{candidate}: not a JSON object")
+            continue
+        return document, final
+    raise CliError(
+        f"no agent card found for {url} ({'; '.join(problems)}); check the URL, or give the "
+        "card's own URL"
+    )
 
 
 # --- card sign -------------------------------------------------------------------------------
@@ -367,18 +420,23 @@ def write_file(path: Path, text: str, *, mode: int = 0o644, overwrite: bool = Tr
 
 
 class FetchError(Exception):
-    """A JWKS could not be fetched; the message says why, in a few words."""
+    """A JWKS or card could not be fetched; the message says why, in a few words."""
 
 
 async def fetch_json(
-    url: str, *, time_limit: float = FETCH_TIMEOUT, clock: Callable[[], float] = time.monotonic
+    url: str,
+    *,
+    time_limit: float = FETCH_TIMEOUT,
+    clock: Callable[[], float] = time.monotonic,
+    accept: str = _JWKS_ACCEPT,
 ) -> tuple[Any, str]:
     """GET ``url`` (http or https) and parse it as JSON: the document and the final URL.
 
-    At most :data:`FETCH_MAX_BYTES` and 3 redirects, each to the same origin (scheme, host,
-    port: a JWKS is not taken from elsewhere). ``time_limit`` seconds in all, from connecting
-    to the last byte: a server that trickles its answer is cut off. ``clock`` (monotonic seconds)
-    is what the deadline is checked against between reads. Raises :class:`FetchError`.
+    ``accept`` is the ``Accept`` header (a JWKS by default). At most :data:`FETCH_MAX_BYTES`
+    and 3 redirects, each to the same origin (scheme, host, port: a JWKS or card is not taken
+    from elsewhere). ``time_limit`` seconds in all, from connecting to the last byte: a server
+    that trickles its answer is cut off. ``clock`` (monotonic seconds) is what the deadline is
+    checked against between reads. Raises :class:`FetchError`.
     """
     if not _is_url(url):
         raise FetchError("not an http(s) URL")
@@ -393,7 +451,7 @@ async def fetch_json(
 
     try:
         async with asyncio.timeout(time_limit):  # the hard limit, whatever the clock says
-            return await _fetch(URL(url), left)
+            return await _fetch(URL(url), left, accept)
     except TimeoutError:
         raise FetchError(too_slow) from None
     except aiohttp.ClientError as exc:
@@ -402,8 +460,8 @@ async def fetch_json(
         raise FetchError(str(exc) or type(exc).__name__) from None
 
 
-async def _fetch(url: URL, left: Callable[[], float]) -> tuple[Any, str]:
-    headers = {"Accept": _JWKS_ACCEPT, "User-Agent": "switchboard-cli"}
+async def _fetch(url: URL, left: Callable[[], float], accept: str) -> tuple[Any, str]:
+    headers = {"Accept": accept, "User-Agent": "switchboard-cli"}
     # trust_env would also send ~/.netrc credentials: proxies are taken from the environment
     # by hand instead (_proxy_for)
     async with aiohttp.ClientSession(headers=headers, trust_env=False) as session:

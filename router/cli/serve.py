@@ -9,8 +9,7 @@ import logging
 import os
 import re
 import socket
-from collections.abc import AsyncIterator, Sequence
-from importlib import resources
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from pydantic import ValidationError
 
 from registry.errors import RegistryError
 from registry.settings import Settings
+from router.cli.demo import DEMO_NAMES, DEMO_URLS, demo_agents, parse_demo_ports, ready_lines
 from router.cli.errors import CliError
 from router.cli.logs import LOG_LEVELS, configure_logging
 
@@ -46,6 +46,11 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     serve.add_argument("--allow-networks", help="SWITCHBOARD_ALLOW_NETWORKS (CIDRs)")
     serve.add_argument(
         "--demo", action="store_true", help="also start the demo agents and register them"
+    )
+    serve.add_argument(
+        "--demo-ports",
+        help="with --demo: the demo agents' ports A,B,C (currency, translate, caption) or a "
+        "start port (default: free ports)",
     )
     serve.add_argument("--log-level", default="INFO", help="DEBUG, INFO (default), WARNING, ERROR")
     serve.set_defaults(func=cmd_serve)
@@ -89,6 +94,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             for e in exc.errors()
         )
         raise CliError(f"invalid settings: {problems}", status=2) from None
+    demo_ports = parse_demo_ports(args.demo_ports) if args.demo_ports else {}
+    if args.demo_ports and not args.demo:
+        raise CliError("--demo-ports needs --demo", status=2)
     if args.seeds:
         settings = settings.model_copy(update={"seeds": [*settings.seeds, *args.seeds]})
     if args.demo:
@@ -109,7 +117,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         ) from None
     _check_sqlite_file(settings.database_url)
     if args.demo:
-        app.cleanup_ctx.insert(0, _demo_agents)
+        app.cleanup_ctx.append(demo_agents({n: 0 for n in DEMO_NAMES} | demo_ports))
 
     configure_logging(level)
     log = logging.getLogger("switchboard")
@@ -121,7 +129,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             app,
             host=settings.host,
             port=settings.port,
-            print=lambda text: log.info(text.splitlines()[0].strip("= ")),
+            print=lambda text: _ready(app, text, log),
             access_log=logging.getLogger("switchboard.access"),
             handler_cancellation=True,  # a client that goes away closes its upstream stream
         )
@@ -134,6 +142,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except (OSError, RegistryError) as exc:
         raise CliError(f"cannot start: {_reason(exc)}") from None
     return 0
+
+
+def _ready(app: web.Application, text: str, log: logging.Logger) -> None:
+    """Once the server accepts requests: log aiohttp's line, print the URLs to use."""
+    line = text.splitlines()[0].strip("= ")
+    log.info(line)
+    url = re.search(r"https?://\S+", line)
+    if url is None:
+        return
+    for shown in ready_lines(url.group(0).rstrip("/"), app.get(DEMO_URLS, {})):
+        print(shown, flush=True)
 
 
 def _use_uvloop(log: logging.Logger) -> None:
@@ -247,31 +266,11 @@ def _reason(exc: BaseException) -> str:
 
 
 def _demo_settings(settings: Settings) -> Settings:
-    """Settings for ``--demo``: 127.0.0.1 allowed, the packaged demo seed file loaded first,
-    the embedding model fetched at start if it is missing (routing by meaning, no extra
-    step)."""
+    """Settings for ``--demo``: 127.0.0.1 allowed, the embedding model fetched at start if it
+    is missing (routing by meaning, no extra step). The demo agents are registered from the
+    packaged ``seeds/demo.toml`` at their actual URLs (:mod:`router.cli.demo`)."""
     loopback = ipaddress.ip_network("127.0.0.1/32")  # the demo agents' address, nothing more
     networks = list(settings.allow_networks)
     if loopback not in networks:
         networks.append(loopback)
-    demo_seeds = str(resources.files("seeds") / "demo.toml")
-    return settings.model_copy(
-        update={
-            "allow_networks": networks,
-            "seeds": [demo_seeds, *settings.seeds],
-            "model_fetch": True,
-        }
-    )
-
-
-async def _demo_agents(_app: web.Application) -> AsyncIterator[None]:
-    """Run the demo agents for the app's lifetime (started before the seeds are loaded)."""
-    from seeds.demo_agents import start_demo_agents
-
-    agents = await start_demo_agents()
-    for name, url in agents.urls.items():
-        logging.getLogger("switchboard.demo").info("demo agent %s at %s", name, url)
-    try:
-        yield
-    finally:
-        await agents.close()
+    return settings.model_copy(update={"allow_networks": networks, "model_fetch": True})

@@ -37,7 +37,7 @@ from router.forward.relay import Relay, extensions_header, one_event
 from router.forward.upstream import Upstream, forward_headers
 from router.ids.idmap import IdMap
 from router.ids.refs import TaskRef
-from router.ids.rewrite import Rewriter
+from router.ids.rewrite import Rewriter, owner_forgot_task
 from router.protocol import payloads as wire
 from router.protocol.envelope import Request
 from router.protocol.errors import (
@@ -211,7 +211,8 @@ class Router:
             rewriter = Rewriter(self.ids, rpc.version, choice.agent.id, context_id)
             params = await rewriter.request_to_upstream(rpc.op, rpc.params)
             if rpc.op is not Op.STREAM:
-                return await self._call(call, rpc, choice, rewriter, params)
+                task_id = message.get("taskId") or None  # a task the router knows
+                return await self._call(call, rpc, choice, rewriter, params, task_id)
             answer = await self._stream(call, rpc, choice, rewriter, params, client)
             if isinstance(answer, EventStream):
                 answer.add_closer(turn.pop_all().aclose)  # the first turn lasts the stream
@@ -243,17 +244,27 @@ class Router:
         params = await rewriter.request_to_upstream(rpc.op, rpc.params)
         if rpc.op is Op.SUBSCRIBE:
             return await self._stream(call, rpc, choice, rewriter, params, client)
-        return await self._call(call, rpc, choice, rewriter, params)
+        return await self._call(call, rpc, choice, rewriter, params, task_id)
 
     async def _call(
-        self, call: Call, rpc: Request, choice: Choice, rewriter: Rewriter, params: dict[str, Any]
+        self,
+        call: Call,
+        rpc: Request,
+        choice: Choice,
+        rewriter: Rewriter,
+        params: dict[str, Any],
+        task_id: str | None = None,
     ) -> Reply:
+        """One unary call; ``task_id`` is the router task the call names (its owner was found
+        in the task list): a TaskNotFound from the agent then says that the owner forgot it."""
         extensions: list[str] = []
         answer = await self._call_upstream(call, rpc, choice, rpc.op, params, extensions)
         headers = extensions_header(extensions, rpc.version)
         if "error" in answer:  # IDs rewritten in the agent's shape, then translated
             error = await rewriter.error_from_upstream(answer["error"])
             error = translate.error_to(error, choice.target.version, rpc.version)
+            if task_id is not None:
+                error = owner_forgot_task(error, rpc.version, task_id, choice.agent.id)
             return Reply({"jsonrpc": "2.0", "id": rpc.id, "error": error}, headers)
         result = await rewriter.result_from_upstream(rpc.op, answer.get("result"))
         await self._record(rpc, result)

@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 from router.ids.idmap import IdMap
 from router.ids.refs import TaskRef
-from router.protocol.errors import INVALID_AGENT_RESPONSE, TASK_NOT_FOUND, RpcError
+from router.protocol.errors import (
+    ERROR_INFO_TYPE,
+    INVALID_AGENT_RESPONSE,
+    REASONS,
+    TASK_NOT_FOUND,
+    RpcError,
+    error_domain,
+)
 from router.protocol.payloads import params_error
 from router.protocol.versions import Op
 
@@ -379,3 +386,42 @@ def _id_key(key: str) -> tuple[str | None, bool]:
         if name.endswith(suffix + "s"):
             return kind, True
     return None, False
+
+
+FORGOTTEN_TASK = "OWNER_FORGOT_TASK"  # data.reason of a TaskNotFound the owner answered
+
+
+def owner_forgot_task(
+    error: dict[str, Any], version: Version, task_id: str, agent_id: str
+) -> dict[str, Any]:
+    """The TaskNotFound (-32001) an agent answered for a task the router still lists, said
+    plainly: the agent that owns it no longer knows it (its tasks were lost, e.g. in a
+    restart). ``error`` is already in the client's ``version``; its code and data are kept,
+    the message, ``detail``, ``reason``, ``agent`` and ``taskId`` are the router's, the agent's
+    message moves to ``agentMessage`` (1.0: in the ErrorInfo's metadata, its reason left as it
+    is). Other errors are returned unchanged."""
+    if error.get("code") != TASK_NOT_FOUND:
+        return error
+    detail = (
+        f"the agent {agent_id!r} that owns task {task_id!r} no longer knows it (its tasks "
+        "were lost, e.g. when it restarted); Switchboard still lists the task, but its state "
+        "and history are gone: start a new task"
+    )
+    facts = {"detail": detail, "reason": FORGOTTEN_TASK, "agent": agent_id, "taskId": task_id}
+    if isinstance(error.get("message"), str):
+        facts["agentMessage"] = error["message"]
+    data = error.get("data")
+    if version == "0.3":
+        kept = data if isinstance(data, dict) else {} if data is None else {"value": data}
+        data = {**kept, **facts}
+    else:
+        details = [d for d in data if isinstance(d, dict)] if isinstance(data, list) else []
+        info = next((d for d in details if d.get("@type") == ERROR_INFO_TYPE), None)
+        if info is None:
+            info = {"@type": ERROR_INFO_TYPE, "reason": REASONS[TASK_NOT_FOUND]}
+            info["domain"] = error_domain(TASK_NOT_FOUND)
+            details.insert(0, info)
+        metadata = info.get("metadata") if isinstance(info.get("metadata"), dict) else {}
+        details[details.index(info)] = {**info, "metadata": {**metadata, **facts}}
+        data = details
+    return {**error, "message": f"Task not found: {detail}", "data": data}

@@ -190,7 +190,10 @@ async def test_v1_client_and_a_03_agents_answers(
         "id": task["id"],
         "contextId": task["contextId"],
     }
-    assert error["message"] == f"Task {task['id']} is gone"
+    # the router lists the task, so the agent forgot it: the router says so
+    assert info["metadata"]["agentMessage"] == f"Task {task['id']} is gone"
+    assert info["metadata"]["reason"] == "OWNER_FORGOT_TASK"
+    assert error["message"].startswith("Task not found: the agent 'scripted03' that owns task")
 
 
 async def test_an_error_event_in_the_middle_of_a_translated_stream(

@@ -1,4 +1,4 @@
-"""The offline signing commands: ``keys generate``, ``card sign``, ``card verify``.
+"""The signing commands: ``keys generate``, ``card sign``, ``card verify``; ``card fetch``.
 
 They need no Switchboard server; the ``jku`` and ``--jwks URL`` cases fetch from a local
 aiohttp server, with the sync CLI run in a thread.
@@ -12,6 +12,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from aiohttp import web
 from jwcrypto.jwk import JWK
@@ -19,6 +20,7 @@ from jwcrypto.jwk import JWK
 from router.cli import main
 from router.cli.cards import FetchError, fetch_json
 from router.cli.keys import public_keys
+from seeds.demo_agents import DemoAgents
 from tests.support.helpers import FIXTURES, CardServer, card_v1
 
 ALGS = ("ES256", "RS256", "EdDSA")
@@ -511,3 +513,54 @@ def test_keys_add_sends_only_public_keys(
     dated.write_text(json.dumps({**json.loads(private.read_text()), "exp": 4e9, "nbf": 1}))
     (sent,) = public_keys(dated)
     assert (sent["exp"], sent["nbf"]) == (4e9, 1) and "d" not in sent
+
+
+# --- card fetch ------------------------------------------------------------------------------
+
+
+async def test_card_fetch_by_base_url_and_card_url(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, demo: DemoAgents
+) -> None:
+    """A demo agent's card, found by well-known discovery or named, printed or written."""
+    for name in ("currency", "translate"):
+        url = demo.urls[name]
+        async with (
+            aiohttp.ClientSession() as http,
+            http.get(f"{url}/.well-known/agent-card.json") as resp,
+        ):
+            served = await resp.json()
+        status, out, err = await cli_thread(capsys, "card", "fetch", url)
+        assert (status, err) == (0, "") and json.loads(out) == served, name
+    card_url = f"{demo.urls['caption']}/.well-known/agent-card.json"
+    target = tmp_path / "agent-card.json"
+    status, out, err = await cli_thread(capsys, "card", "fetch", card_url, "-o", target)
+    assert (status, out) == (0, "")
+    assert err == f"card of {card_url} written to {target}\n"
+    assert json.loads(target.read_text(encoding="utf-8"))["name"] == "Image captioner"
+
+
+async def test_card_fetch_tries_the_legacy_path_and_fails_in_one_line(
+    capsys: pytest.CaptureFixture[str], aiohttp_server: Any
+) -> None:
+    card = card_v1("http://agent.example")
+
+    async def legacy_card(_: web.Request) -> web.Response:
+        return web.json_response(card)
+
+    legacy = web.Application()
+    legacy.router.add_get("/.well-known/agent.json", legacy_card)
+    server = await aiohttp_server(legacy)
+    url = str(server.make_url("")).rstrip("/")
+    status, out, err = await cli_thread(capsys, "card", "fetch", url)
+    assert (status, err) == (0, "") and json.loads(out) == card
+
+    empty = await aiohttp_server(web.Application())
+    url = str(empty.make_url("")).rstrip("/")
+    status, out, err = await cli_thread(capsys, "card", "fetch", url)
+    line = one_error_line(err)
+    assert status == 1 and out == ""
+    assert line.startswith(f"switchboard: no agent card found for {url} (")
+    assert "agent-card.json: HTTP 404 Not Found" in line and "agent.json: HTTP 404" in line
+
+    status, _, err = await cli_thread(capsys, "card", "fetch", "agent.example.com")
+    assert status == 2 and "not an http(s) URL" in one_error_line(err)

@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import signal
 import socket
 import sys
+from asyncio.subprocess import Process
 from pathlib import Path
 
 import aiohttp
@@ -25,7 +27,7 @@ async def _wait_for_line(stream: asyncio.StreamReader, needle: str, seen: list[s
             return
 
 
-async def _spawn(*argv: str, cwd: Path) -> asyncio.subprocess.Process:
+async def _spawn(*argv: str, cwd: Path, stdout: int = asyncio.subprocess.DEVNULL) -> Process:
     """Start ``switchboard serve ARGV`` as a real process, without inherited settings."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SWITCHBOARD_")}
     return await asyncio.create_subprocess_exec(
@@ -36,21 +38,45 @@ async def _spawn(*argv: str, cwd: Path) -> asyncio.subprocess.Process:
         *argv,
         env={**env, "PYTHONPATH": str(ROOT)},
         cwd=cwd,
-        stdout=asyncio.subprocess.DEVNULL,
+        stdout=stdout,
         stderr=asyncio.subprocess.PIPE,
     )
 
 
-async def test_serve_demo_registers_the_demo_agents(tmp_path: Path, unused_tcp_port: int) -> None:
+def _free_ports(count: int) -> list[int]:
+    """``count`` ports free right now on 127.0.0.1."""
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+
+
+_AGENT_LINE = re.compile(r"demo agent (\w+) at (http://127\.0\.0\.1:\d+)\n")
+
+
+async def _run_demo(tmp_path: Path, port: int, *argv: str) -> dict[str, str]:
+    """Run ``serve --demo ARGV`` on ``port`` with the database in ``tmp_path``, check what it
+    serves, stop it; return the demo agents' URLs it printed."""
     database = f"sqlite:///{tmp_path / 'demo.db'}"
     proc = await _spawn(
-        "--demo", "--port", str(unused_tcp_port), "--database-url", database, cwd=tmp_path
+        *("--demo", "--port", str(port), "--database-url", database, *argv),
+        cwd=tmp_path,
+        stdout=asyncio.subprocess.PIPE,
     )
-    assert proc.stderr is not None
-    seen: list[str] = []
+    assert proc.stdout is not None and proc.stderr is not None
+    drain = asyncio.ensure_future(proc.stderr.read())
+    printed: list[str] = []
     try:
-        await asyncio.wait_for(_wait_for_line(proc.stderr, "Running on", seen), timeout=60)
-        base = f"http://127.0.0.1:{unused_tcp_port}"
+        await asyncio.wait_for(_wait_for_line(proc.stdout, "demo agent caption", printed), 60)
+        base = f"http://127.0.0.1:{port}"
+        assert printed[:2] == [
+            f"Switchboard (A2A router) at {base}/\n",
+            f"admin API at {base}/api/v1 (OpenAPI: {base}/api/v1/openapi.json)\n",
+        ]
+        matches = [_AGENT_LINE.fullmatch(line) for line in printed[2:]]
+        urls = {m.group(1): m.group(2) for m in matches if m is not None}
+        assert len(urls) == 3, printed
         async with aiohttp.ClientSession() as http:
             async with http.get(f"{base}/readyz") as resp:
                 assert resp.status == 200
@@ -62,17 +88,34 @@ async def test_serve_demo_registers_the_demo_agents(tmp_path: Path, unused_tcp_p
                 "currency": "1.0",
                 "translate": "0.3",
             }
+            # registered where they really listen
+            assert {a["id"]: a["interfaces"][0]["url"] for a in agents} == {
+                name: f"{url}/" for name, url in urls.items()
+            }
             async with http.get(f"{base}/api/v1/skills?input_mode=image/png") as resp:
                 skills = (await resp.json())["skills"]
             assert [(s["agent"]["id"], s["id"]) for s in skills] == [("caption", "caption-image")]
     finally:
         with contextlib.suppress(ProcessLookupError):  # it may have exited on its own
             proc.send_signal(signal.SIGINT)
-        drain = asyncio.ensure_future(proc.stderr.read())
         code = await asyncio.wait_for(proc.wait(), timeout=30)
-        seen.append((await drain).decode(errors="replace"))
-    assert code == 0, "".join(seen)
-    assert "Traceback" not in "".join(seen)
+        err = (await drain).decode(errors="replace")
+    assert code == 0, err
+    assert "Traceback" not in err
+    return urls
+
+
+async def test_serve_demo_on_free_ports_then_chosen_ones(tmp_path: Path) -> None:
+    """``serve --demo`` binds free ports and prints where everything is; ``--demo-ports``
+    fixes them, and a restart on the same database registers the agents where they are now."""
+    port, *chosen = _free_ports(4)
+    first = await _run_demo(tmp_path, port)
+    assert sorted(first) == ["caption", "currency", "translate"]
+    second = await _run_demo(tmp_path, port, "--demo-ports", ",".join(map(str, chosen)))
+    assert second == {
+        name: f"http://127.0.0.1:{p}"
+        for name, p in zip(("currency", "translate", "caption"), chosen, strict=True)
+    }
 
 
 async def _serve(*argv: str, cwd: Path) -> tuple[int, str]:
@@ -112,6 +155,8 @@ async def test_serve_bad_configuration_is_one_line_and_status_2(
             "unsupported database 'mysql'",
         ),
         "log level": (["--log-level", "bogus"], "invalid --log-level 'bogus'"),
+        "demo ports": (["--demo", "--demo-ports", "9101,9102"], "invalid --demo-ports '9101,9102'"),
+        "demo ports without demo": (["--demo-ports", "9101"], "--demo-ports needs --demo"),
     }
     results = await asyncio.gather(
         *(

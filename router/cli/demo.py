@@ -1,0 +1,96 @@
+"""``serve --demo``: the demo agents on free (or chosen) ports, registered at their real URLs.
+
+``seeds/demo.toml`` names each demo agent with its default URL; the agents are started first
+(on free ports unless ``--demo-ports`` names them) and each is registered at the URL it really
+listens on. A demo agent registered by an earlier run at another URL (another port) is
+registered again at the new one.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from importlib import resources
+
+from aiohttp import web
+
+from registry.api import REGISTRY
+from registry.seedfile import SeedAgent, load_seed_file
+from registry.seeds import apply_seeds
+from router.cli.errors import CliError
+
+#: The base URLs of the running demo agents, by name (set once they are started).
+DEMO_URLS = web.AppKey("demo_urls", dict)
+
+DEMO_NAMES = ("currency", "translate", "caption")
+log = logging.getLogger("switchboard.demo")
+
+
+def parse_demo_ports(text: str) -> dict[str, int]:
+    """``--demo-ports``: three ports ``A,B,C`` (currency, translate, caption) or one start
+    port ``A`` (then ``A``, ``A+1``, ``A+2``); ``0`` picks a free port."""
+    try:
+        numbers = [int(part) for part in text.split(",")]
+    except ValueError:
+        numbers = []
+    if len(numbers) == 1 and numbers[0] > 0:
+        numbers = [numbers[0] + n for n in range(len(DEMO_NAMES))]
+    if len(numbers) != len(DEMO_NAMES) or not all(0 <= n <= 65535 for n in numbers):
+        raise CliError(
+            f"invalid --demo-ports {text!r}: give three ports A,B,C (currency, translate, "
+            "caption), or one start port, e.g. --demo-ports 9101",
+            status=2,
+        )
+    fixed = [n for n in numbers if n]
+    if len(set(fixed)) != len(fixed):
+        raise CliError(f"invalid --demo-ports {text!r}: each agent needs its own port", status=2)
+    return dict(zip(DEMO_NAMES, numbers, strict=True))
+
+
+def demo_agents(ports: dict[str, int]) -> Callable[[web.Application], AsyncIterator[None]]:
+    """A ``cleanup_ctx`` that runs the demo agents on ``ports`` for the app's lifetime and
+    registers them (to be appended after the registry's own context)."""
+
+    async def context(app: web.Application) -> AsyncIterator[None]:
+        from seeds.demo_agents import start_demo_agents
+
+        agents = await start_demo_agents(ports=ports)
+        try:
+            app[DEMO_URLS] = agents.urls
+            for name, url in agents.urls.items():
+                log.info("demo agent %s at %s", name, url)
+            await _register(app, agents.urls)
+            yield
+        finally:
+            await agents.close()
+
+    return context
+
+
+async def _register(app: web.Application, urls: dict[str, str]) -> None:
+    """Register the agents of ``seeds/demo.toml`` at their actual ``urls``."""
+    registry = app[REGISTRY]
+    seeds = load_seed_file(str(resources.files("seeds") / "demo.toml"))
+    wanted = [
+        SeedAgent(id=seed.id, url=urls[seed.id], refresh_interval=seed.refresh_interval)
+        for seed in seeds.agents
+        if seed.id in urls
+    ]
+    await registry.sync()
+    for seed in wanted:
+        current = registry.catalog.snapshot.agents.get(seed.id or "")
+        if current is not None and current.source_url != seed.url:
+            log.info("demo agent %s moved to %s: registering it again", seed.id, seed.url)
+            await registry.remove(current.id)
+    added = await apply_seeds(registry, wanted)
+    log.info("demo agents: %d registered", len(added))
+
+
+def ready_lines(base_url: str, agents: dict[str, str]) -> list[str]:
+    """What ``serve`` prints once it accepts requests: one URL per line."""
+    lines = [
+        f"Switchboard (A2A router) at {base_url}/",
+        f"admin API at {base_url}/api/v1 (OpenAPI: {base_url}/api/v1/openapi.json)",
+    ]
+    lines += [f"demo agent {name} at {url}" for name, url in agents.items()]
+    return lines
