@@ -21,11 +21,11 @@ from registry.errors import RegistryError
 from registry.jsonsafe import JsonLimitError, loads_limited
 from registry.openapi import openapi_document
 from registry.paging import paginate
+from registry.queryparams import AgentsQuery, ListingQuery, Q, SkillsQuery, read_query
 from registry.records import AgentRecord, iso
 from registry.refresh import PassiveHealth, Refresher
 from registry.service import Registry
 from registry.settings import Settings
-from registry.textsearch import tokenize
 
 log = logging.getLogger(__name__)
 
@@ -35,22 +35,6 @@ REFRESHER = web.AppKey("refresher", Refresher)
 PASSIVE_HEALTH = web.AppKey("passive_health", PassiveHealth)
 
 PREFIX = "/api/v1"
-_FILTERS = {
-    "q",
-    "skill",
-    "tag",
-    "input_mode",
-    "output_mode",
-    "streaming",
-    "push",
-    "protocol_version",
-    "verified",
-    "verification",
-    "health",
-}
-_STATUSES = ("verified", "unsigned", "invalid", "untrusted-key")
-_HEALTH = ("healthy", "degraded", "unreachable", "unknown")
-_PAGING = {"limit", "cursor"}
 #: POST routes that only read (they take a body but change nothing): the read token suffices.
 READ_POSTS = frozenset({f"{PREFIX}/route/explain"})
 
@@ -192,104 +176,27 @@ def _object(body: Any) -> dict[str, Any]:
     return body
 
 
-def parse_query(request: web.Request) -> tuple[Query, int, str | None]:
-    """Catalog filters, page size and cursor from the query string; 400 on anything unknown."""
-    params = request.rel_url.query
-    unknown = sorted(set(params) - _FILTERS - _PAGING)
-    if unknown:
-        raise RegistryError(
-            f"unknown query parameter {unknown[0]!r}",
-            code="unknown_parameter",
-            details={"unknown": unknown, "allowed": sorted(_FILTERS | _PAGING)},
-        )
-    for name in set(params) - {"tag"}:
-        if len(params.getall(name)) > 1:
-            raise RegistryError(
-                f"query parameter {name!r} given more than once",
-                code="invalid_parameter",
-                details={"parameter": name},
-            )
+def parse_query(request: web.Request, model: type[Q]) -> tuple[Q, Query, int, str | None]:
+    """A listing's query (``model``), its catalog filters, page size and cursor; 400 if bad."""
     settings = request.app[SETTINGS]
-    limit = _int_param(params.get("limit"), settings.page_size, settings.max_page_size)
-    query = Query(
-        q=_text_param(params.get("q")),
-        skill=params.get("skill") or None,
-        tags=tuple(t for t in params.getall("tag", []) if t),
-        input_mode=params.get("input_mode") or None,
-        output_mode=params.get("output_mode") or None,
-        streaming=_bool_param("streaming", params.get("streaming")),
-        push=_bool_param("push", params.get("push")),
-        protocol_version=params.get("protocol_version") or None,
-        verified=_bool_param("verified", params.get("verified")),
-        verification=_choice_param("verification", params.get("verification"), _STATUSES),
-    )
-    return query, limit, params.get("cursor") or None
+    params = read_query(model, request.rel_url.query, max_page_size=settings.max_page_size)
+    limit = params.limit if params.limit is not None else settings.page_size
+    return params, params.catalog_query(), limit, params.cursor
 
 
-def _health_keep(request: web.Request) -> Callable[[Any], bool] | None:
+def _health_keep(request: web.Request, params: ListingQuery) -> Callable[[Any], bool] | None:
     """The ``health`` filter as a predicate on hits (None without the filter)."""
-    wanted = _choice_param("health", request.rel_url.query.get("health"), _HEALTH)
+    wanted = params.health
     if wanted is None:
         return None
     registry = request.app[REGISTRY]
     return lambda hit: registry.health_of(hit.agent.id).status == wanted
 
 
-def _healthy_only(request: web.Request, hits: list[Any]) -> list[Any]:
+def _healthy_only(request: web.Request, params: ListingQuery, hits: list[Any]) -> list[Any]:
     """``hits`` whose agent has the ``health`` status asked for (all without the filter)."""
-    keep = _health_keep(request)
+    keep = _health_keep(request, params)
     return hits if keep is None else [hit for hit in hits if keep(hit)]
-
-
-def _text_param(value: str | None) -> str | None:
-    if value is None or not value.strip():
-        return None
-    if not tokenize(value):
-        raise RegistryError(
-            "q has no searchable words (only punctuation or very common words)",
-            code="invalid_parameter",
-            details={"parameter": "q", "value": value},
-        )
-    return value.strip()
-
-
-def _int_param(value: str | None, default: int, maximum: int) -> int:
-    if value is None:
-        return default
-    if not (value.isascii() and value.isdigit()) or not 1 <= int(value) <= maximum:
-        raise RegistryError(
-            f"limit must be a whole number from 1 to {maximum}",
-            code="invalid_parameter",
-            details={"parameter": "limit", "value": value, "maximum": maximum},
-        )
-    return int(value)
-
-
-def _choice_param(name: str, value: str | None, choices: tuple[str, ...]) -> str | None:
-    if value is None:
-        return None
-    if value not in choices:
-        raise RegistryError(
-            f"{name} must be one of {', '.join(choices)}",
-            code="invalid_parameter",
-            details={"parameter": name, "value": value, "allowed": list(choices)},
-        )
-    return value
-
-
-def _bool_param(name: str, value: str | None) -> bool | None:
-    if value is None:
-        return None
-    lowered = value.lower()
-    if lowered in ("true", "1", "yes"):
-        return True
-    if lowered in ("false", "0", "no"):
-        return False
-    raise RegistryError(
-        f"{name} must be true or false",
-        code="invalid_parameter",
-        details={"parameter": name, "value": value},
-    )
 
 
 # --- handlers --------------------------------------------------------------------------------
@@ -302,13 +209,13 @@ async def get_openapi(request: web.Request) -> web.Response:
 
 async def list_agents(request: web.Request) -> web.Response:
     """Search agents; ``{"agents": [...], "next_cursor": ...}``."""
-    query, limit, cursor = parse_query(request)
+    params, query, limit, cursor = parse_query(request, AgentsQuery)
     registry = request.app[REGISTRY]
     if query.q and not query.skill_filters():
         # ranked text alone: walk the index best first for this page only
-        page = registry.catalog.agents_page(query, limit, cursor, _health_keep(request))
+        page = registry.catalog.agents_page(query, limit, cursor, _health_keep(request, params))
     else:
-        hits = _healthy_only(request, registry.catalog.agents(query))
+        hits = _healthy_only(request, params, registry.catalog.agents(query))
         page = paginate(hits, AGENTS, query, limit, cursor)
     agents = []
     for hit in page.items:
@@ -481,13 +388,13 @@ async def list_revisions(request: web.Request) -> web.Response:
 
 async def list_skills(request: web.Request) -> web.Response:
     """Search skills, one row per skill with its agent."""
-    query, limit, cursor = parse_query(request)
+    params, query, limit, cursor = parse_query(request, SkillsQuery)
     registry = request.app[REGISTRY]
     if query.q and not query.skill_filters():
         # ranked text alone: walk the index best first for this page only
-        page = registry.catalog.skills_page(query, limit, cursor, _health_keep(request))
+        page = registry.catalog.skills_page(query, limit, cursor, _health_keep(request, params))
     else:
-        hits = _healthy_only(request, registry.catalog.skills(query))
+        hits = _healthy_only(request, params, registry.catalog.skills(query))
         page = paginate(hits, SKILLS, query, limit, cursor)
     skills = []
     for hit in page.items:
