@@ -16,10 +16,24 @@ from typing import Any
 
 from aiohttp import web
 
+from registry.apidocs import add_docs_routes
+from registry.apimodels import (
+    Agent,
+    AgentList,
+    AgentSettings,
+    Card,
+    Refresh,
+    RefreshReport,
+    RefreshRequest,
+    Registration,
+    Revisions,
+    SkillList,
+    Stats,
+)
 from registry.catalog import AGENTS, SKILLS, Query
 from registry.errors import RegistryError
 from registry.jsonsafe import JsonLimitError, loads_limited
-from registry.openapi import openapi_document
+from registry.openapi import PREFIX, Access, documented, openapi_document
 from registry.paging import paginate
 from registry.queryparams import AgentsQuery, ListingQuery, Q, SkillsQuery, read_query
 from registry.records import AgentRecord, iso
@@ -34,9 +48,12 @@ SETTINGS = web.AppKey("settings", Settings)
 REFRESHER = web.AppKey("refresher", Refresher)
 PASSIVE_HEALTH = web.AppKey("passive_health", PassiveHealth)
 
-PREFIX = "/api/v1"
 #: POST routes that only read (they take a body but change nothing): the read token suffices.
 READ_POSTS = frozenset({f"{PREFIX}/route/explain"})
+#: Routes that never need a token: the API's description and its page.
+PUBLIC = frozenset({f"{PREFIX}/openapi.json", f"{PREFIX}/docs"})
+PUBLIC_PREFIX = f"{PREFIX}/docs/static/"
+_AGENT = {"agent_id": "The agent's id."}
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -44,6 +61,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 def add_routes(app: web.Application) -> None:
     """Register the admin API routes on ``app`` (which holds REGISTRY and SETTINGS)."""
     app.router.add_get(f"{PREFIX}/openapi.json", get_openapi)
+    add_docs_routes(app)
     app.router.add_get(f"{PREFIX}/agents", list_agents)
     app.router.add_post(f"{PREFIX}/agents", create_agent)
     app.router.add_get(f"{PREFIX}/agents/{{agent_id}}", get_agent)
@@ -107,17 +125,26 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return api_error(500, "internal_error", "an unexpected error occurred; see the server log")
 
 
+def access(method: str, path: str) -> Access:
+    """Which token a request needs: none (public), the read token (if set) or the admin's."""
+    if path in PUBLIC or path.startswith(PUBLIC_PREFIX):
+        return "public"
+    if method in ("GET", "HEAD", "OPTIONS") or path in READ_POSTS:
+        return "read"
+    return "write"
+
+
 @web.middleware
 async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Bearer tokens: the admin token for writes, the read token (if set) for reads."""
     if (
         not request.path.startswith(PREFIX + "/")
-        or request.path == f"{PREFIX}/openapi.json"
         or request.match_info.http_exception is not None  # 404/405: say so, not 401
+        or access(request.method, request.path) == "public"
     ):
         return await handler(request)
     settings = request.app[SETTINGS]
-    write = request.method not in ("GET", "HEAD", "OPTIONS") and request.path not in READ_POSTS
+    write = access(request.method, request.path) == "write"
     if write and not settings.admin_token:
         raise RegistryError(
             "admin writes are disabled: start Switchboard with SWITCHBOARD_ADMIN_TOKEN set",
@@ -202,11 +229,13 @@ def _healthy_only(request: web.Request, params: ListingQuery, hits: list[Any]) -
 # --- handlers --------------------------------------------------------------------------------
 
 
+@documented("This document", "docs", answer="application/json")
 async def get_openapi(request: web.Request) -> web.Response:
-    """The OpenAPI 3.1 document of this API."""
-    return web.json_response(openapi_document())
+    """The OpenAPI 3.1 document of this API, generated from its routes and models."""
+    return web.json_response(openapi_document(request.app, access))
 
 
+@documented("Search agents", "agents", answer=AgentList, query=AgentsQuery)
 async def list_agents(request: web.Request) -> web.Response:
     """Search agents; ``{"agents": [...], "next_cursor": ...}``."""
     params, query, limit, cursor = parse_query(request, AgentsQuery)
@@ -228,6 +257,14 @@ async def list_agents(request: web.Request) -> web.Response:
     return web.json_response({"agents": agents, "next_cursor": page.next_cursor})
 
 
+@documented(
+    "Register an agent by URL or card",
+    "agents",
+    answer=Agent,
+    status=201,
+    body=Registration,
+    errors=(409, 413, 422),
+)
 async def create_agent(request: web.Request) -> web.Response:
     """Register an agent from ``{"url": ...}`` or ``{"card": {...}}`` (optional ``"id"``)."""
     body = _object(await read_json(request))
@@ -257,6 +294,7 @@ async def create_agent(request: web.Request) -> web.Response:
     return web.json_response(view, status=201, headers={"Location": f"{PREFIX}/agents/{record.id}"})
 
 
+@documented("One agent with its raw card", "agents", answer=Agent, errors=(404,), params=_AGENT)
 async def get_agent(request: web.Request) -> web.Response:
     """One agent: the normalized view plus the raw card."""
     registry = request.app[REGISTRY]
@@ -273,12 +311,21 @@ async def _full_view(registry: Registry, agent_id: str) -> dict[str, Any]:
     return view
 
 
+@documented("The card as fetched or pushed", "agents", answer=Card, errors=(404,), params=_AGENT)
 async def get_card(request: web.Request) -> web.Response:
     """The agent's card exactly as fetched (or pushed)."""
     raw = await request.app[REGISTRY].raw_card(request.match_info["agent_id"])
     return web.Response(body=raw, content_type="application/json")
 
 
+@documented(
+    "Replace a pushed agent's card",
+    "agents",
+    answer=Agent,
+    body=Card,
+    errors=(404, 409, 422),
+    params=_AGENT,
+)
 async def put_card(request: web.Request) -> web.Response:
     """Replace a pushed agent's card."""
     registry = request.app[REGISTRY]
@@ -308,6 +355,14 @@ def _interval(value: Any) -> float | None:
     return float(value)
 
 
+@documented(
+    "Change an agent's refresh interval",
+    "agents",
+    answer=Agent,
+    body=AgentSettings,
+    errors=(404,),
+    params=_AGENT,
+)
 async def patch_agent(request: web.Request) -> web.Response:
     """Change an agent's settings: ``{"refresh_interval": seconds | null}``."""
     body = _object(await read_json(request))
@@ -324,6 +379,14 @@ async def patch_agent(request: web.Request) -> web.Response:
     return web.json_response(agent_view(registry, registry.get(agent_id)))
 
 
+@documented(
+    "Run the checks due now, or check every agent or some now",
+    "refresh",
+    answer=RefreshReport,
+    body=RefreshRequest,
+    body_required=False,
+    errors=(404,),
+)
 async def refresh_all(request: web.Request) -> web.Response:
     """Run the checks that are due now (no body), or check every agent (``{"all": true}``)
     or some (``{"ids": [...]}``) now, due or not. Returns what was checked, changed, failed
@@ -351,12 +414,16 @@ async def refresh_all(request: web.Request) -> web.Response:
     return web.json_response(report.to_api())
 
 
+@documented("Remove an agent", "agents", status=204, errors=(404,), params=_AGENT)
 async def delete_agent(request: web.Request) -> web.Response:
     """Remove an agent."""
     await request.app[REGISTRY].remove(request.match_info["agent_id"])
     return web.Response(status=204)
 
 
+@documented(
+    "Fetch the card again now", "refresh", answer=Refresh, errors=(404, 409, 422), params=_AGENT
+)
 async def refresh_agent(request: web.Request) -> web.Response:
     """Fetch an agent's card again now; ``{"agent": {...}, "changed": bool}``."""
     registry = request.app[REGISTRY]
@@ -364,6 +431,9 @@ async def refresh_agent(request: web.Request) -> web.Response:
     return web.json_response({"agent": agent_view(registry, record), "changed": changed})
 
 
+@documented(
+    "Card revisions, newest first", "agents", answer=Revisions, errors=(404,), params=_AGENT
+)
 async def list_revisions(request: web.Request) -> web.Response:
     """The card revisions of an agent, newest first."""
     registry = request.app[REGISTRY]
@@ -386,6 +456,7 @@ async def list_revisions(request: web.Request) -> web.Response:
     return web.json_response({"revisions": revisions})
 
 
+@documented("Search skills", "skills", answer=SkillList, query=SkillsQuery)
 async def list_skills(request: web.Request) -> web.Response:
     """Search skills, one row per skill with its agent."""
     params, query, limit, cursor = parse_query(request, SkillsQuery)
@@ -406,6 +477,7 @@ async def list_skills(request: web.Request) -> web.Response:
     return web.json_response({"skills": skills, "next_cursor": page.next_cursor})
 
 
+@documented("Catalog counts", "agents", answer=Stats)
 async def get_stats(request: web.Request) -> web.Response:
     """Catalog counts by protocol version, card format, health and verification."""
     snapshot = request.app[REGISTRY].catalog.snapshot

@@ -66,7 +66,9 @@ class ListingQuery(BaseModel):
 
     # validated in this order: the first problem is the one reported
     limit: int | None = Field(
-        None, ge=1, description="Page size (default SWITCHBOARD_PAGE_SIZE, at most the maximum)."
+        None,
+        ge=1,
+        description="Page size (default SWITCHBOARD_PAGE_SIZE, at most SWITCHBOARD_MAX_PAGE_SIZE).",
     )
     q: str | None = Field(
         None, description="Free text, ranked against skill names, descriptions, tags, examples."
