@@ -16,17 +16,31 @@ from typing import Any
 
 from aiohttp import web
 
+from registry.apidocs import add_docs_routes
+from registry.apimodels import (
+    Agent,
+    AgentList,
+    AgentSettings,
+    Card,
+    Refresh,
+    RefreshReport,
+    RefreshRequest,
+    Registration,
+    Revisions,
+    SkillList,
+    Stats,
+)
 from registry.catalog import AGENTS, SKILLS, Query
 from registry.errors import RegistryError, number
 from registry.health import MAX_REFRESH_INTERVAL, MIN_REFRESH_INTERVAL
 from registry.jsonsafe import JsonLimitError, loads_limited
-from registry.openapi import openapi_document
+from registry.openapi import PREFIX, Access, documented, openapi_document
 from registry.paging import paginate
+from registry.queryparams import AgentsQuery, ListingQuery, Q, SkillsQuery, read_query
 from registry.records import AgentRecord, iso
 from registry.refresh import PassiveHealth, Refresher
 from registry.service import Registry
 from registry.settings import Settings
-from registry.textsearch import tokenize
 
 log = logging.getLogger(__name__)
 
@@ -35,25 +49,12 @@ SETTINGS = web.AppKey("settings", Settings)
 REFRESHER = web.AppKey("refresher", Refresher)
 PASSIVE_HEALTH = web.AppKey("passive_health", PassiveHealth)
 
-PREFIX = "/api/v1"
-_FILTERS = {
-    "q",
-    "skill",
-    "tag",
-    "input_mode",
-    "output_mode",
-    "streaming",
-    "push",
-    "protocol_version",
-    "verified",
-    "verification",
-    "health",
-}
-_STATUSES = ("verified", "unsigned", "invalid", "untrusted-key")
-_HEALTH = ("healthy", "degraded", "unreachable", "unknown")
-_PAGING = {"limit", "cursor"}
 #: POST routes that only read (they take a body but change nothing): the read token suffices.
 READ_POSTS = frozenset({f"{PREFIX}/route/explain"})
+#: Routes that never need a token: the API's description and its page.
+PUBLIC = frozenset({f"{PREFIX}/openapi.json", f"{PREFIX}/docs"})
+PUBLIC_PREFIX = f"{PREFIX}/docs/static/"
+_AGENT = {"agent_id": "The agent's id."}
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -61,6 +62,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 def add_routes(app: web.Application) -> None:
     """Register the admin API routes on ``app`` (which holds REGISTRY and SETTINGS)."""
     app.router.add_get(f"{PREFIX}/openapi.json", get_openapi)
+    add_docs_routes(app)
     app.router.add_get(f"{PREFIX}/agents", list_agents)
     app.router.add_post(f"{PREFIX}/agents", create_agent)
     app.router.add_get(f"{PREFIX}/agents/{{agent_id}}", get_agent)
@@ -124,17 +126,26 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return api_error(500, "internal_error", "an unexpected error occurred; see the server log")
 
 
+def access(method: str, path: str) -> Access:
+    """Which token a request needs: none (public), the read token (if set) or the admin's."""
+    if path in PUBLIC or path.startswith(PUBLIC_PREFIX):
+        return "public"
+    if method in ("GET", "HEAD", "OPTIONS") or path in READ_POSTS:
+        return "read"
+    return "write"
+
+
 @web.middleware
 async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Bearer tokens: the admin token for writes, the read token (if set) for reads."""
     if (
         not request.path.startswith(PREFIX + "/")
-        or request.path == f"{PREFIX}/openapi.json"
         or request.match_info.http_exception is not None  # 404/405: say so, not 401
+        or access(request.method, request.path) == "public"
     ):
         return await handler(request)
     settings = request.app[SETTINGS]
-    write = request.method not in ("GET", "HEAD", "OPTIONS") and request.path not in READ_POSTS
+    write = access(request.method, request.path) == "write"
     if write and not settings.admin_token:
         raise RegistryError(
             "admin writes are disabled: start Switchboard with SWITCHBOARD_ADMIN_TOKEN set",
@@ -193,123 +204,48 @@ def _object(body: Any) -> dict[str, Any]:
     return body
 
 
-def parse_query(request: web.Request) -> tuple[Query, int, str | None]:
-    """Catalog filters, page size and cursor from the query string; 400 on anything unknown."""
-    params = request.rel_url.query
-    unknown = sorted(set(params) - _FILTERS - _PAGING)
-    if unknown:
-        raise RegistryError(
-            f"unknown query parameter {unknown[0]!r}",
-            code="unknown_parameter",
-            details={"unknown": unknown, "allowed": sorted(_FILTERS | _PAGING)},
-        )
-    for name in set(params) - {"tag"}:
-        if len(params.getall(name)) > 1:
-            raise RegistryError(
-                f"query parameter {name!r} given more than once",
-                code="invalid_parameter",
-                details={"parameter": name},
-            )
+def parse_query(request: web.Request, model: type[Q]) -> tuple[Q, Query, int, str | None]:
+    """A listing's query (``model``), its catalog filters, page size and cursor; 400 if bad."""
     settings = request.app[SETTINGS]
-    limit = _int_param(params.get("limit"), settings.page_size, settings.max_page_size)
-    query = Query(
-        q=_text_param(params.get("q")),
-        skill=params.get("skill") or None,
-        tags=tuple(t for t in params.getall("tag", []) if t),
-        input_mode=params.get("input_mode") or None,
-        output_mode=params.get("output_mode") or None,
-        streaming=_bool_param("streaming", params.get("streaming")),
-        push=_bool_param("push", params.get("push")),
-        protocol_version=params.get("protocol_version") or None,
-        verified=_bool_param("verified", params.get("verified")),
-        verification=_choice_param("verification", params.get("verification"), _STATUSES),
-    )
-    return query, limit, params.get("cursor") or None
+    params = read_query(model, request.rel_url.query, max_page_size=settings.max_page_size)
+    limit = params.limit if params.limit is not None else settings.page_size
+    return params, params.catalog_query(), limit, params.cursor
 
 
-def _health_keep(request: web.Request) -> Callable[[Any], bool] | None:
+def _health_keep(request: web.Request, params: ListingQuery) -> Callable[[Any], bool] | None:
     """The ``health`` filter as a predicate on hits (None without the filter)."""
-    wanted = _choice_param("health", request.rel_url.query.get("health"), _HEALTH)
+    wanted = params.health
     if wanted is None:
         return None
     registry = request.app[REGISTRY]
     return lambda hit: registry.health_of(hit.agent.id).status == wanted
 
 
-def _healthy_only(request: web.Request, hits: list[Any]) -> list[Any]:
+def _healthy_only(request: web.Request, params: ListingQuery, hits: list[Any]) -> list[Any]:
     """``hits`` whose agent has the ``health`` status asked for (all without the filter)."""
-    keep = _health_keep(request)
+    keep = _health_keep(request, params)
     return hits if keep is None else [hit for hit in hits if keep(hit)]
-
-
-def _text_param(value: str | None) -> str | None:
-    if value is None or not value.strip():
-        return None
-    if not tokenize(value):
-        raise RegistryError(
-            "q has no searchable words (only punctuation or very common words)",
-            code="invalid_parameter",
-            details={"parameter": "q", "value": value},
-        )
-    return value.strip()
-
-
-def _int_param(value: str | None, default: int, maximum: int) -> int:
-    if value is None:
-        return default
-    if not (value.isascii() and value.isdigit()) or not 1 <= int(value) <= maximum:
-        raise RegistryError(
-            f"limit must be a whole number from 1 to {maximum}",
-            code="invalid_parameter",
-            details={"parameter": "limit", "value": value, "maximum": maximum},
-        )
-    return int(value)
-
-
-def _choice_param(name: str, value: str | None, choices: tuple[str, ...]) -> str | None:
-    if value is None:
-        return None
-    if value not in choices:
-        raise RegistryError(
-            f"{name} must be one of {', '.join(choices)}",
-            code="invalid_parameter",
-            details={"parameter": name, "value": value, "allowed": list(choices)},
-        )
-    return value
-
-
-def _bool_param(name: str, value: str | None) -> bool | None:
-    if value is None:
-        return None
-    lowered = value.lower()
-    if lowered in ("true", "1", "yes"):
-        return True
-    if lowered in ("false", "0", "no"):
-        return False
-    raise RegistryError(
-        f"{name} must be true or false",
-        code="invalid_parameter",
-        details={"parameter": name, "value": value},
-    )
 
 
 # --- handlers --------------------------------------------------------------------------------
 
 
+@documented("This document", "docs", answer="application/json")
 async def get_openapi(request: web.Request) -> web.Response:
-    """The OpenAPI 3.1 document of this API."""
-    return web.json_response(openapi_document())
+    """The OpenAPI 3.1 document of this API, generated from its routes and models."""
+    return web.json_response(openapi_document(request.app, access))
 
 
+@documented("Search agents", "agents", answer=AgentList, query=AgentsQuery)
 async def list_agents(request: web.Request) -> web.Response:
     """Search agents; ``{"agents": [...], "next_cursor": ...}``."""
-    query, limit, cursor = parse_query(request)
+    params, query, limit, cursor = parse_query(request, AgentsQuery)
     registry = request.app[REGISTRY]
     if query.q and not query.skill_filters():
         # ranked text alone: walk the index best first for this page only
-        page = registry.catalog.agents_page(query, limit, cursor, _health_keep(request))
+        page = registry.catalog.agents_page(query, limit, cursor, _health_keep(request, params))
     else:
-        hits = _healthy_only(request, registry.catalog.agents(query))
+        hits = _healthy_only(request, params, registry.catalog.agents(query))
         page = paginate(hits, AGENTS, query, limit, cursor)
     agents = []
     for hit in page.items:
@@ -322,6 +258,14 @@ async def list_agents(request: web.Request) -> web.Response:
     return web.json_response({"agents": agents, "next_cursor": page.next_cursor})
 
 
+@documented(
+    "Register an agent by URL or card",
+    "agents",
+    answer=Agent,
+    status=201,
+    body=Registration,
+    errors=(409, 413, 422),
+)
 async def create_agent(request: web.Request) -> web.Response:
     """Register an agent from ``{"url": ...}`` or ``{"card": {...}}`` (optional ``"id"``)."""
     body = _object(await read_json(request))
@@ -351,6 +295,7 @@ async def create_agent(request: web.Request) -> web.Response:
     return web.json_response(view, status=201, headers={"Location": f"{PREFIX}/agents/{record.id}"})
 
 
+@documented("One agent with its raw card", "agents", answer=Agent, errors=(404,), params=_AGENT)
 async def get_agent(request: web.Request) -> web.Response:
     """One agent: the normalized view plus the raw card."""
     registry = request.app[REGISTRY]
@@ -367,12 +312,21 @@ async def _full_view(registry: Registry, agent_id: str) -> dict[str, Any]:
     return view
 
 
+@documented("The card as fetched or pushed", "agents", answer=Card, errors=(404,), params=_AGENT)
 async def get_card(request: web.Request) -> web.Response:
     """The agent's card exactly as fetched (or pushed)."""
     raw = await request.app[REGISTRY].raw_card(request.match_info["agent_id"])
     return web.Response(body=raw, content_type="application/json")
 
 
+@documented(
+    "Replace a pushed agent's card",
+    "agents",
+    answer=Agent,
+    body=Card,
+    errors=(404, 409, 422),
+    params=_AGENT,
+)
 async def put_card(request: web.Request) -> web.Response:
     """Replace a pushed agent's card."""
     registry = request.app[REGISTRY]
@@ -399,6 +353,14 @@ def _interval(value: Any) -> float | None:
     return float(value)
 
 
+@documented(
+    "Change an agent's refresh interval",
+    "agents",
+    answer=Agent,
+    body=AgentSettings,
+    errors=(404,),
+    params=_AGENT,
+)
 async def patch_agent(request: web.Request) -> web.Response:
     """Change an agent's settings: ``{"refresh_interval": seconds | null}``."""
     body = _object(await read_json(request))
@@ -415,6 +377,14 @@ async def patch_agent(request: web.Request) -> web.Response:
     return web.json_response(agent_view(registry, registry.get(agent_id)))
 
 
+@documented(
+    "Run the checks due now, or check every agent or some now",
+    "refresh",
+    answer=RefreshReport,
+    body=RefreshRequest,
+    body_required=False,
+    errors=(404,),
+)
 async def refresh_all(request: web.Request) -> web.Response:
     """Run the checks that are due now (no body), or check every agent (``{"all": true}``)
     or some (``{"ids": [...]}``) now, due or not. Returns what was checked, changed, failed
@@ -442,12 +412,16 @@ async def refresh_all(request: web.Request) -> web.Response:
     return web.json_response(report.to_api())
 
 
+@documented("Remove an agent", "agents", status=204, errors=(404,), params=_AGENT)
 async def delete_agent(request: web.Request) -> web.Response:
     """Remove an agent."""
     await request.app[REGISTRY].remove(request.match_info["agent_id"])
     return web.Response(status=204)
 
 
+@documented(
+    "Fetch the card again now", "refresh", answer=Refresh, errors=(404, 409, 422), params=_AGENT
+)
 async def refresh_agent(request: web.Request) -> web.Response:
     """Fetch an agent's card again now; ``{"agent": {...}, "changed": bool}``."""
     registry = request.app[REGISTRY]
@@ -455,6 +429,9 @@ async def refresh_agent(request: web.Request) -> web.Response:
     return web.json_response({"agent": agent_view(registry, record), "changed": changed})
 
 
+@documented(
+    "Card revisions, newest first", "agents", answer=Revisions, errors=(404,), params=_AGENT
+)
 async def list_revisions(request: web.Request) -> web.Response:
     """The card revisions of an agent, newest first."""
     registry = request.app[REGISTRY]
@@ -477,15 +454,16 @@ async def list_revisions(request: web.Request) -> web.Response:
     return web.json_response({"revisions": revisions})
 
 
+@documented("Search skills", "skills", answer=SkillList, query=SkillsQuery)
 async def list_skills(request: web.Request) -> web.Response:
     """Search skills, one row per skill with its agent."""
-    query, limit, cursor = parse_query(request)
+    params, query, limit, cursor = parse_query(request, SkillsQuery)
     registry = request.app[REGISTRY]
     if query.q and not query.skill_filters():
         # ranked text alone: walk the index best first for this page only
-        page = registry.catalog.skills_page(query, limit, cursor, _health_keep(request))
+        page = registry.catalog.skills_page(query, limit, cursor, _health_keep(request, params))
     else:
-        hits = _healthy_only(request, registry.catalog.skills(query))
+        hits = _healthy_only(request, params, registry.catalog.skills(query))
         page = paginate(hits, SKILLS, query, limit, cursor)
     skills = []
     for hit in page.items:
@@ -497,6 +475,7 @@ async def list_skills(request: web.Request) -> web.Response:
     return web.json_response({"skills": skills, "next_cursor": page.next_cursor})
 
 
+@documented("Catalog counts", "agents", answer=Stats)
 async def get_stats(request: web.Request) -> web.Response:
     """Catalog counts by protocol version, card format, health and verification."""
     snapshot = request.app[REGISTRY].catalog.snapshot

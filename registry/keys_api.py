@@ -15,7 +15,9 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from registry.api import PREFIX, read_json
+from registry.apimodels import NewTrustedKey, TrustedKey, TrustedKeyList
 from registry.errors import RegistryError
+from registry.openapi import documented
 from registry.trust import TrustStore
 
 log = logging.getLogger(__name__)
@@ -27,6 +29,7 @@ KEYS_CHANGED: web.AppKey[KeysChanged] = web.AppKey("keys_changed")
 
 _BODY_KEYS = ("jwk", "jwks_url")
 _MAX_URL = 2048
+_KEY = {"key_id": "The anchor id: a JWK's RFC 7638 thumbprint, or jwks-<16 hex> for a URL."}
 
 
 def add_key_routes(app: web.Application) -> None:
@@ -37,6 +40,7 @@ def add_key_routes(app: web.Application) -> None:
     app.router.add_delete(f"{PREFIX}/keys/{{key_id}}", delete_key)
 
 
+@documented("Trusted signing keys", "keys", answer=TrustedKeyList)
 async def list_keys(request: web.Request) -> web.Response:
     """Every trust anchor, oldest first: ``{"keys": [...]}``."""
     trust = request.app[TRUST]
@@ -44,6 +48,7 @@ async def list_keys(request: web.Request) -> web.Response:
     return web.json_response({"keys": [anchor.to_api() for anchor in trust.anchors()]})
 
 
+@documented("One trusted key", "keys", answer=TrustedKey, errors=(404,), params=_KEY)
 async def get_key(request: web.Request) -> web.Response:
     """One trust anchor."""
     trust = request.app[TRUST]
@@ -51,6 +56,14 @@ async def get_key(request: web.Request) -> web.Response:
     return web.json_response(trust.get(request.match_info["key_id"]).to_api())
 
 
+@documented(
+    "Trust a public JWK or a JWKS URL",
+    "keys",
+    answer=TrustedKey,
+    status=201,
+    body=NewTrustedKey,
+    errors=(409, 422),
+)
 async def create_key(request: web.Request) -> web.Response:
     """Trust ``{"jwk": {...}}`` or ``{"jwks_url": "..."}``; 201 with the anchor."""
     body = await read_json(request)
@@ -79,6 +92,7 @@ async def create_key(request: web.Request) -> web.Response:
     )
 
 
+@documented("Stop trusting a key", "keys", status=204, errors=(404,), params=_KEY)
 async def delete_key(request: web.Request) -> web.Response:
     """Stop trusting an anchor; 204."""
     await request.app[TRUST].remove(request.match_info["key_id"])

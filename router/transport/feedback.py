@@ -18,19 +18,23 @@ from typing import Any
 from aiohttp import web
 
 from registry.api import REGISTRY, read_json
+from registry.apimodels import ExampleList
 from registry.errors import NotFound, RegistryError
 from registry.examples import LearnedExamples
+from registry.openapi import documented
 from registry.records import AgentRecord
 from router.choose.semantic import SemanticIndex
 from router.forward.handler import Router
 from router.protocol import payloads as wire
 from router.protocol.errors import RpcError
 from router.protocol.versions import Op, Version, method_name
+from router.transport.apimodels import Feedback, FeedbackResult
 from router.transport.routes import ROUTER
 
 EXAMPLES = web.AppKey("examples", LearnedExamples)
 _PREFIX = "/api/v1"
 _SOURCES = ("task_id", "message", "text")
+_SKILL = {"agent_id": "The agent's id.", "skill_id": "One of its skills' id."}
 
 
 def add_feedback_routes(app: web.Application) -> None:
@@ -46,6 +50,14 @@ def _bad(message: str, **details: Any) -> RegistryError:
     return RegistryError(message, code="invalid_body", details=details or None)
 
 
+@documented(
+    "Teach the router: a message becomes a learned example of the right skill",
+    "routing",
+    answer=FeedbackResult,
+    status=201,
+    body=Feedback,
+    errors=(404, 409, 502),
+)
 async def feedback(request: web.Request) -> web.Response:
     """Store the message of the body as a learned example of the right skill."""
     body = await read_json(request)
@@ -199,6 +211,9 @@ def _skill(request: web.Request) -> tuple[str, str]:
     return agent_id, skill_id
 
 
+@documented(
+    "A skill's learned examples", "routing", answer=ExampleList, errors=(404,), params=_SKILL
+)
 async def list_examples(request: web.Request) -> web.Response:
     """The learned examples of a skill, oldest first, and the card's own examples."""
     agent_id, skill_id = _skill(request)
@@ -209,6 +224,9 @@ async def list_examples(request: web.Request) -> web.Response:
     return web.json_response({"examples": [e.to_api() for e in learned], "card_examples": card})
 
 
+@documented(
+    "Delete every learned example of a skill", "routing", status=204, errors=(404,), params=_SKILL
+)
 async def delete_examples(request: web.Request) -> web.Response:
     """Delete every learned example of a skill."""
     agent_id, skill_id = _skill(request)
@@ -218,6 +236,13 @@ async def delete_examples(request: web.Request) -> web.Response:
     return web.Response(status=204)
 
 
+@documented(
+    "Delete one learned example",
+    "routing",
+    status=204,
+    errors=(404,),
+    params={**_SKILL, "example_id": "The example's id."},
+)
 async def delete_example(request: web.Request) -> web.Response:
     """Delete one learned example."""
     agent_id, skill_id = _skill(request)

@@ -21,6 +21,7 @@ from aiohttp import web
 from registry.api import REGISTRY, SETTINGS, read_json
 from registry.errors import RegistryError
 from registry.jsonsafe import JsonLimitError, loads_limited
+from registry.openapi import documented
 from router.card import agent_card_via_router, card_for, router_card, without_paths
 from router.forward.handler import Router
 from router.protocol.errors import RpcError
@@ -28,6 +29,7 @@ from router.protocol.fieldnames import json_names
 from router.protocol.versions import VERSION_HEADER, Op, Version, client_version
 from router.signing import CardSigner
 from router.transport import jsonrpc
+from router.transport.apimodels import Explain, ExplainRequest
 from router.transport.jsonrpc import request_version
 
 ROUTER = web.AppKey("router", Router)
@@ -167,6 +169,12 @@ def _etag_matches(header: str | None, etag: str) -> bool:
     return "*" in tags or any(tag.removeprefix("W/") == etag for tag in tags)
 
 
+@documented(
+    "Which agent a message would be routed to, and why",
+    "routing",
+    answer=Explain,
+    body=ExplainRequest,
+)
 async def explain(request: web.Request) -> web.Response:
     """``{"message": {...}, "configuration"?: {...}, "stream"?: bool, "version"?: "0.3"|"1.0"}``
     → the ranked candidates, each kept or dropped with its reason, and the choice."""
