@@ -26,6 +26,7 @@ from registry.refresh import PassiveHealth, Refresher
 from registry.service import Registry
 from registry.settings import Settings
 from registry.textsearch import tokenize
+from registry.version import switchboard_version
 
 log = logging.getLogger(__name__)
 
@@ -500,7 +501,8 @@ async def list_skills(request: web.Request) -> web.Response:
 
 
 async def get_stats(request: web.Request) -> web.Response:
-    """Catalog counts by protocol version, card format, health and verification."""
+    """Catalog counts by protocol version, card format, health and verification; the version
+    of Switchboard."""
     snapshot = request.app[REGISTRY].catalog.snapshot
     versions: Counter[str] = Counter()
     formats: Counter[str] = Counter()
@@ -522,5 +524,6 @@ async def get_stats(request: web.Request) -> web.Response:
             "by_card_format": dict(sorted(formats.items())),
             "by_health": dict(sorted(health.items())),
             "by_verification": dict(sorted(verifications.items())),
+            "version": switchboard_version(),
         }
     )

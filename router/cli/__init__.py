@@ -22,6 +22,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from registry.version import switchboard_version
 from router.cli import cards, client, keys, routing, serve
 from router.cli.errors import CliError
 
@@ -56,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     """The whole command line: each command module adds its own subcommands."""
     parser = argparse.ArgumentParser(
         prog="switchboard", description="Registry and router for A2A agents."
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"switchboard {switchboard_version()}"
     )
     commands = parser.add_subparsers(title="commands")
     serve.add_commands(commands)

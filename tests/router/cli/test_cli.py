@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import tomllib
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,8 @@ from tests.support.helpers import (
     make_settings,
 )
 from tests.support.sdk_peers import serve_sdk_agent
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture
@@ -101,6 +105,16 @@ async def test_unreachable_server(capsys: pytest.CaptureFixture[str], unused_tcp
     )
     _, err = capsys.readouterr()
     assert status == 1 and "cannot reach Switchboard" in err
+
+
+def test_version_is_the_installed_package(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    installed = metadata.version(project["name"])
+    assert installed == project["version"]  # the metadata is this tree's, not a stale install
+    assert capsys.readouterr().out == f"switchboard {installed}\n"
 
 
 def test_no_command_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
