@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
+import sys
 import tomllib
 from importlib import metadata
 from pathlib import Path
@@ -199,6 +201,44 @@ def test_version_is_the_installed_package(capsys: pytest.CaptureFixture[str]) ->
     installed = metadata.version(project["name"])
     assert installed == project["version"]  # the metadata is this tree's, not a stale install
     assert capsys.readouterr().out == f"switchboard {installed}\n"
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("switchboard ", {"serve", "agents", "search", "card", "keys", "route"}),
+        ("switchboard ag", {"agents"}),
+        ("switchboard agents re", {"refresh", "refresh-all", "remove"}),
+        ("switchboard serve --data", {"--database-url"}),
+        ("switchboard --vers", {"--version"}),
+    ],
+)
+def test_shell_completion(line: str, expected: set[str], tmp_path: Path) -> None:
+    """argcomplete's protocol, as the shell hook drives it: the command run with
+    ``_ARGCOMPLETE``, ``COMP_LINE`` and ``COMP_POINT``; the candidates written to a file."""
+    out = tmp_path / "completions"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SWITCHBOARD_", "_ARGC"))}
+    env |= {
+        "PYTHONPATH": str(ROOT),
+        "_ARGCOMPLETE": "1",
+        "_ARGCOMPLETE_IFS": "\n",
+        "_ARGCOMPLETE_STDOUT_FILENAME": str(out),
+        "COMP_LINE": line,
+        "COMP_POINT": str(len(line)),
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "router.cli"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    candidates = {word.strip() for word in out.read_text().split("\n")}
+    assert expected <= candidates, candidates
+    if len(expected) < 4:
+        assert candidates == expected
 
 
 def test_no_command_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
