@@ -18,7 +18,7 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from registry.errors import RegistryError
-from registry.settings import Settings
+from registry.settings import CONFIG_VARIABLE, ConfigFileError, Settings
 from router.cli.errors import CliError
 
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
@@ -81,14 +81,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
         if value is not None
     }
-    try:
-        settings = Settings(**overrides)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" if e["loc"] else e["msg"]
-            for e in exc.errors()
-        )
-        raise CliError(f"invalid settings: {problems}", status=2) from None
+    settings = load_settings(overrides)
     if args.seeds:
         settings = settings.model_copy(update={"seeds": [*settings.seeds, *args.seeds]})
     if args.demo:
@@ -136,6 +129,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except (OSError, RegistryError) as exc:
         raise CliError(f"cannot start: {_reason(exc)}") from None
     return 0
+
+
+def load_settings(overrides: dict[str, Any] | None = None) -> Settings:
+    """The settings: ``overrides`` (flags) over ``SWITCHBOARD_*`` variables over the
+    ``SWITCHBOARD_CONFIG`` file. CliError (status 2, one line) for a bad file or value."""
+    try:
+        return Settings(**(overrides or {}))
+    except ConfigFileError as exc:
+        raise CliError(str(exc), status=2) from None
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" if e["loc"] else e["msg"]
+            for e in exc.errors()
+        )
+        config = os.environ.get(CONFIG_VARIABLE)
+        source = f" (flags, SWITCHBOARD_* variables, config file {config})" if config else ""
+        raise CliError(f"invalid settings{source}: {problems}", status=2) from None
 
 
 def _use_uvloop(log: logging.Logger) -> None:

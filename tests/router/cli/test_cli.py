@@ -305,6 +305,43 @@ def test_serve_rejects_bad_configuration(
     assert not (tmp_path / "ok.db").exists()
 
 
+@pytest.mark.parametrize(
+    ("file", "text", "expected"),
+    [
+        ("missing.toml", None, "cannot read config file {file} (SWITCHBOARD_CONFIG)"),
+        ("bad.toml", "port = = 1", "config file {file} (SWITCHBOARD_CONFIG) is not valid TOML"),
+        ("bad.toml", "prot = 1", "unknown setting 'prot' in config file {file}"),
+        ("bad.env", "SWITCHBOARD_PROT=1", "unknown setting 'SWITCHBOARD_PROT'"),
+        ("bad.toml", "port = 70000", "invalid settings (flags, SWITCHBOARD_* variables, config"),
+    ],
+)
+def test_serve_rejects_a_bad_config_file(
+    file: str,
+    text: str | None,
+    expected: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """``SWITCHBOARD_CONFIG`` names a file that cannot be used: one line, status 2."""
+
+    def must_not_start(*_args: Any, **_kwargs: Any) -> None:
+        raise AssertionError("serve started despite a bad configuration")
+
+    monkeypatch.setattr("router.cli.serve.web.run_app", must_not_start)
+    for name in [n for n in os.environ if n.startswith("SWITCHBOARD_")]:
+        monkeypatch.delenv(name)
+    path = tmp_path / file
+    if text is not None:
+        path.write_text(text + "\n", encoding="utf-8")
+    monkeypatch.setenv("SWITCHBOARD_CONFIG", str(path))
+    assert main(["serve", "--database-url", f"sqlite:///{tmp_path / 'ok.db'}"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("switchboard: ") and err.count("\n") == 1, err
+    assert expected.format(file=path) in err, err
+    assert not (tmp_path / "ok.db").exists()
+
+
 async def _push_cards(server: TestServer, cards: dict[str, dict[str, Any]]) -> None:
     """Register ``cards`` (id -> card) through the API."""
     async with aiohttp.ClientSession() as http:
