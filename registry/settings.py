@@ -89,6 +89,7 @@ class Settings(BaseSettings):
     upstream_max_connections: int = Field(1000, gt=0)
     upstream_max_connections_per_agent: int = Field(100, gt=0)
     sse_keepalive: float = Field(15.0, gt=0)
+    shutdown_grace: float = Field(8.0, gt=0)
 
     # choosing the agent by meaning (see router.choose.semantic, docs/routing.md)
     matcher: Literal["semantic", "lexical"] = "semantic"

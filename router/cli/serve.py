@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from registry.errors import RegistryError
 from registry.settings import CONFIG_VARIABLE, ConfigFileError, Settings
 from router.cli.errors import CliError
+from router.cli.shutdown import log_draining, log_stopped
 
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 _DATABASES = ("sqlite", "postgresql")
@@ -62,6 +63,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from sqlalchemy.exc import SQLAlchemyError
 
     from router.app import create_app
+    from router.transport.routes import ROUTER
 
     level = args.log_level.upper()
     if level not in _LOG_LEVELS:
@@ -103,6 +105,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     _check_sqlite_file(settings.database_url)
     if args.demo:
         app.cleanup_ctx.insert(0, _demo_agents)
+    log_draining(app, app[ROUTER].relay, settings.shutdown_grace)
 
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if level != "DEBUG":  # it logs every job run at INFO: twice a second here
@@ -119,6 +122,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             print=lambda text: log.info(text.splitlines()[0].strip("= ")),
             access_log=logging.getLogger("switchboard.access"),
             handler_cancellation=True,  # a client that goes away closes its upstream stream
+            shutdown_timeout=settings.shutdown_grace,  # open streams' time to finish
         )
     except SQLAlchemyError as exc:
         raise CliError(
@@ -128,6 +132,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise CliError(f"cannot start: host {settings.host!r}: {_reason(exc)}") from None
     except (OSError, RegistryError) as exc:
         raise CliError(f"cannot start: {_reason(exc)}") from None
+    log_stopped()
     return 0
 
 
