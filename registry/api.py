@@ -41,6 +41,7 @@ from registry.records import AgentRecord, iso
 from registry.refresh import PassiveHealth, Refresher
 from registry.service import Registry
 from registry.settings import Settings
+from registry.version import switchboard_version
 
 log = logging.getLogger(__name__)
 
@@ -477,7 +478,8 @@ async def list_skills(request: web.Request) -> web.Response:
 
 @documented("Catalog counts", "agents", answer=Stats)
 async def get_stats(request: web.Request) -> web.Response:
-    """Catalog counts by protocol version, card format, health and verification."""
+    """Catalog counts by protocol version, card format, health and verification; the version
+    of Switchboard."""
     snapshot = request.app[REGISTRY].catalog.snapshot
     versions: Counter[str] = Counter()
     formats: Counter[str] = Counter()
@@ -499,5 +501,6 @@ async def get_stats(request: web.Request) -> web.Response:
             "by_card_format": dict(sorted(formats.items())),
             "by_health": dict(sorted(health.items())),
             "by_verification": dict(sorted(verifications.items())),
+            "version": switchboard_version(),
         }
     )

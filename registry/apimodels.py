@@ -222,6 +222,7 @@ class Stats(ApiModel):
     by_card_format: dict[str, int]
     by_health: dict[str, int]
     by_verification: dict[str, int]
+    version: str = Field(description="Switchboard's version (the installed package's).")
 
 
 # --- trusted keys ------------------------------------------------------------------------------

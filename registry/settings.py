@@ -1,22 +1,42 @@
-"""Switchboard settings: every option comes from a ``SWITCHBOARD_*`` environment variable
-or from the matching ``switchboard serve`` flag (flags win).
+"""Switchboard settings: every option comes from a ``switchboard serve`` flag, a
+``SWITCHBOARD_*`` environment variable or the config file ``SWITCHBOARD_CONFIG`` names (a TOML
+file, or a ``.env`` file), in that order of precedence.
 
 ``docs/configuration.md`` documents each field; a test keeps the two in step.
 """
 
 from __future__ import annotations
 
+import difflib
+import io
 import ipaddress
 import os
+import tomllib
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Annotated, Literal
 
+from dotenv.parser import parse_stream
 from pydantic import Field, ValidationInfo, field_validator, model_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    DotEnvSettingsSource,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
 
 from registry.health import RefreshPolicy
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+CONFIG_VARIABLE = "SWITCHBOARD_CONFIG"
+PREFIX = "SWITCHBOARD_"
+
+
+class ConfigFileError(ValueError):
+    """The file ``SWITCHBOARD_CONFIG`` names cannot be used: missing or unreadable, not valid
+    TOML or ``.env`` syntax, or a key that is no setting. The message is one line."""
 
 
 def default_data_dir() -> str:
@@ -29,7 +49,7 @@ def default_data_dir() -> str:
 class Settings(BaseSettings):
     """All runtime configuration of one Switchboard process."""
 
-    model_config = SettingsConfigDict(env_prefix="SWITCHBOARD_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix=PREFIX, extra="ignore")
 
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
@@ -69,6 +89,7 @@ class Settings(BaseSettings):
     upstream_max_connections: int = Field(1000, gt=0)
     upstream_max_connections_per_agent: int = Field(100, gt=0)
     sse_keepalive: float = Field(15.0, gt=0)
+    shutdown_grace: float = Field(8.0, gt=0)
 
     # choosing the agent by meaning (see router.choose.semantic, docs/routing.md)
     matcher: Literal["semantic", "lexical"] = "semantic"
@@ -100,6 +121,19 @@ class Settings(BaseSettings):
     health_retry_base: float = Field(5.0, gt=0)
     health_retry_max: float = Field(600.0, gt=0)
     health_unreachable_after: int = Field(3, ge=1)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Flags (init arguments) win over the environment, which wins over the config file."""
+        config = config_file_source(settings_cls)
+        return (init_settings, env_settings, *([config] if config else []))
 
     @model_validator(mode="after")
     def _page_sizes(self) -> Settings:
@@ -142,3 +176,62 @@ class Settings(BaseSettings):
         if info.field_name == "allow_networks" and isinstance(value, list):
             return [ipaddress.ip_network(item, strict=False) for item in value]
         return value
+
+
+def config_file_source(settings_cls: type[BaseSettings]) -> PydanticBaseSettingsSource | None:
+    """The settings source of the file ``SWITCHBOARD_CONFIG`` names, checked first; None when
+    the variable is unset. A name ending in ``.toml`` is TOML with the settings' field names as
+    keys (``port = 9000``); any other is a ``.env`` file of ``SWITCHBOARD_*`` variables.
+    ConfigFileError for a file that cannot be read, bad syntax or an unknown key."""
+    name = os.environ.get(CONFIG_VARIABLE)
+    if not name:
+        return None
+    path = Path(name).expanduser()
+    where = f"config file {name} ({CONFIG_VARIABLE})"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigFileError(f"cannot read {where}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigFileError(f"cannot read {where}: it is not UTF-8 text") from None
+    fields = set(settings_cls.model_fields)
+    if path.suffix.lower() == ".toml":
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigFileError(f"{where} is not valid TOML: {exc}") from None
+        _check_keys(where, data, fields, str)
+        return TomlConfigSettingsSource(settings_cls, toml_file=path)
+    keys = []
+    for binding in parse_stream(io.StringIO(text)):
+        if binding.error:
+            blank = len(binding.original.string) - len(binding.original.string.lstrip("\n"))
+            raise ConfigFileError(
+                f"{where}: line {binding.original.line + blank}: expected NAME=value "
+                "(a .env file; a TOML file's name must end in .toml)"
+            )
+        if binding.key is not None:
+            keys.append(binding.key)
+    _check_keys(where, keys, {f"{PREFIX}{f}".upper() for f in fields}, str.upper)
+    return DotEnvSettingsSource(settings_cls, env_file=path, env_file_encoding="utf-8")
+
+
+def _check_keys(
+    where: str, keys: Iterable[str], known: set[str], canonical: Callable[[str], str]
+) -> None:
+    """ConfigFileError naming the first of ``keys`` whose ``canonical`` form is not ``known``,
+    with the closest known key (``SWITCHBOARD_PORT`` in a TOML file: ``port``)."""
+    lowered = {k.lower(): k for k in known}
+    for key in keys:
+        if canonical(key) in known:
+            continue
+        bare = key.lower().removeprefix(PREFIX.lower())
+        guesses = [
+            lowered[match]
+            for candidate in (bare, PREFIX.lower() + bare)
+            for match in difflib.get_close_matches(candidate, lowered, n=1)
+        ]
+        hint = f": did you mean {guesses[0]!r}?" if guesses else ""
+        raise ConfigFileError(
+            f"unknown setting {key!r} in {where}{hint} (see docs/configuration.md)"
+        )

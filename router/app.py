@@ -27,6 +27,7 @@ from registry.settings import Settings
 from registry.store import Store
 from registry.trust import TrustStore
 from registry.vectors import SkillVectors
+from registry.version import switchboard_version
 from router.choose.models import load_embedder
 from router.choose.semantic import Calibration, Semantic
 from router.forward.handler import Router
@@ -194,8 +195,8 @@ async def jwks(request: web.Request) -> web.Response:
 
 
 async def healthz(request: web.Request) -> web.Response:
-    """Liveness: the process answers."""
-    return web.json_response({"status": "ok"})
+    """Liveness: the process answers, and says which Switchboard it is."""
+    return web.json_response({"status": "ok", "version": switchboard_version()})
 
 
 async def readyz(request: web.Request) -> web.Response:

@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK
 """The ``switchboard`` command: run the server, manage a running one, sign and check cards.
 
 ``switchboard serve`` runs Switchboard (:mod:`router.cli.serve`). ``agents`` and ``search``
@@ -13,6 +14,9 @@ Exit status: 0 success, 1 the server refused or could not be reached (or ``serve
 start, or ``card verify`` found no valid signature), 2 bad usage or configuration, 3
 ``card verify`` found a good signature by a key the card names itself (``jku``, no
 ``--jwks``): intact, but not trusted. Errors are one ``switchboard:`` line.
+
+Shell completion comes from argcomplete (``eval "$(register-python-argcomplete switchboard)"``;
+the ``PYTHON_ARGCOMPLETE_OK`` marker above lets its global completion find this command).
 """
 
 from __future__ import annotations
@@ -22,6 +26,9 @@ import os
 import sys
 from collections.abc import Sequence
 
+import argcomplete
+
+from registry.version import switchboard_version
 from router.cli import cards, client, keys, routing, serve
 from router.cli.errors import CliError
 
@@ -31,6 +38,7 @@ __all__ = ["CliError", "build_parser", "main"]
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``switchboard`` console script."""
     parser = build_parser()
+    argcomplete.autocomplete(parser)  # answers shell completion requests (_ARGCOMPLETE), exits
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         # a command group without its subcommand prints that group's help
@@ -56,6 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
     """The whole command line: each command module adds its own subcommands."""
     parser = argparse.ArgumentParser(
         prog="switchboard", description="Registry and router for A2A agents."
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"switchboard {switchboard_version()}"
     )
     commands = parser.add_subparsers(title="commands")
     serve.add_commands(commands)

@@ -296,7 +296,10 @@ def _page(result: dict[str, Any], key: str) -> tuple[list[dict[str, Any]], str |
         and all(isinstance(item, dict) for item in items)
         and (cursor is None or (isinstance(cursor, str) and cursor))
     ):
-        raise CliError(f"unexpected answer from the server (no {key!r} list): is it Switchboard?")
+        raise CliError(
+            f"unexpected answer from the server (no {key!r} list): it does not look like a "
+            f"Switchboard; {_SERVER_ADVICE}"
+        )
     return items, cursor
 
 
@@ -399,18 +402,44 @@ def verification_lines(verification: dict[str, Any]) -> list[str]:
     return lines
 
 
+_TOKEN_ADVICE = (
+    "set SWITCHBOARD_ADMIN_TOKEN to the server's admin token (SWITCHBOARD_READ_TOKEN is enough "
+    "for reads) or pass --token"
+)
+_SERVER_ADVICE = "point the CLI at your Switchboard with --server URL or SWITCHBOARD_URL"
+
+
+def server_of(args: argparse.Namespace) -> tuple[str, str]:
+    """The server's base URL and where it came from (``--server``, ``SWITCHBOARD_URL``, the
+    default), for messages."""
+    if args.server:
+        return args.server.rstrip("/"), "--server"
+    if os.environ.get("SWITCHBOARD_URL"):
+        return os.environ["SWITCHBOARD_URL"].rstrip("/"), "SWITCHBOARD_URL"
+    return DEFAULT_SERVER, "the default"
+
+
+def token_of(args: argparse.Namespace) -> tuple[str | None, str]:
+    """The bearer token to send and where it came from (``--token`` or a variable)."""
+    for value, source in (
+        (args.token, "--token"),
+        (os.environ.get("SWITCHBOARD_ADMIN_TOKEN"), "SWITCHBOARD_ADMIN_TOKEN"),
+        (os.environ.get("SWITCHBOARD_READ_TOKEN"), "SWITCHBOARD_READ_TOKEN"),
+    ):
+        if value:
+            return value, source
+    return None, ""
+
+
 def request(args: argparse.Namespace, method: str, path: str, body: Any = None) -> dict[str, Any]:
     """``method`` ``path`` on the server with ``body`` as JSON; the answer's JSON object.
 
     ``{}`` for an empty answer (e.g. 204). CliError: status 2 for a bad server URL or token,
-    1 for an API error (its message), an unreachable server or an answer that is no object.
+    1 for an API error (its message, with what to do for 401 and 403), an unreachable server,
+    or an answer that is not Switchboard's.
     """
-    server = (args.server or os.environ.get("SWITCHBOARD_URL") or DEFAULT_SERVER).rstrip("/")
-    token = (
-        args.token
-        or os.environ.get("SWITCHBOARD_ADMIN_TOKEN")
-        or os.environ.get("SWITCHBOARD_READ_TOKEN")
-    )
+    server, origin = server_of(args)
+    token, token_source = token_of(args)
     headers = {"Accept": "application/json"}
     data = None
     if body is not None:
@@ -419,23 +448,30 @@ def request(args: argparse.Namespace, method: str, path: str, body: Any = None) 
     if token:
         if not token.isascii() or not token.isprintable() or " " in token:
             # http.client would raise, echoing the token: say what is wrong without it
-            raise CliError("the token may only contain printable ASCII without spaces", status=2)
+            raise CliError(
+                f"the token ({token_source}) may only contain printable ASCII without spaces",
+                status=2,
+            )
         headers["Authorization"] = f"Bearer {token}"
     if urllib.parse.urlsplit(server).scheme not in ("http", "https"):
         raise CliError(
-            f"invalid server URL {server!r}: expected http://HOST:PORT or https://...", status=2
+            f"invalid server URL {server!r} ({origin}): expected http://HOST:PORT or https://...",
+            status=2,
         )
     try:
         req = urllib.request.Request(server + path, data=data, method=method, headers=headers)
         with urllib.request.urlopen(req, timeout=60) as response:
             payload = response.read()
     except urllib.error.HTTPError as exc:
-        raise CliError(_api_error(exc)) from None
+        raise CliError(_api_error(exc, server, token_source)) from None
     except (ValueError, http.client.InvalidURL) as exc:  # e.g. a port that is no number
-        raise CliError(f"invalid server URL {server!r}: {exc}", status=2) from None
+        raise CliError(f"invalid server URL {server!r} ({origin}): {exc}", status=2) from None
     except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
         reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
-        raise CliError(f"cannot reach Switchboard at {server}: {reason}") from None
+        raise CliError(
+            f"cannot reach Switchboard at {server} ({origin}): {reason}; start it with "
+            f"'switchboard serve', or {_SERVER_ADVICE}"
+        ) from None
     if not payload:
         return {}
     try:
@@ -443,16 +479,43 @@ def request(args: argparse.Namespace, method: str, path: str, body: Any = None) 
     except ValueError:
         result = None
     if not isinstance(result, dict):
-        raise CliError(f"unexpected answer from {server} (not a JSON object): is it Switchboard?")
+        raise CliError(
+            f"{server} does not look like a Switchboard (its answer to {path.split('?')[0]} "
+            f"is not a JSON object): {_SERVER_ADVICE}"
+        )
     return result
 
 
-def _api_error(exc: urllib.error.HTTPError) -> str:
+def _api_error(exc: urllib.error.HTTPError, server: str, token_source: str) -> str:
+    """One line for an HTTP error: the API's message (and what to do for 401 and 403), or,
+    when the answer is not Switchboard's error shape, that the server does not look like
+    one."""
     try:
         error = json.loads(exc.read())["error"]
+        code, text = error["code"], error["message"]
+        if not (isinstance(code, str) and isinstance(text, str)):
+            raise TypeError(code)
     except (ValueError, KeyError, TypeError):
-        return f"HTTP {exc.code} {exc.reason}"
-    message = f"{error['message']} ({error['code']}, HTTP {exc.code})"
+        return (
+            f"HTTP {exc.code} {exc.reason} from {server}, without a Switchboard error: it does "
+            f"not look like a Switchboard; {_SERVER_ADVICE}"
+        )
+    if exc.code == 401:
+        if not token_source:
+            return f"this server needs a token (unauthorized, HTTP 401): {_TOKEN_ADVICE}"
+        return (
+            f"the server refused the token from {token_source} (unauthorized, HTTP 401): "
+            f"{_TOKEN_ADVICE}"
+        )
+    if code == "writes_disabled":
+        return (
+            "this server accepts no changes (writes_disabled, HTTP 403): it was started without "
+            "an admin token; restart it with SWITCHBOARD_ADMIN_TOKEN set, and set the same "
+            "SWITCHBOARD_ADMIN_TOKEN here or pass --token"
+        )
+    if exc.code == 403:
+        return f"{text} ({code}, HTTP 403): {_TOKEN_ADVICE}"
+    message = f"{text} ({code}, HTTP {exc.code})"
     details = error.get("details")
     if isinstance(details, list):
         message += "".join(

@@ -20,9 +20,9 @@ from registry.embedding.fetch import (
     is_complete,
     model_path,
 )
-from registry.settings import Settings
 from router.cli.client import client_options, emit, quote, request
 from router.cli.errors import CliError
+from router.cli.serve import load_settings
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -74,7 +74,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def _data_dir(args: argparse.Namespace) -> Path:
-    return (args.data_dir or Path(Settings().data_dir)).expanduser()
+    return (args.data_dir or Path(load_settings().data_dir)).expanduser()
 
 
 def cmd_fetch(args: argparse.Namespace) -> int:

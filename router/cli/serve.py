@@ -17,10 +17,11 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from registry.errors import RegistryError
-from registry.settings import Settings
+from registry.settings import CONFIG_VARIABLE, ConfigFileError, Settings
 from router.cli.demo import DEMO_NAMES, DEMO_URLS, demo_agents, parse_demo_ports, ready_lines
 from router.cli.errors import CliError
 from router.cli.logs import LOG_LEVELS, configure_logging
+from router.cli.shutdown import log_draining, log_stopped
 
 _DATABASES = ("sqlite", "postgresql")
 _SQLALCHEMY_LINK = re.compile(r"\(Background on this error at: [^)]*\)")
@@ -67,6 +68,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from sqlalchemy.exc import SQLAlchemyError
 
     from router.app import create_app
+    from router.transport.routes import ROUTER
 
     level = args.log_level.upper()
     if level not in LOG_LEVELS:
@@ -86,14 +88,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
         if value is not None
     }
-    try:
-        settings = Settings(**overrides)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" if e["loc"] else e["msg"]
-            for e in exc.errors()
-        )
-        raise CliError(f"invalid settings: {problems}", status=2) from None
+    settings = load_settings(overrides)
     demo_ports = parse_demo_ports(args.demo_ports) if args.demo_ports else {}
     if args.demo_ports and not args.demo:
         raise CliError("--demo-ports needs --demo", status=2)
@@ -118,6 +113,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     _check_sqlite_file(settings.database_url)
     if args.demo:
         app.cleanup_ctx.append(demo_agents({n: 0 for n in DEMO_NAMES} | demo_ports))
+    log_draining(app, app[ROUTER].relay, settings.shutdown_grace)
 
     configure_logging(level)
     log = logging.getLogger("switchboard")
@@ -132,6 +128,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             print=lambda text: _ready(app, text, log),
             access_log=logging.getLogger("switchboard.access"),
             handler_cancellation=True,  # a client that goes away closes its upstream stream
+            shutdown_timeout=settings.shutdown_grace,  # open streams' time to finish
         )
     except SQLAlchemyError as exc:
         raise CliError(
@@ -141,6 +138,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise CliError(f"cannot start: host {settings.host!r}: {_reason(exc)}") from None
     except (OSError, RegistryError) as exc:
         raise CliError(f"cannot start: {_reason(exc)}") from None
+    log_stopped()
     return 0
 
 
@@ -153,6 +151,23 @@ def _ready(app: web.Application, text: str, log: logging.Logger) -> None:
         return
     for shown in ready_lines(url.group(0).rstrip("/"), app.get(DEMO_URLS, {})):
         print(shown, flush=True)
+
+
+def load_settings(overrides: dict[str, Any] | None = None) -> Settings:
+    """The settings: ``overrides`` (flags) over ``SWITCHBOARD_*`` variables over the
+    ``SWITCHBOARD_CONFIG`` file. CliError (status 2, one line) for a bad file or value."""
+    try:
+        return Settings(**(overrides or {}))
+    except ConfigFileError as exc:
+        raise CliError(str(exc), status=2) from None
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" if e["loc"] else e["msg"]
+            for e in exc.errors()
+        )
+        config = os.environ.get(CONFIG_VARIABLE)
+        source = f" (flags, SWITCHBOARD_* variables, config file {config})" if config else ""
+        raise CliError(f"invalid settings{source}: {problems}", status=2) from None
 
 
 def _use_uvloop(log: logging.Logger) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from importlib import metadata
 from typing import Any
 
 import pytest
@@ -466,6 +467,7 @@ async def test_stats(switchboard: TestClient, registered: dict[str, str]) -> Non
     assert stats["by_card_format"] == {"0.3": 1, "1.0": 1}
     assert sum(stats["by_health"].values()) == 2
     assert stats["by_verification"] == {"unsigned": 2}
+    assert stats["version"] == metadata.version("a2a-switchboard")
 
 
 async def test_stats_count_each_version_once_whatever_its_spelling(
@@ -548,7 +550,10 @@ async def test_read_token(aiohttp_client: Any, sqlite_url: str) -> None:
 
 
 async def test_health_and_readiness(switchboard: TestClient, registered: dict[str, str]) -> None:
-    assert await _json(await switchboard.get("/healthz"), 200) == {"status": "ok"}
+    assert await _json(await switchboard.get("/healthz"), 200) == {
+        "status": "ok",
+        "version": metadata.version("a2a-switchboard"),
+    }
     ready = await _json(await switchboard.get("/readyz"), 200)
     assert ready == {
         "status": "ready",

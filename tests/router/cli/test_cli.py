@@ -5,6 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
+import sys
+import tomllib
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +20,7 @@ from router.app import create_app
 from router.cli import main
 from tests.support.cli import run
 from tests.support.helpers import (
+    ADMIN,
     AUTH,
     FIXTURES,
     CardServer,
@@ -24,6 +29,8 @@ from tests.support.helpers import (
     make_settings,
 )
 from tests.support.sdk_peers import serve_sdk_agent
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture
@@ -122,12 +129,143 @@ async def test_errors_are_one_clear_line(
     assert status == 2 and "give an agent URL or --card FILE" in err
 
 
-async def test_unreachable_server(capsys: pytest.CaptureFixture[str], unused_tcp_port: int) -> None:
+async def test_unreachable_server_says_how_to_point_elsewhere(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, unused_tcp_port: int
+) -> None:
+    nobody = f"http://127.0.0.1:{unused_tcp_port}"
+    status = await asyncio.to_thread(main, ["agents", "list", "--server", nobody])
+    err = capsys.readouterr().err
+    assert status == 1 and err.count("\n") == 1, err
+    assert err.startswith(f"switchboard: cannot reach Switchboard at {nobody} (--server): ")
+    assert "switchboard serve" in err and "--server URL or SWITCHBOARD_URL" in err
+
+    monkeypatch.setenv("SWITCHBOARD_URL", nobody)
+    status = await asyncio.to_thread(main, ["search", "weather"])
+    err = capsys.readouterr().err
+    assert status == 1 and f"cannot reach Switchboard at {nobody} (SWITCHBOARD_URL)" in err
+
+
+async def test_server_from_switchboard_url_and_token_from_variables(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    server: TestServer,
+    tmp_path: Path,
+) -> None:
+    """``SWITCHBOARD_URL`` and ``SWITCHBOARD_ADMIN_TOKEN`` do what ``--server`` and ``--token``
+    do; the flags win."""
+    monkeypatch.setenv("SWITCHBOARD_URL", str(server.make_url("")))
+    monkeypatch.setenv("SWITCHBOARD_ADMIN_TOKEN", ADMIN)
+    card = tmp_path / "card.json"
+    card.write_text(json.dumps(card_v1("https://weather.example")), encoding="utf-8")
+    status = await asyncio.to_thread(main, ["agents", "add", "--card", str(card)])
+    out, err = capsys.readouterr()
+    assert status == 0 and out.startswith("registered weather-agent"), err
+    status = await asyncio.to_thread(main, ["search", "forecast"])
+    out, _ = capsys.readouterr()
+    assert status == 0 and out.startswith("weather-agent  Weather Agent"), out
+    status = await asyncio.to_thread(main, ["search", "--server", "http://127.0.0.1:1"])
+    assert status == 1 and "(--server)" in capsys.readouterr().err
+
+
+async def test_auth_errors_say_which_variable_or_flag(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    aiohttp_server: Any,
+    sqlite_url: str,
+) -> None:
+    for name in [n for n in os.environ if n.startswith("SWITCHBOARD_")]:
+        monkeypatch.delenv(name)
+    guarded = await aiohttp_server(create_app(make_settings(sqlite_url, read_token="reader")))
+    url = str(guarded.make_url(""))
+
+    async def cli(*argv: str) -> str:
+        status = await asyncio.to_thread(main, [*argv, "--server", url])
+        err = capsys.readouterr().err
+        assert status == 1 and err.startswith("switchboard: ") and err.count("\n") == 1, err
+        assert "Authorization: Bearer" not in err
+        return err
+
+    err = await cli("search", "weather")
+    assert "needs a token (unauthorized, HTTP 401)" in err
+    assert "set SWITCHBOARD_ADMIN_TOKEN" in err and "or pass --token" in err
+    err = await cli("agents", "remove", "x", "--token", "wrong")
+    assert "refused the token from --token (unauthorized, HTTP 401)" in err
+    monkeypatch.setenv("SWITCHBOARD_READ_TOKEN", "reader")
+    err = await cli("agents", "remove", "x")  # a read token cannot write
+    assert "refused the token from SWITCHBOARD_READ_TOKEN" in err and "SWITCHBOARD_ADMIN" in err
+
+    read_only = await aiohttp_server(create_app(make_settings(sqlite_url, admin_token=None)))
     status = await asyncio.to_thread(
-        main, ["agents", "list", "--server", f"http://127.0.0.1:{unused_tcp_port}"]
+        main, ["agents", "remove", "x", "--server", str(read_only.make_url(""))]
     )
-    _, err = capsys.readouterr()
-    assert status == 1 and "cannot reach Switchboard" in err
+    err = capsys.readouterr().err
+    assert status == 1 and "(writes_disabled, HTTP 403)" in err, err
+    assert "restart it with SWITCHBOARD_ADMIN_TOKEN set" in err and "--token" in err
+
+
+async def test_not_a_switchboard(
+    capsys: pytest.CaptureFixture[str], card_server: CardServer
+) -> None:
+    """Another server at the URL: its 404 (or other error) is not taken for Switchboard's."""
+    card_server.set("/api/v1/agents/x", "<html>gone</html>", status=410)
+    for argv, answer in (
+        (["search", "weather"], "HTTP 404 Not Found"),  # {"error": "not found"}: not ours
+        (["agents", "show", "x"], "HTTP 410 Gone"),
+    ):
+        status = await asyncio.to_thread(main, [*argv, "--server", card_server.url()])
+        err = capsys.readouterr().err
+        assert status == 1 and err.count("\n") == 1, err
+        assert err.startswith(f"switchboard: {answer} from {card_server.url().rstrip('/')}")
+        assert "does not look like a Switchboard" in err
+        assert "--server URL or SWITCHBOARD_URL" in err
+
+
+def test_version_is_the_installed_package(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    installed = metadata.version(project["name"])
+    assert installed == project["version"]  # the metadata is this tree's, not a stale install
+    assert capsys.readouterr().out == f"switchboard {installed}\n"
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("switchboard ", {"serve", "agents", "search", "card", "keys", "route"}),
+        ("switchboard ag", {"agents"}),
+        ("switchboard agents re", {"refresh", "refresh-all", "remove"}),
+        ("switchboard serve --data", {"--database-url"}),
+        ("switchboard --vers", {"--version"}),
+    ],
+)
+def test_shell_completion(line: str, expected: set[str], tmp_path: Path) -> None:
+    """argcomplete's protocol, as the shell hook drives it: the command run with
+    ``_ARGCOMPLETE``, ``COMP_LINE`` and ``COMP_POINT``; the candidates written to a file."""
+    out = tmp_path / "completions"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SWITCHBOARD_", "_ARGC"))}
+    env |= {
+        "PYTHONPATH": str(ROOT),
+        "_ARGCOMPLETE": "1",
+        "_ARGCOMPLETE_IFS": "\n",
+        "_ARGCOMPLETE_STDOUT_FILENAME": str(out),
+        "COMP_LINE": line,
+        "COMP_POINT": str(len(line)),
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "router.cli"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    candidates = {word.strip() for word in out.read_text().split("\n")}
+    assert expected <= candidates, candidates
+    if len(expected) < 4:
+        assert candidates == expected
 
 
 def test_no_command_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
@@ -191,6 +329,43 @@ def test_serve_rejects_bad_configuration(
     err = capsys.readouterr().err
     assert err.startswith("switchboard: ") and err.count("\n") == 1, err
     assert expected.format(tmp=tmp_path) in err and "secret" not in err, err
+    assert not (tmp_path / "ok.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("file", "text", "expected"),
+    [
+        ("missing.toml", None, "cannot read config file {file} (SWITCHBOARD_CONFIG)"),
+        ("bad.toml", "port = = 1", "config file {file} (SWITCHBOARD_CONFIG) is not valid TOML"),
+        ("bad.toml", "prot = 1", "unknown setting 'prot' in config file {file}"),
+        ("bad.env", "SWITCHBOARD_PROT=1", "unknown setting 'SWITCHBOARD_PROT'"),
+        ("bad.toml", "port = 70000", "invalid settings (flags, SWITCHBOARD_* variables, config"),
+    ],
+)
+def test_serve_rejects_a_bad_config_file(
+    file: str,
+    text: str | None,
+    expected: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """``SWITCHBOARD_CONFIG`` names a file that cannot be used: one line, status 2."""
+
+    def must_not_start(*_args: Any, **_kwargs: Any) -> None:
+        raise AssertionError("serve started despite a bad configuration")
+
+    monkeypatch.setattr("router.cli.serve.web.run_app", must_not_start)
+    for name in [n for n in os.environ if n.startswith("SWITCHBOARD_")]:
+        monkeypatch.delenv(name)
+    path = tmp_path / file
+    if text is not None:
+        path.write_text(text + "\n", encoding="utf-8")
+    monkeypatch.setenv("SWITCHBOARD_CONFIG", str(path))
+    assert main(["serve", "--database-url", f"sqlite:///{tmp_path / 'ok.db'}"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("switchboard: ") and err.count("\n") == 1, err
+    assert expected.format(file=path) in err, err
     assert not (tmp_path / "ok.db").exists()
 
 
@@ -284,7 +459,7 @@ async def test_bad_client_input_is_one_line(
     assert status == 1 and "not a JSON object" in err
     card_server.set("/api/v1/skills", {"hello": "world"})
     status, err = await cli("search", "--skills", "--server", card_server.url())
-    assert status == 1 and "unexpected answer" in err
+    assert status == 1 and "unexpected answer" in err and "SWITCHBOARD_URL" in err
 
 
 def test_limit_must_be_positive(capsys: pytest.CaptureFixture[str]) -> None:
