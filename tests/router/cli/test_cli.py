@@ -305,14 +305,10 @@ _SERVE_MISTAKES = {
 }
 
 
-@pytest.mark.parametrize("mistake", list(_SERVE_MISTAKES))
-def test_serve_rejects_bad_configuration(
-    mistake: str,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Path,
-) -> None:
-    """Checked before starting: one line, status 2, no server started."""
+@pytest.fixture
+def no_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``serve`` must stop before starting a server; no SWITCHBOARD_* variable of the
+    environment running the tests is seen."""
 
     def must_not_start(*_args: Any, **_kwargs: Any) -> None:
         raise AssertionError("serve started despite a bad configuration")
@@ -320,6 +316,13 @@ def test_serve_rejects_bad_configuration(
     monkeypatch.setattr("router.cli.serve.web.run_app", must_not_start)
     for name in [n for n in os.environ if n.startswith("SWITCHBOARD_")]:
         monkeypatch.delenv(name)
+
+
+@pytest.mark.parametrize("mistake", list(_SERVE_MISTAKES))
+def test_serve_rejects_bad_configuration(
+    mistake: str, capsys: pytest.CaptureFixture[str], no_server: None, tmp_path: Path
+) -> None:
+    """Checked before starting: one line, status 2, no server started."""
     (tmp_path / "bad.toml").write_text("[[agents]\nurl = ")
     (tmp_path / "wrong.toml").write_text('[[agents]]\nhost = "x"\n')
     (tmp_path / "a-file").write_text("")
@@ -348,16 +351,10 @@ def test_serve_rejects_a_bad_config_file(
     expected: str,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
+    no_server: None,
     tmp_path: Path,
 ) -> None:
     """``SWITCHBOARD_CONFIG`` names a file that cannot be used: one line, status 2."""
-
-    def must_not_start(*_args: Any, **_kwargs: Any) -> None:
-        raise AssertionError("serve started despite a bad configuration")
-
-    monkeypatch.setattr("router.cli.serve.web.run_app", must_not_start)
-    for name in [n for n in os.environ if n.startswith("SWITCHBOARD_")]:
-        monkeypatch.delenv(name)
     path = tmp_path / file
     if text is not None:
         path.write_text(text + "\n", encoding="utf-8")
