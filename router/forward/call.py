@@ -10,7 +10,7 @@ core never sees the web framework.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,7 +58,7 @@ class EventStream:
 
     def __init__(
         self,
-        events: AsyncIterator[Event],
+        events: AsyncGenerator[Event, None],
         headers: Mapping[str, str] | None = None,
         on_close: Callable[[], Awaitable[Any]] | None = None,
     ) -> None:
@@ -77,9 +77,7 @@ class EventStream:
             return
         self._closed = True
         try:
-            closer = getattr(self.events, "aclose", None)
-            if closer is not None:
-                await closer()
+            await self.events.aclose()
         finally:
             for closer in self._closers:
                 await closer()

@@ -112,7 +112,8 @@ class Relay:
                 await events.aclose()  # closes the upstream connection at once
 
         pumped = self._pump(rpc, events, rewriter, target.version)
-        return EventStream(in_dialect(pumped, client), reply_headers, close)
+        shown = pumped if client is None else in_dialect(pumped, client)
+        return EventStream(shown, reply_headers, close)
 
     async def _pump(
         self, rpc: Request, events: AsyncIterator[Any], rewriter: Rewriter, source: Version
@@ -148,20 +149,15 @@ class Relay:
 
 
 async def in_dialect(
-    events: AsyncIterator[Event], client: ClientCodec | None
+    events: AsyncGenerator[Event, None], client: ClientCodec
 ) -> AsyncGenerator[Event, None]:
     """``events`` as a legacy-dialect client sees them (one event may become several)."""
     try:
         async for body, kind in events:
-            if client is None:
-                yield body, kind
-                continue
             for item in await client.events(body):
                 yield item, kind
     finally:
-        closer = getattr(events, "aclose", None)
-        if closer is not None:
-            await closer()
+        await events.aclose()
 
 
 def one_event(body: dict[str, Any], rpc: Request, client: ClientCodec | None) -> EventStream:
@@ -171,7 +167,7 @@ def one_event(body: dict[str, Any], rpc: Request, client: ClientCodec | None) ->
     async def single() -> AsyncGenerator[Event, None]:
         yield body, error_event(rpc)
 
-    return EventStream(in_dialect(single(), client))
+    return EventStream(single() if client is None else in_dialect(single(), client))
 
 
 def error_event(rpc: Request) -> str | None:

@@ -9,10 +9,8 @@ a2a-sdk 1.3 echo agent's 0.3 compatibility interface) and against a2a-sdk 1.3 ag
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
-import socket
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,22 +18,18 @@ from typing import Any
 
 import aiohttp
 import pytest
-import uvicorn
 from a2a.helpers.proto_helpers import get_message_text, new_task, new_text_message, new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
-from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
-from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
-from a2a.types import AgentInterface, TaskState
+from a2a.server.tasks import TaskUpdater
+from a2a.types import TaskState
 from aiohttp.test_utils import TestServer
-from starlette.applications import Starlette
 
 from registry.api import REGISTRY
 from router.transport.routes import ROUTER
 from tests.peers03 import agent03
 from tests.support.helpers import facts, said
-from tests.support.sdk_peers import echo_card, serve_sdk_agent
+from tests.support.sdk_peers import serve_sdk_agent
 
 
 @pytest.fixture
@@ -146,39 +140,6 @@ class TaskEchoExecutor(AgentExecutor):
 
 
 @contextlib.asynccontextmanager
-async def serve_task_agent(*, compat: bool) -> AsyncIterator[str]:
-    """A real a2a-sdk 1.3 agent answering with tasks (:class:`TaskEchoExecutor`) on a
-    random 127.0.0.1 port, speaking 1.0 (and 0.3 too with ``compat``); its base URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(128)
-    base_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    versions = ("1.0", "0.3") if compat else ("1.0",)
-    interfaces = [
-        AgentInterface(url=f"{base_url}/a2a", protocol_binding="JSONRPC", protocol_version=v)
-        for v in versions
-    ]
-    card = echo_card(base_url, supported_interfaces=interfaces)
-    handler = DefaultRequestHandler(
-        agent_executor=TaskEchoExecutor(), task_store=InMemoryTaskStore(), agent_card=card
-    )
-    routes = [
-        *create_agent_card_routes(agent_card=card),
-        *create_jsonrpc_routes(request_handler=handler, rpc_url="/a2a", enable_v0_3_compat=compat),
-    ]
-    config = uvicorn.Config(Starlette(routes=routes), log_level="warning", lifespan="off")
-    server = uvicorn.Server(config)
-    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    try:
-        yield base_url
-    finally:
-        server.should_exit = True
-        await task
-        sock.close()
-
-
-@contextlib.asynccontextmanager
 async def echo_agent(kind: str, router: TestServer, python: Path | None) -> AsyncIterator[Any]:
     """An echo agent registered with the router as ``echo``: ``sdk03`` (a2a-sdk 0.3.26,
     answers with a task), ``compat`` (a2a-sdk 1.3 with a 0.3 interface, answers with a
@@ -192,7 +153,8 @@ async def echo_agent(kind: str, router: TestServer, python: Path | None) -> Asyn
             yield agent
         return
     if kind.startswith("tasks-"):
-        serving = serve_task_agent(compat=kind == "tasks-compat")
+        # a real a2a-sdk 1.3 agent answering with tasks, 1.0 (and 0.3 too with compat)
+        serving = serve_sdk_agent(compat=kind == "tasks-compat", executor=TaskEchoExecutor())
     else:
         serving = serve_sdk_agent(compat=kind == "compat")
     async with serving as agent_url:

@@ -14,7 +14,6 @@ import base64
 import json
 import re
 import tomllib
-import uuid
 from collections.abc import AsyncIterable, AsyncIterator
 from importlib.resources import files
 from pathlib import Path
@@ -22,17 +21,15 @@ from typing import Any
 
 import httpx
 import pytest
-from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
+from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.compat.v0_3 import types as types_v03
 from a2a.types import (
     AgentCard,
     CancelTaskRequest,
     GetTaskRequest,
     ListTasksRequest,
-    Message,
     Part,
     Role,
-    SendMessageConfiguration,
     SendMessageRequest,
     SendMessageResponse,
     StreamResponse,
@@ -51,7 +48,7 @@ from google.protobuf.json_format import ParseDict
 from registry.cards import parse_card
 from seeds.demo_agents import DEMO_PORTS, DemoAgents, describe_image, start_demo_agents
 from tests.support.images import gif, jpeg, png
-from tests.support.sdk_clients import connect
+from tests.support.sdk_clients import ask, connect, send
 
 WIRE = Path(__file__).parents[1] / "fixtures" / "wire"
 COMPAT_FIELDS = ("preferredTransport", "protocolVersion", "url")  # 1.3's 0.3-compat card fields
@@ -66,32 +63,8 @@ async def raw() -> AsyncIterator[httpx.AsyncClient]:
         yield client
 
 
-def ask(
-    text: str = "",
-    *,
-    parts: list[Part] | None = None,
-    task: Task | None = None,
-    return_immediately: bool = False,
-) -> SendMessageRequest:
-    message = Message(
-        role=Role.ROLE_USER,
-        message_id=str(uuid.uuid4()),
-        parts=parts if parts is not None else [Part(text=text)],
-        task_id=task.id if task else "",
-        context_id=task.context_id if task else "",
-    )
-    config = SendMessageConfiguration(return_immediately=return_immediately)
-    return SendMessageRequest(message=message, configuration=config)
-
-
 async def collect(events: AsyncIterable[StreamResponse]) -> list[StreamResponse]:
     return [event async for event in events]
-
-
-async def send(client: Client, request: SendMessageRequest) -> Task:
-    (event,) = await collect(client.send_message(request))
-    assert event.HasField("task")
-    return event.task
 
 
 def answer_text(task: Task) -> str:
@@ -436,7 +409,9 @@ async def test_cancel_then_cancel_again(
     with pytest.raises(TaskNotCancelableError):
         await client.cancel_task(CancelTaskRequest(id=waiting.id))
     with pytest.raises(terminal_send_error, match="terminal state"):
-        await send(client, ask("convert 1 USD to EUR", task=waiting))
+        await send(
+            client, ask("convert 1 USD to EUR", task_id=waiting.id, context_id=waiting.context_id)
+        )
 
 
 @pytest.mark.parametrize("name", ["currency", "translate", "caption"])
@@ -449,7 +424,7 @@ async def test_unknown_task_is_not_found(
     with pytest.raises(TaskNotFoundError):
         await client.cancel_task(CancelTaskRequest(id="no-such-task"))
     with pytest.raises(TaskNotFoundError):
-        await send(client, ask("hello", task=Task(id="no-such-task")))
+        await send(client, ask("hello", task_id="no-such-task"))
 
 
 @pytest.mark.parametrize("name", ["currency", "translate"])
