@@ -142,11 +142,11 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     if (
         not request.path.startswith(PREFIX + "/")
         or request.match_info.http_exception is not None  # 404/405: say so, not 401
-        or access(request.method, request.path) == "public"
+        or (needed := access(request.method, request.path)) == "public"
     ):
         return await handler(request)
     settings = request.app[SETTINGS]
-    write = access(request.method, request.path) == "write"
+    write = needed == "write"
     if write and not settings.admin_token:
         raise RegistryError(
             "admin writes are disabled: start Switchboard with SWITCHBOARD_ADMIN_TOKEN set",
