@@ -32,6 +32,12 @@ from registry.health import RefreshPolicy
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 CONFIG_VARIABLE = "SWITCHBOARD_CONFIG"
 PREFIX = "SWITCHBOARD_"
+CLIENT_AUTH_MODES = ("api-key", "jwt")
+"""The modes ``SWITCHBOARD_CLIENT_AUTH`` may combine (``none``: no client authentication)."""
+JWT_ALGORITHMS = (
+    "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA",
+)  # fmt: skip
+"""The asymmetric JWS algorithms a client's JWT may use (never ``none`` or HMAC)."""
 
 
 class ConfigFileError(ValueError):
@@ -56,6 +62,25 @@ class Settings(BaseSettings):
     database_url: str = "sqlite:///./switchboard.db"
     admin_token: str | None = None
     read_token: str | None = None
+    client_auth: str = "none"
+    jwt_issuer: str | None = None
+    jwt_audience: str | None = None
+    jwt_jwks_url: str | None = None
+    jwt_subject_claim: str = "sub"
+    jwt_tenant_claim: str = "tenant"
+    jwt_groups_claim: str = "groups"
+    jwt_roles_claim: str = "roles"
+    jwt_algorithms: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: list(JWT_ALGORITHMS)
+    )
+    jwt_leeway: float = Field(60.0, ge=0, le=600)
+    task_scope: Literal["subject", "tenant"] = "subject"
+    agent_access: Literal["allow", "deny"] = "allow"
+    rate_limit_rps: float | None = Field(None, gt=0)
+    rate_limit_burst: int | None = Field(None, gt=0)
+    rate_limit_streams: int | None = Field(None, gt=0)
+    secret_key: str | None = None
+    secret_key_file: str | None = None
     seeds: Annotated[list[str], NoDecode] = Field(default_factory=list)
 
     # crawler limits
@@ -151,6 +176,14 @@ class Settings(BaseSettings):
                 f"health_retry_base ({self.health_retry_base}) must not exceed "
                 f"health_retry_max ({self.health_retry_max})"
             )
+        if "jwt" in self.client_auth_modes() and not self.jwt_issuer:
+            raise ValueError(
+                "client_auth jwt needs jwt_issuer (SWITCHBOARD_JWT_ISSUER): the issuer whose "
+                "tokens are accepted (its JWKS comes from SWITCHBOARD_JWT_JWKS_URL or OIDC "
+                "discovery)"
+            )
+        if self.secret_key and self.secret_key_file:
+            raise ValueError("set secret_key or secret_key_file, not both")
         return self
 
     def refresh_policy(self) -> RefreshPolicy:
@@ -166,7 +199,40 @@ class Settings(BaseSettings):
             unreachable_after=self.health_unreachable_after,
         )
 
-    @field_validator("allow_networks", "trusted_jku", "seeds", mode="before")
+    @field_validator("client_auth", mode="before")
+    @classmethod
+    def _client_auth(cls, value: object) -> object:
+        """``none``, or ``api-key``, ``jwt`` or both (comma-separated, any order)."""
+        if not isinstance(value, str):
+            return value
+        modes = [part.strip().lower() for part in value.split(",") if part.strip()]
+        if modes in ([], ["none"]):
+            return "none"
+        unknown = [m for m in modes if m not in CLIENT_AUTH_MODES]
+        if unknown:
+            raise ValueError(
+                f"unknown client auth mode {unknown[0]!r}: use none, api-key, jwt or api-key,jwt"
+            )
+        return ",".join(m for m in CLIENT_AUTH_MODES if m in modes)
+
+    @field_validator("jwt_algorithms", mode="after")
+    @classmethod
+    def _jwt_algorithms(cls, value: list[str]) -> list[str]:
+        """Only asymmetric algorithms: a JWT signed with ``none`` or an HMAC key is refused."""
+        bad = [alg for alg in value if alg not in JWT_ALGORITHMS]
+        if bad or not value:
+            raise ValueError(
+                f"JWT algorithm {bad[0]!r} is not allowed; choose among {', '.join(JWT_ALGORITHMS)}"
+                if bad
+                else "at least one JWT algorithm is needed"
+            )
+        return value
+
+    def client_auth_modes(self) -> frozenset[str]:
+        """The client authentication modes on (empty: ``none``)."""
+        return frozenset() if self.client_auth == "none" else frozenset(self.client_auth.split(","))
+
+    @field_validator("allow_networks", "trusted_jku", "seeds", "jwt_algorithms", mode="before")
     @classmethod
     def _split_commas(cls, value: object, info: ValidationInfo) -> object:
         """Lists come from the environment as comma-separated text; networks may have host
