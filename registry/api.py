@@ -8,7 +8,6 @@ document (:mod:`registry.openapi`) describe every route.
 
 from __future__ import annotations
 
-import hmac
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -16,6 +15,9 @@ from typing import Any
 
 from aiohttp import web
 
+from registry.access.authenticate import Authenticator
+from registry.access.errors import AuthError
+from registry.access.principal import ANONYMOUS, PRINCIPAL_KEY, Principal
 from registry.apidocs import add_docs_routes
 from registry.apimodels import (
     Agent,
@@ -49,9 +51,12 @@ REGISTRY = web.AppKey("registry", Registry)
 SETTINGS = web.AppKey("settings", Settings)
 REFRESHER = web.AppKey("refresher", Refresher)
 PASSIVE_HEALTH = web.AppKey("passive_health", PassiveHealth)
+AUTHENTICATOR = web.AppKey("authenticator", Authenticator)
 
 #: POST routes that only read (they take a body but change nothing): the read token suffices.
 READ_POSTS = frozenset({f"{PREFIX}/route/explain"})
+#: Reads only an admin may make: the API keys of clients and the audit log.
+ADMIN_READS = (f"{PREFIX}/clients", f"{PREFIX}/audit")
 #: Routes that never need a token: the API's description and its page.
 PUBLIC = frozenset({f"{PREFIX}/openapi.json", f"{PREFIX}/docs"})
 PUBLIC_PREFIX = f"{PREFIX}/docs/static/"
@@ -128,9 +133,13 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
 
 
 def access(method: str, path: str) -> Access:
-    """Which token a request needs: none (public), the read token (if set) or the admin's."""
+    """What a request needs: nothing (public), a reader (the read token, if set, or with
+    client authentication on, any caller), the admin role (writes; and reads of the API keys
+    and the audit log)."""
     if path in PUBLIC or path.startswith(PUBLIC_PREFIX):
         return "public"
+    if any(path == p or path.startswith(p + "/") for p in ADMIN_READS):
+        return "admin"
     if method in ("GET", "HEAD", "OPTIONS") or path in READ_POSTS:
         return "read"
     return "write"
@@ -138,7 +147,9 @@ def access(method: str, path: str) -> Access:
 
 @web.middleware
 async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Bearer tokens: the admin token for writes, the read token (if set) for reads."""
+    """Who is calling (:class:`~registry.access.authenticate.Authenticator`), left in
+    ``request[PRINCIPAL_KEY]``; writes and the admin reads need the admin role, reads a
+    caller when the read token is set or client authentication is on."""
     if (
         not request.path.startswith(PREFIX + "/")
         or request.match_info.http_exception is not None  # 404/405: say so, not 401
@@ -146,32 +157,43 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     ):
         return await handler(request)
     settings = request.app[SETTINGS]
-    write = needed == "write"
-    if write and not settings.admin_token:
+    authenticator = request.app[AUTHENTICATOR]
+    admins = bool(settings.admin_token) or authenticator.client_auth
+    if needed in ("write", "admin") and not admins:
         raise RegistryError(
             "admin writes are disabled: start Switchboard with SWITCHBOARD_ADMIN_TOKEN set",
             code="writes_disabled",
             status=403,
         )
-    accepted = [settings.admin_token] if write else [settings.read_token, settings.admin_token]
-    if write or settings.read_token:
-        _check_bearer(request, [t for t in accepted if t])
+    guarded = needed != "read" or bool(settings.read_token) or authenticator.client_auth
+    principal = ANONYMOUS
+    if guarded:
+        try:
+            found = await authenticator.authenticate(request.headers)
+        except AuthError as error:
+            raise _unauthorized(authenticator, error.message) from None
+        if found is None:
+            raise _unauthorized(
+                authenticator, "missing credentials: send 'Authorization: Bearer <token>'"
+            )
+        principal = found
+        if needed != "read" and not principal.is_admin:
+            raise RegistryError(
+                "this needs the admin role", code="forbidden", status=403,
+                details={"caller": principal.label()},
+            )  # fmt: skip
+    request[PRINCIPAL_KEY] = principal
     return await handler(request)
 
 
-def _check_bearer(request: web.Request, accepted: list[str]) -> None:
-    header = request.headers.get("Authorization", "")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        raise _unauthorized("missing bearer token: send 'Authorization: Bearer <token>'")
-    given = token.strip().encode("utf-8", "surrogateescape")  # headers may hold any bytes
-    if not any(hmac.compare_digest(given, t.encode()) for t in accepted):
-        raise _unauthorized("the bearer token is not valid for this request")
+def caller(request: web.Request) -> Principal:
+    """The principal of an admin API request (:data:`ANONYMOUS` where none was needed)."""
+    return request.get(PRINCIPAL_KEY, ANONYMOUS)
 
 
-def _unauthorized(message: str) -> web.HTTPUnauthorized:
+def _unauthorized(authenticator: Authenticator, message: str) -> web.HTTPUnauthorized:
     return web.HTTPUnauthorized(
-        reason=message, headers={"WWW-Authenticate": 'Bearer realm="switchboard"'}
+        reason=message, headers={"WWW-Authenticate": authenticator.challenge()}
     )
 
 

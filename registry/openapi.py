@@ -26,7 +26,7 @@ from registry.apimodels import Error
 PREFIX = "/api/v1"
 REF = "#/components/schemas/{model}"
 
-Access = Literal["public", "read", "write"]
+Access = Literal["public", "read", "write", "admin"]
 AccessRule = Callable[[str, str], Access]
 #: An answer: a model (JSON), a media type (a body without a schema), or None (no body).
 Answer = type[BaseModel] | str | None
@@ -179,7 +179,7 @@ def _operation(
         errors |= {400, 413, 415}
     if op.query is not None:
         errors.add(400)
-    if access == "write":
+    if access in ("write", "admin"):
         out["security"] = [{"bearer": []}]
         errors |= {401, 403}
     elif access == "read":

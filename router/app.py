@@ -15,6 +15,7 @@ from typing import Any
 from aiohttp import web
 
 from registry import api
+from registry.access.authenticate import Authenticator
 from registry.api import PASSIVE_HEALTH, REFRESHER, REGISTRY, SETTINGS
 from registry.crawler import Crawler
 from registry.examples import LearnedExamples
@@ -46,6 +47,7 @@ def create_app(settings: Settings) -> web.Application:
         client_max_size=settings.max_request_bytes,
     )
     app[SETTINGS] = settings
+    app[api.AUTHENTICATOR] = Authenticator(settings)
     store, crawler = Store(settings.database_url, SCHEMA), Crawler(settings)
     trust = TrustStore(store, crawler, settings.trusted_jku)
     app[TRUST] = trust

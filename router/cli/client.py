@@ -513,6 +513,11 @@ def _api_error(exc: urllib.error.HTTPError, server: str, token_source: str) -> s
             "an admin token; restart it with SWITCHBOARD_ADMIN_TOKEN set, and set the same "
             "SWITCHBOARD_ADMIN_TOKEN here or pass --token"
         )
+    if exc.code == 403 and code == "forbidden" and token_source:
+        return (
+            f"the token from {token_source} is valid but {text} (forbidden, HTTP 403): "
+            f"{_TOKEN_ADVICE}"
+        )
     if exc.code == 403:
         return f"{text} ({code}, HTTP 403): {_TOKEN_ADVICE}"
     message = f"{text} ({code}, HTTP {exc.code})"

@@ -541,7 +541,7 @@ async def test_read_token(aiohttp_client: Any, sqlite_url: str) -> None:
         json={"card": card_v1("https://w.example")},
         headers={"Authorization": "Bearer reader"},
     )
-    await _error(reader_write, 401, "unauthorized")
+    await _error(reader_write, 403, "forbidden")  # known, but not an admin
     await _json(await client.get("/api/v1/openapi.json"), 200)  # the contract stays public
     await _json(await client.get("/healthz"), 200)
 

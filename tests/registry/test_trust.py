@@ -15,6 +15,7 @@ from jwcrypto import jwk, jws
 from sqlmodel import select
 
 from registry import api
+from registry.access.authenticate import Authenticator
 from registry.api import SETTINGS, access
 from registry.crawler import Crawler
 from registry.errors import Conflict, NotFound, RegistryError
@@ -123,6 +124,7 @@ def keys_app(settings: Settings) -> web.Application:
     """The admin API's middlewares, a trust store and the /api/v1/keys routes."""
     app = web.Application(middlewares=[api.error_middleware, api.auth_middleware])
     app[SETTINGS] = settings
+    app[api.AUTHENTICATOR] = Authenticator(settings)
     store, crawler = Store(settings.database_url), Crawler(settings)
     app[TRUST] = TrustStore(store, crawler, settings.trusted_jku)
 

@@ -192,7 +192,8 @@ async def test_auth_errors_say_which_variable_or_flag(
     assert "refused the token from --token (unauthorized, HTTP 401)" in err
     monkeypatch.setenv("SWITCHBOARD_READ_TOKEN", "reader")
     err = await cli("agents", "remove", "x")  # a read token cannot write
-    assert "refused the token from SWITCHBOARD_READ_TOKEN" in err and "SWITCHBOARD_ADMIN" in err
+    assert "token from SWITCHBOARD_READ_TOKEN is valid but this needs the admin role" in err
+    assert "HTTP 403" in err and "SWITCHBOARD_ADMIN" in err
 
     read_only = await aiohttp_server(create_app(make_settings(sqlite_url, admin_token=None)))
     status = await asyncio.to_thread(
