@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from router.choose.adjudicator import Adjudicator, Option, Verdict
+from router.choose.grants import EVERYTHING, Grant
 from router.choose.matcher import MAX_QUERY_CHARS, ROUTING_EXTENSION, Choice, Decision, Matcher
 from router.choose.refusals import default_route
 from router.choose.semantic import Semantic
@@ -45,20 +46,30 @@ class Chooser:
         *,
         context_agents: Iterable[str] = frozenset(),
         pinned_agent: str | None = None,
+        grant: Grant = EVERYTHING,
     ) -> Choice:
-        """The agent for this call; RpcError when there is none (see :meth:`Matcher.choose`)."""
+        """The agent for this call among those ``grant`` allows; RpcError when there is none
+        (see :meth:`Matcher.choose`)."""
         if pinned_agent is not None:
-            return self.matcher.choose(version, op, params, pinned_agent=pinned_agent)
-        decision, text = await self._decide(version, op, params, context_agents, complete=False)
+            return self.matcher.choose(version, op, params, pinned_agent=pinned_agent, grant=grant)
+        decision, text = await self._decide(
+            version, op, params, context_agents, complete=False, grant=grant
+        )
         verdict = await self._adjudicate(decision, text)
-        return self._final(decision, verdict, version, op, params)
+        return self._final(decision, verdict, version, op, params, grant)
 
     async def explain(
-        self, version: Version, op: Op, params: Mapping[str, Any], *, limit: int = 100
+        self,
+        version: Version,
+        op: Op,
+        params: Mapping[str, Any],
+        *,
+        limit: int = 100,
+        grant: Grant = EVERYTHING,
     ) -> dict[str, Any]:
         """The explain view (see :meth:`Matcher.explain`), with the adjudicator's part and the
-        final choice or error."""
-        decision, text = await self._decide(version, op, params, (), complete=True)
+        final choice or error, among what ``grant`` allows."""
+        decision, text = await self._decide(version, op, params, (), complete=True, grant=grant)
         verdict = await self._adjudicate(decision, text)
         extra: dict[str, Any] = {}
         if verdict is not None:
@@ -74,7 +85,7 @@ class Chooser:
             }
         out = self.matcher.explain_decision(decision, limit=limit, extra=extra)
         try:
-            choice = self._final(decision, verdict, version, op, params)
+            choice = self._final(decision, verdict, version, op, params, grant)
         except RpcError as error:
             out["choice"] = None
             out["error"] = {"code": error.code, "message": error.message, "data": error.data}
@@ -99,14 +110,16 @@ class Chooser:
         context_agents: Iterable[str],
         *,
         complete: bool,
+        grant: Grant = EVERYTHING,
     ) -> tuple[Decision, str]:
         text = _text(version, params)
         vector: np.ndarray | None = None
         if self.semantic is not None and text.strip():
             vector = await self.semantic.query_vector(text)
         decision = self.matcher.decide(
-            version, op, params, context_agents=context_agents, vector=vector, complete=complete
-        )
+            version, op, params, context_agents=context_agents, vector=vector, complete=complete,
+            grant=grant,
+        )  # fmt: skip
         return decision, text
 
     async def _adjudicate(self, decision: Decision, text: str) -> Verdict | None:
@@ -135,13 +148,14 @@ class Chooser:
         version: Version,
         op: Op,
         params: Mapping[str, Any],
+        grant: Grant = EVERYTHING,
     ) -> Choice:
         """The settled choice; a refusal goes to the default route, if one is set."""
         try:
             return self._settle(decision, verdict)
         except RpcError as refusal:
             target = (self.matcher.default_agent, self.matcher.default_skill)
-            index = self.matcher.skill_index()
+            index = self.matcher.skill_index(grant)
             fallback = default_route(self.matcher, index, target, version, op, params, refusal)
             if fallback is None:
                 raise

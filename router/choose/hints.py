@@ -75,7 +75,8 @@ def by_hint(
         if skill_id is not None:
             rows = [n for n in rows if (s := index.rows[n].skill) and s.id == skill_id]
             if not rows:
-                skills = [s.id for s in index.snapshot.agents[agent_id].card.skills]
+                found = (index.rows[n].skill for n in index.by_agent[agent_id])
+                skills = [s.id for s in found if s is not None]  # those the caller may use
                 return _hint_error(
                     f"agent {agent_id!r} has no skill {skill_id!r}",
                     hint,

@@ -29,11 +29,12 @@ may still settle (:mod:`router.choose.chooser`); :meth:`Matcher.choose` settles 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
+from cachetools import LRUCache
 
 from registry import mediatypes
 from registry.cards import Interface
@@ -54,6 +55,7 @@ from router.choose.choice import (
     ranked,
 )
 from router.choose.fits import jsonrpc_interface, mode_problem, offers, route_interface, via_note
+from router.choose.grants import EVERYTHING, Grant, GrantedIndex
 from router.choose.hints import by_hint, parse_hint
 from router.choose.meaning import by_meaning
 from router.choose.refusals import content_type_refusal
@@ -83,6 +85,7 @@ __all__ = [
 
 STREAMING_OPS = frozenset({Op.STREAM, Op.SUBSCRIBE})
 _CHUNK = 64  # scored skills looked at per step when only the choice is needed
+_VIEWS = 256  # callers' views of the skill index kept
 
 
 class Matcher:
@@ -108,6 +111,7 @@ class Matcher:
         """How matching works in this process, for explain and /readyz: ``semantic ...``, or
         ``lexical ...`` with the reason (configured, or the model could not be loaded)."""
         self._index: SkillIndex | None = None
+        self._views: LRUCache[Hashable, SkillIndex] = LRUCache(_VIEWS)
 
     # --- public ------------------------------------------------------------------------------
 
@@ -123,11 +127,14 @@ class Matcher:
         *,
         context_agents: Iterable[str] = frozenset(),
         pinned_agent: str | None = None,
+        grant: Grant = EVERYTHING,
     ) -> Choice:
-        """The agent for this call (see the module docs); RpcError when there is none."""
+        """The agent for this call (see the module docs) among those ``grant`` allows;
+        RpcError when there is none."""
         if pinned_agent is not None:
-            return self._pinned(version, pinned_agent)
-        return self.settle(self.decide(version, op, params, context_agents=context_agents))
+            return self._pinned(version, pinned_agent, grant=grant)
+        decision = self.decide(version, op, params, context_agents=context_agents, grant=grant)
+        return self.settle(decision)
 
     def decide(
         self,
@@ -138,12 +145,15 @@ class Matcher:
         context_agents: Iterable[str] = frozenset(),
         vector: np.ndarray | None = None,
         complete: bool = False,
+        grant: Grant = EVERYTHING,
     ) -> Decision:
         """The decision for a call that is not pinned; ``vector``: the message's embedding
-        (None: by words alone); ``complete``: every skill is a candidate in the answer."""
+        (None: by words alone); ``complete``: every skill is a candidate in the answer;
+        ``grant``: what the caller may use (nothing else is considered, or shown)."""
         return self._decide(
-            version, op, params, frozenset(context_agents), complete=complete, vector=vector
-        )
+            version, op, params, frozenset(context_agents), complete=complete, vector=vector,
+            grant=grant,
+        )  # fmt: skip
 
     def settle(self, decision: Decision, pick: Candidate | None = None) -> Choice:
         """The final choice: ``pick`` (an adjudicator's pick among ``decision.options``),
@@ -172,9 +182,11 @@ class Matcher:
         assert decision.choice is not None
         return decision.choice
 
-    def target_for(self, version: Version, agent_id: str, via: Via = "task") -> Choice:
+    def target_for(
+        self, version: Version, agent_id: str, via: Via = "task", grant: Grant = EVERYTHING
+    ) -> Choice:
         """A :class:`Choice` of one known agent (e.g. a task's owner): like a pinned agent."""
-        return self._pinned(version, agent_id, via)
+        return self._pinned(version, agent_id, via, grant)
 
     def explain(
         self,
@@ -184,10 +196,13 @@ class Matcher:
         *,
         context_agents: Iterable[str] = frozenset(),
         limit: int = 100,
+        grant: Grant = EVERYTHING,
     ) -> dict[str, Any]:
         """Why a call would go where it goes: the ranked candidates (at most ``limit``) with
         their score and why each was kept or dropped, the choice and the error, if any."""
-        decision = self.decide(version, op, params, context_agents=context_agents, complete=True)
+        decision = self.decide(
+            version, op, params, context_agents=context_agents, complete=True, grant=grant
+        )
         return self.explain_decision(decision, limit=limit)
 
     def explain_decision(
@@ -212,9 +227,10 @@ class Matcher:
             ),
         }
 
-    def skill_index(self) -> SkillIndex:
-        """The index of the current catalog snapshot (one row per skill of an agent)."""
-        return self._current()
+    def skill_index(self, grant: Grant = EVERYTHING) -> SkillIndex:
+        """The index of the current catalog snapshot (one row per skill of an agent), as
+        ``grant`` sees it."""
+        return self._view(grant)
 
     def fitting_rows(self, version: Version, op: Op, params: Mapping[str, Any]) -> list[bool]:
         """Per row of :meth:`skill_index`: whether the skill passes the hard filters for this
@@ -234,11 +250,24 @@ class Matcher:
         snapshot = self.registry.catalog.snapshot
         if self._index is None or self._index.snapshot is not snapshot:
             self._index = SkillIndex(snapshot, self._index)
+            self._views.clear()
         return self._index
 
-    def _pinned(self, version: Version, agent_id: str, via: Via = "pinned") -> Choice:
+    def _view(self, grant: Grant) -> SkillIndex:
+        """The current index as ``grant`` sees it (views cached per grant key)."""
+        index = self._current()
+        if grant.unlimited:
+            return index
+        view = self._views.get(grant.key)
+        if view is None:
+            view = self._views[grant.key] = GrantedIndex(index, grant)
+        return view
+
+    def _pinned(
+        self, version: Version, agent_id: str, via: Via = "pinned", grant: Grant = EVERYTHING
+    ) -> Choice:
         agent = self._current().snapshot.agents.get(agent_id)
-        if agent is None:
+        if agent is None or not grant.allows(agent_id, None):  # a hidden agent: not there
             raise RpcError(AGENT_UNAVAILABLE, f"no agent with id {agent_id!r}", {"agent": agent_id})
         # a task's owner is the only agent that can answer for it, and a pinned endpoint names
         # its agent: both are tried whatever its health (a success makes it healthy again)
@@ -300,6 +329,8 @@ class Matcher:
         agents: dict[str, tuple[tuple[Interface, Version] | None, str | None]] = {}
         out = []
         for n in rows:
+            if not index.allowed(n):
+                continue  # not the caller's: not a candidate, not even a dropped one
             row = index.rows[n]
             agent = row.agent
             if agent.id not in agents:
@@ -364,7 +395,7 @@ class Matcher:
                 skill_less=False,
             )
             out += found
-            if best is None and found[0][1].kept:
+            if best is None and found and found[0][1].kept:
                 best = found[0][1].score
         return out
 
@@ -377,11 +408,12 @@ class Matcher:
         *,
         complete: bool,
         vector: np.ndarray | None = None,
+        grant: Grant = EVERYTHING,
     ) -> Decision:
         """The decision; ``complete``: every skill is a candidate in the answer (explain),
         else only those the choice can fall on."""
         try:
-            index = self._current()
+            index = self._view(grant)
             message = wire.message_of(version, params)
             media = wire.part_media_types(version, message)
             accepted = list(wire.accepted_output_modes(version, params))

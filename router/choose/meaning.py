@@ -51,7 +51,7 @@ def by_meaning(
     """Matching by meaning: skills ranked by the fused score (:mod:`router.choose.semantic`);
     the best agent must reach the calibrated floor and lead the next by the margin."""
     cal = semantic.calibration
-    sindex = semantic.index_for(index, index.pairs)
+    sindex = semantic.index_for(index.base, index.base.pairs)  # one per snapshot, not caller
     skill, agent, example, learned = sindex.features(vector)
     ranking = _Ranking(cal, index, query, fuse(cal, skill, agent, example, _zero(skill), learned))
     context: dict[str, Any] = {
@@ -72,6 +72,8 @@ def by_meaning(
                 break  # nothing left can reach the floor
             if best is not None and (runner is not None or score < best[1].score - cal.margin):
                 break  # the choice, its margin and a few runners-up are known
+        if not index.allowed(n):
+            continue  # not the caller's to use
         features = {
             "skill": round(float(skill[n]), 4),
             "agent": round(float(agent[n]), 4),

@@ -86,8 +86,8 @@ def default_route(
     not a no-match. The default must pass the hard filters; if it cannot take the call,
     RpcError: the ``refusal`` saying why in ``data.defaultRoute``."""
     agent_id, skill_id = target
-    if agent_id is None or refusal.code != NO_MATCHING_AGENT:
-        return None
+    if agent_id is None or refusal.code != NO_MATCHING_AGENT or agent_id not in index.by_agent:
+        return None  # no default route, or not one this caller may use
     message = wire.message_of(version, params)
     media = wire.part_media_types(version, message)
     accepted = list(wire.accepted_output_modes(version, params))

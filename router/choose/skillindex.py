@@ -68,6 +68,16 @@ class SkillIndex:
         self.text = TextIndex(documents)
         self.pairs = [(row.agent, row.skill) for row in self.rows]
 
+    @property
+    def base(self) -> SkillIndex:
+        """The whole index (a caller's view, :class:`router.choose.grants.GrantedIndex`,
+        answers the index it views)."""
+        return self
+
+    def allowed(self, n: int) -> bool:
+        """Whether row ``n`` may be used (every row of the whole index may)."""
+        return True
+
 
 def query_text(text: str) -> str:
     """The part of a message text that is matched: its start, without lone letters/digits."""
