@@ -35,6 +35,7 @@ from router.forward.handler import Router
 from router.signing import CardSigner
 from router.tables import SCHEMA
 from router.transport.feedback import EXAMPLES, add_feedback_routes
+from router.transport.gate import GATE, Gate
 from router.transport.routes import ROUTER, SIGNER, add_router_routes
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,7 @@ def create_app(settings: Settings) -> web.Application:
     )
     app[SETTINGS] = settings
     app[api.AUTHENTICATOR] = Authenticator(settings)
+    app[GATE] = Gate(app[api.AUTHENTICATOR])
     store, crawler = Store(settings.database_url, SCHEMA), Crawler(settings)
     trust = TrustStore(store, crawler, settings.trusted_jku)
     app[TRUST] = trust

@@ -14,6 +14,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from registry.access.principal import ANONYMOUS, Principal
 from router.protocol.envelope import Request
 
 __all__ = ["Call", "Event", "EventStream", "Reply"]
@@ -36,7 +37,7 @@ class Call:
     rpc: Request
     headers: Mapping[str, str] = field(default_factory=dict)
     pinned: str | None = None
-    caller: str | None = None
+    caller: Principal = ANONYMOUS
     base_url: str = ""
 
 

@@ -18,9 +18,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any
 
+from registry.access.principal import Principal
 from registry.errors import NotFound
 from registry.netguard import AddressPolicy
 from registry.records import iso
@@ -28,6 +30,7 @@ from registry.service import Registry
 from registry.settings import Settings
 from router.choose.adjudicator import Adjudicator
 from router.choose.chooser import Chooser
+from router.choose.grants import EVERYTHING, Grant
 from router.choose.matcher import Choice, Matcher
 from router.compat import codec, translate
 from router.compat.aliases import TaskAliases
@@ -96,7 +99,9 @@ class Router:
             policy=AddressPolicy(settings.allow_networks),  # agents' cards choose the address
         )
         self.relay = Relay(self.upstream, settings.max_streams, self._record)
-        self._openings: dict[tuple[str, str], asyncio.Lock] = {}
+        self._openings: dict[tuple[str, str, str], asyncio.Lock] = {}
+        self.grants: Callable[[Principal], Grant] = lambda principal: EVERYTHING
+        """What a caller may use (the app sets the access policies' grants)."""
 
     async def handle(self, call: Call) -> Reply | EventStream:
         """Answer one call: a JSON-RPC body, or a stream of them, in the client's dialect.
@@ -106,17 +111,18 @@ class Router:
         """
         rpc, client = call.rpc, None
         try:
-            if call.pinned is not None and call.pinned not in self.registry.catalog.snapshot.agents:
+            who = self._who(call)
+            if call.pinned is not None and not self._may_use(who, call.pinned):
                 raise RpcError(
                     AGENT_UNAVAILABLE, f"no agent with id {call.pinned!r}", {"agent": call.pinned}
                 )
             header = call.headers.get(VERSION_HEADER)
-            rpc, client = await codec.open_codec(self.ids, self.aliases, rpc, header=header)
+            rpc, client = await codec.open_codec(who.ids, who.aliases, rpc, header=header)
             if rpc.op is Op.CARD:  # v0.1 agent/getCard
                 base, pinned = call.base_url, call.pinned
                 card = await codec.v01_card(self.registry, self.settings, base, pinned)
                 return Reply(result_body(rpc.id, card))
-            answer = await self._dispatch(call, rpc, client)
+            answer = await self._dispatch(call, who, rpc, client)
             if client is not None and isinstance(answer, Reply):
                 answer = Reply(client.answer(answer.body), answer.headers)
             if client is not None:
@@ -134,15 +140,28 @@ class Router:
             return one_event(body, rpc, client)
         return Reply(client.answer(body) if client is not None else body)
 
+    def _who(self, call: Call) -> Caller:
+        """The caller's ID space (its tasks and contexts) and grant (what it may use)."""
+        scope = call.caller.scope(self.settings.task_scope)
+        ids = self.ids.scoped(scope) if scope else self.ids
+        aliases = self.aliases.scoped(scope) if scope else self.aliases
+        return Caller(ids, aliases, self.grants(call.caller))
+
+    def _may_use(self, who: Caller, agent_id: str) -> bool:
+        """Whether ``agent_id`` is registered and the caller may use it (else, to the caller,
+        it does not exist)."""
+        known = agent_id in self.registry.catalog.snapshot.agents
+        return known and who.grant.allows(agent_id, None)
+
     async def _dispatch(
-        self, call: Call, rpc: Request, client: ClientCodec | None
+        self, call: Call, who: Caller, rpc: Request, client: ClientCodec | None
     ) -> Reply | EventStream:
         if rpc.op in (Op.SEND, Op.STREAM):
-            return await self._message(call, rpc, client)
+            return await self._message(call, who, rpc, client)
         if rpc.op in (Op.GET, Op.CANCEL, Op.SUBSCRIBE):
-            return await self._task_call(call, rpc, client)
+            return await self._task_call(call, who, rpc, client)
         if rpc.op is Op.LIST:
-            return Reply(result_body(rpc.id, await self._list(call, rpc)))
+            return Reply(result_body(rpc.id, await self._list(call, who, rpc)))
         raise RpcError(
             PUSH_NOT_SUPPORTED,
             "Switchboard does not relay push notifications; use message/stream or polling",
@@ -152,20 +171,21 @@ class Router:
     # --- choosing the agent ----------------------------------------------------------------
 
     async def _choose_for_message(
-        self, rpc: Request, message: dict[str, Any], pinned: str | None
+        self, who: Caller, rpc: Request, message: dict[str, Any], pinned: str | None
     ) -> Choice:
         task_id = message.get("taskId")
         if isinstance(task_id, str) and task_id:
-            owner = (await self._owner(task_id, pinned)).agent_id
+            owner = (await self._owner(who, task_id, pinned)).agent_id
             self._check_hint_agrees(rpc, owner)
-            return self.matcher.target_for(rpc.version, owner)
+            return self.matcher.target_for(rpc.version, owner, grant=who.grant)
         context_id = message.get("contextId")
         serving: set[str] = set()
         if isinstance(context_id, str) and context_id:
-            serving = await self.ids.context_agents(context_id)
+            serving = await who.ids.context_agents(context_id)
         return await self.chooser.choose(
-            rpc.version, rpc.op, rpc.params, context_agents=serving, pinned_agent=pinned
-        )
+            rpc.version, rpc.op, rpc.params, context_agents=serving, pinned_agent=pinned,
+            grant=who.grant,
+        )  # fmt: skip
 
     def _check_hint_agrees(self, rpc: Request, owner: str) -> None:
         """A message continuing a task goes to the task's owner; a routing hint naming
@@ -183,13 +203,16 @@ class Router:
                 {"hint": hint, "owner": owner},
             )
 
-    async def _owner(self, task_id: str, pinned: str | None) -> TaskRef:
-        """The mapping of a router task id, owned by a still registered agent."""
-        ref = await self.ids.task(task_id)
+    async def _owner(self, who: Caller, task_id: str, pinned: str | None) -> TaskRef:
+        """The mapping of one of the caller's router task ids, owned by a still registered
+        agent the caller may use."""
+        ref = await who.ids.task(task_id)
         if ref is None or (pinned is not None and ref.agent_id != pinned):
             raise RpcError(TASK_NOT_FOUND, f"no task with id {task_id!r}", {"taskId": task_id})
         try:
             self.registry.get(ref.agent_id)
+            if not who.grant.allows(ref.agent_id, None):
+                raise NotFound(f"agent {ref.agent_id!r}")  # no longer the caller's to use
         except NotFound:
             raise RpcError(
                 AGENT_UNAVAILABLE,
@@ -201,14 +224,14 @@ class Router:
     # --- calls -----------------------------------------------------------------------------
 
     async def _message(
-        self, call: Call, rpc: Request, client: ClientCodec | None
+        self, call: Call, who: Caller, rpc: Request, client: ClientCodec | None
     ) -> Reply | EventStream:
         message = wire.message_of(rpc.version, rpc.params)
-        choice = await self._choose_for_message(rpc, message, call.pinned)
+        choice = await self._choose_for_message(who, rpc, message, call.pinned)
         context_id = message.get("contextId") or None  # checked a string by the envelope
         async with contextlib.AsyncExitStack() as turn:
-            await turn.enter_async_context(self._first_turn(context_id, choice.agent.id))
-            rewriter = Rewriter(self.ids, rpc.version, choice.agent.id, context_id)
+            await turn.enter_async_context(self._first_turn(who, context_id, choice.agent.id))
+            rewriter = Rewriter(who.ids, rpc.version, choice.agent.id, context_id)
             params = await rewriter.request_to_upstream(rpc.op, rpc.params)
             if rpc.op is not Op.STREAM:
                 task_id = message.get("taskId") or None  # a task the router knows
@@ -219,13 +242,15 @@ class Router:
             return answer
 
     @contextlib.asynccontextmanager
-    async def _first_turn(self, context_id: str | None, agent_id: str) -> AsyncIterator[None]:
+    async def _first_turn(
+        self, who: Caller, context_id: str | None, agent_id: str
+    ) -> AsyncIterator[None]:
         """Serialize the calls that would open an agent's upstream context for a router
         context, so concurrent first messages share one conversation (in this process)."""
-        if context_id is None or await self.ids.upstream_context(context_id, agent_id):
+        if context_id is None or await who.ids.upstream_context(context_id, agent_id):
             yield
             return
-        key = (context_id, agent_id)
+        key = (who.ids.scope, context_id, agent_id)
         lock = self._openings.setdefault(key, asyncio.Lock())
         try:
             async with lock:
@@ -235,12 +260,12 @@ class Router:
                 del self._openings[key]
 
     async def _task_call(
-        self, call: Call, rpc: Request, client: ClientCodec | None
+        self, call: Call, who: Caller, rpc: Request, client: ClientCodec | None
     ) -> Reply | EventStream:
         task_id = wire.task_id_param(rpc.version, rpc.op, rpc.params)
-        ref = await self._owner(task_id, call.pinned)
-        choice = self.matcher.target_for(rpc.version, ref.agent_id)
-        rewriter = Rewriter(self.ids, rpc.version, ref.agent_id, ref.context_id)
+        ref = await self._owner(who, task_id, call.pinned)
+        choice = self.matcher.target_for(rpc.version, ref.agent_id, grant=who.grant)
+        rewriter = Rewriter(who.ids, rpc.version, ref.agent_id, ref.context_id)
         params = await rewriter.request_to_upstream(rpc.op, rpc.params)
         if rpc.op is Op.SUBSCRIBE:
             return await self._stream(call, rpc, choice, rewriter, params, client)
@@ -267,7 +292,7 @@ class Router:
                 error = owner_forgot_task(error, rpc.version, task_id, choice.agent.id)
             return Reply({"jsonrpc": "2.0", "id": rpc.id, "error": error}, headers)
         result = await rewriter.result_from_upstream(rpc.op, answer.get("result"))
-        await self._record(rpc, result)
+        await self._record(rpc, result, rewriter.ids)
         return Reply(result_body(rpc.id, result), headers)
 
     async def _call_upstream(
@@ -320,17 +345,18 @@ class Router:
             params = _translated_params(rpc.op, params, rpc.version, choice)
         return await self.relay.open(rpc, choice, rewriter, params, call.headers, client)
 
-    async def _record(self, rpc: Request, result: Any, op: Op | None = None) -> None:
-        """Remember the last known state of every task an answer or event carries."""
+    async def _record(self, rpc: Request, result: Any, ids: IdMap, op: Op | None = None) -> None:
+        """Remember the last known state of every task an answer or event carries (``ids``:
+        the caller's ID space)."""
         for task_id, state in result_task_states(rpc.version, op or rpc.op, result):
-            await self.ids.record_state(task_id, state)
+            await ids.record_state(task_id, state)
 
     # --- ListTasks ---------------------------------------------------------------------------
 
-    async def _list(self, call: Call, rpc: Request) -> dict[str, Any]:
+    async def _list(self, call: Call, who: Caller, rpc: Request) -> dict[str, Any]:
         pinned = call.pinned
         query = list_tasks_query(rpc.params)
-        refs, token = await self.ids.tasks.list_tasks(
+        refs, token = await who.ids.tasks.list_tasks(
             context_id=query.context_id,
             state=query.status,
             page_size=query.page_size,
@@ -338,7 +364,7 @@ class Router:
             agent_id=pinned,
             updated_after=query.status_timestamp_after,
         )
-        total = await self.ids.tasks.count_tasks(
+        total = await who.ids.tasks.count_tasks(
             context_id=query.context_id,
             state=query.status,
             agent_id=pinned,
@@ -348,10 +374,10 @@ class Router:
 
         async def current(ref: Any) -> dict[str, Any]:
             async with semaphore:
-                return await self._current_task(call, rpc, ref)
+                return await self._current_task(call, who, rpc, ref)
 
         tasks = list(await asyncio.gather(*(current(ref) for ref in refs)))
-        await self._record(rpc, {"tasks": tasks}, Op.LIST)
+        await self._record(rpc, {"tasks": tasks}, who.ids, Op.LIST)
         if query.status_timestamp_after:
             after = query.status_timestamp_after
             tasks = [t for t in tasks if status_at_or_after(t, after)]
@@ -364,7 +390,9 @@ class Router:
             "totalSize": total,
         }
 
-    async def _current_task(self, call: Call, rpc: Request, ref: Any) -> dict[str, Any]:
+    async def _current_task(
+        self, call: Call, who: Caller, rpc: Request, ref: Any
+    ) -> dict[str, Any]:
         """The task as its owner reports it now, or its last known state if it cannot say."""
         status = {"state": ref.state or "TASK_STATE_UNSPECIFIED"}
         if ref.updated_at is not None:
@@ -378,8 +406,8 @@ class Router:
         if ref.state and is_terminal_state("1.0", ref.state) and not _wants_detail(rpc):
             return fallback  # a finished task does not change: no need to ask its owner
         try:
-            choice = self.matcher.target_for(rpc.version, ref.agent_id)
-            rewriter = Rewriter(self.ids, rpc.version, ref.agent_id, ref.context_id)
+            choice = self.matcher.target_for(rpc.version, ref.agent_id, grant=who.grant)
+            rewriter = Rewriter(who.ids, rpc.version, ref.agent_id, ref.context_id)
             params = await rewriter.request_to_upstream(Op.GET, get)
             answer = await asyncio.wait_for(
                 self._call_upstream(call, rpc, choice, Op.GET, params),
@@ -391,6 +419,16 @@ class Router:
             return fallback
         task = await rewriter.result_from_upstream(Op.GET, answer["result"])
         return task if isinstance(task, dict) else fallback
+
+
+@dataclass(frozen=True)
+class Caller:
+    """One caller as the core serves it: its ID space (tasks and contexts it may see, v0.1
+    aliases) and its grant (the agents and skills it may use)."""
+
+    ids: IdMap
+    aliases: TaskAliases
+    grant: Grant
 
 
 def _translated_params(

@@ -22,6 +22,7 @@ from router.compat import translate
 from router.compat.codec import ClientCodec
 from router.forward.call import Event, EventStream, Reply
 from router.forward.upstream import EXTENSIONS_HEADER, Upstream, forward_headers
+from router.ids.idmap import IdMap
 from router.ids.rewrite import Rewriter
 from router.protocol.envelope import Request
 from router.protocol.errors import AGENT_UNAVAILABLE, INTERNAL, RpcError, error_body, result_body
@@ -30,8 +31,9 @@ from router.protocol.versions import Version, method_name
 
 log = logging.getLogger(__name__)
 
-Record = Callable[[Request, Any], Awaitable[None]]
-"""What the relay calls with every event it forwards (the router records task states)."""
+Record = Callable[[Request, Any, IdMap], Awaitable[None]]
+"""What the relay calls with every event it forwards, and the caller's ID map (the router
+records task states)."""
 
 
 class Relay:
@@ -132,7 +134,7 @@ class Relay:
                     yield {"jsonrpc": "2.0", "id": rpc.id, "error": error}, error_event(rpc)
                     return
                 event = await rewriter.event_from_upstream(answer.get("result"))
-                await self._record(rpc, event)
+                await self._record(rpc, event, rewriter.ids)
                 yield result_body(rpc.id, event), None
                 if ends_stream(rpc.version, event):
                     return

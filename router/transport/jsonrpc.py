@@ -18,19 +18,21 @@ import contextlib
 import functools
 import json
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 from aiohttp import web
 from multidict import CIMultiDict
 
+from registry.access.principal import ANONYMOUS, Principal
 from router.compat.dialects import served_call
 from router.forward.call import Call, EventStream, Reply
 from router.forward.handler import Router
 from router.forward.upstream import CLIENT_HEADERS
 from router.protocol.envelope import DialectReader, Request, parse_request
 from router.protocol.errors import INTERNAL, PARSE, RpcError, error_body
-from router.protocol.versions import VERSION_HEADER, Version, client_version
+from router.protocol.versions import VERSION_HEADER, Op, Version, client_version
+from router.transport.gate import Gate, Refused
 from router.transport.sse import SseWriter
 
 __all__ = ["json_answer", "public_origin", "read_request", "request_version", "serve"]
@@ -42,9 +44,15 @@ _DUMPS = functools.partial(json.dumps, allow_nan=False)
 
 
 async def serve(
-    router: Router, request: web.Request, pinned: str | None = None
+    router: Router,
+    request: web.Request,
+    pinned: str | None = None,
+    *,
+    caller: Principal = ANONYMOUS,
+    gate: Gate | None = None,
 ) -> web.StreamResponse:
-    """Answer one JSON-RPC call (``pinned``: the agent of a per-agent endpoint)."""
+    """Answer one JSON-RPC call of ``caller`` (``pinned``: the agent of a per-agent endpoint;
+    ``gate``: takes a stream slot of the caller for a streaming call)."""
     settings = router.settings
     version: Version = "0.3"
     try:
@@ -70,12 +78,38 @@ async def serve(
         rpc,
         headers=CIMultiDict((k, v) for k, v in request.headers.items() if k.lower() in _HEADERS),
         pinned=pinned,
+        caller=caller,
         base_url=public_origin(request, settings.public_url),
     )
-    answer = await router.handle(call)
+    release: Callable[[], None] | None = None
+    if gate is not None and rpc.op in (Op.STREAM, Op.SUBSCRIBE):
+        try:
+            gate.open_stream(request, caller)
+        except Refused as refused:
+            return refused.response
+        release = functools.partial(gate.close_stream, caller)
+    try:
+        answer = await router.handle(call)
+    except BaseException:
+        if release is not None:
+            release()
+        raise
     if isinstance(answer, Reply):
+        if release is not None:
+            release()
         return json_answer(answer.body, answer.headers)
+    if release is not None:
+        answer.add_closer(_async(release))
     return await _events(request, answer, settings.sse_keepalive)
+
+
+def _async(release: Callable[[], None]) -> Callable[[], Awaitable[None]]:
+    """``release`` as a closer of an :class:`EventStream`."""
+
+    async def closer() -> None:
+        release()
+
+    return closer
 
 
 def request_version(request: web.Request) -> Version:

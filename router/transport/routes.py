@@ -30,6 +30,7 @@ from router.protocol.versions import VERSION_HEADER, Op, Version, client_version
 from router.signing import CardSigner
 from router.transport import jsonrpc
 from router.transport.apimodels import Explain, ExplainRequest
+from router.transport.gate import GATE, Refused
 from router.transport.jsonrpc import request_version
 
 ROUTER = web.AppKey("router", Router)
@@ -60,12 +61,22 @@ def base_url(request: web.Request) -> str:
 
 async def a2a_endpoint(request: web.Request) -> web.StreamResponse:
     """The routing A2A endpoint."""
-    return await jsonrpc.serve(request.app[ROUTER], request)
+    return await _a2a(request, None)
 
 
 async def a2a_agent_endpoint(request: web.Request) -> web.StreamResponse:
     """One agent's A2A endpoint through the router (no skill matching)."""
-    return await jsonrpc.serve(request.app[ROUTER], request, pinned=request.match_info["agent_id"])
+    return await _a2a(request, request.match_info["agent_id"])
+
+
+async def _a2a(request: web.Request, pinned: str | None) -> web.StreamResponse:
+    gate = request.app[GATE]
+    try:
+        caller = await gate.admit(request)
+    except Refused as refused:
+        return refused.response
+    router = request.app[ROUTER]
+    return await jsonrpc.serve(router, request, pinned, caller=caller, gate=gate)
 
 
 async def get_router_card(request: web.Request) -> web.Response:

@@ -1,0 +1,132 @@
+"""Who may call the A2A endpoints: a request's caller authenticated and its rate checked
+before anything of the call is read.
+
+With client authentication on (``SWITCHBOARD_CLIENT_AUTH``), a request without credentials, or
+with credentials that do not prove who is calling, is answered HTTP 401 with
+``WWW-Authenticate`` and a JSON-RPC error ``-32054`` (``UNAUTHENTICATED``); a caller over its
+rate (``SWITCHBOARD_RATE_LIMIT_RPS``) or its open streams (``SWITCHBOARD_RATE_LIMIT_STREAMS``)
+gets HTTP 429 with ``Retry-After`` and ``-32055`` (``RATE_LIMITED``). Limits hold per process.
+With authentication off every caller is :data:`~registry.access.principal.ANONYMOUS` (one
+rate bucket for all, if a rate is set).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Protocol
+
+from aiohttp import web
+
+from registry.access.authenticate import Authenticator
+from registry.access.errors import AuthError
+from registry.access.principal import ANONYMOUS, Principal
+from router.protocol.errors import RATE_LIMITED, UNAUTHENTICATED, RpcError, error_body
+from router.protocol.versions import VERSION_HEADER, Version
+
+__all__ = ["GATE", "Gate", "Limits", "Refused"]
+
+
+class Limits(Protocol):
+    """Per-caller limits (:class:`router.transport.ratelimit.CallerLimits`)."""
+
+    def take(self, key: str) -> float | None:
+        """None when a request is allowed now, else the seconds until one would be."""
+        ...
+
+    def open_stream(self, key: str) -> bool:
+        """Take a stream slot; False when the caller holds its most streams."""
+        ...
+
+    def close_stream(self, key: str) -> None:
+        """Give a stream slot back."""
+        ...
+
+
+class Refused(Exception):
+    """The request is answered with :attr:`response` and goes no further."""
+
+    def __init__(self, response: web.Response) -> None:
+        super().__init__(response.status)
+        self.response = response
+
+
+class Gate:
+    """Authentication and rate limits in front of the A2A endpoints."""
+
+    def __init__(self, authenticator: Authenticator, limits: Limits | None = None) -> None:
+        self.authenticator = authenticator
+        self.limits = limits
+
+    async def admit(self, request: web.Request) -> Principal:
+        """The caller of ``request``; :class:`Refused` (401, 503 or 429) when it may not call."""
+        caller = ANONYMOUS
+        if self.authenticator.client_auth:
+            try:
+                found = await self.authenticator.authenticate(request.headers)
+            except AuthError as error:
+                raise self._unauthorized(request, error.reason, error.message) from None
+            if found is None:
+                raise self._unauthorized(
+                    request,
+                    "missing",
+                    "this endpoint needs credentials: " + "; ".join(_ways(self.authenticator)),
+                )
+            caller = found
+        if self.limits is not None:
+            wait = self.limits.take(_key(caller))
+            if wait is not None:
+                raise _too_many(request, wait, "requests per second")
+        return caller
+
+    def open_stream(self, request: web.Request, caller: Principal) -> None:
+        """Take one of the caller's stream slots (:meth:`close_stream` gives it back);
+        :class:`Refused` (429) when it holds its most."""
+        if self.limits is not None and not self.limits.open_stream(_key(caller)):
+            raise _too_many(request, 1.0, "open streams")
+
+    def close_stream(self, caller: Principal) -> None:
+        """Give back the stream slot :meth:`open_stream` took."""
+        if self.limits is not None:
+            self.limits.close_stream(_key(caller))
+
+    def _unauthorized(self, request: web.Request, reason: str, message: str) -> Refused:
+        status = 503 if reason == "unavailable" else 401
+        error = RpcError(UNAUTHENTICATED, message, {"reason": reason}, reason="UNAUTHENTICATED")
+        headers = {"WWW-Authenticate": self.authenticator.challenge()} if status == 401 else {}
+        return Refused(_answer(request, error, status, headers))
+
+
+GATE = web.AppKey("gate", Gate)
+
+
+def _ways(authenticator: Authenticator) -> list[str]:
+    ways = []
+    if authenticator.keys is not None:
+        ways.append("an API key as 'X-API-Key: <key>' or 'Authorization: Bearer <key>'")
+    if authenticator.tokens is not None:
+        ways.append("a JWT from the configured issuer as 'Authorization: Bearer <token>'")
+    return ways
+
+
+def _key(caller: Principal) -> str:
+    """The rate bucket of a caller: its tenant and subject."""
+    return f"{caller.tenant or ''}\x1f{caller.subject}"
+
+
+def _too_many(request: web.Request, wait: float, what: str) -> Refused:
+    seconds = max(1, math.ceil(wait))
+    error = RpcError(
+        RATE_LIMITED,
+        f"too many {what} from this caller; retry in {seconds} s",
+        {"retryAfter": seconds, "limit": what},
+        reason="RATE_LIMITED",
+    )
+    return Refused(_answer(request, error, 429, {"Retry-After": str(seconds)}))
+
+
+def _answer(
+    request: web.Request, error: RpcError, status: int, headers: dict[str, str]
+) -> web.Response:
+    version: Version = "1.0" if request.headers.get(VERSION_HEADER, "").startswith("1") else "0.3"
+    body: dict[str, Any] = error_body(version, None, error)
+    return web.json_response(body, status=status, headers=headers)
