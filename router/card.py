@@ -21,6 +21,7 @@ from registry.records import AgentRecord
 from registry.service import Registry
 from router.choose.choice import ROUTING_EXTENSION
 from router.choose.fits import jsonrpc_interface
+from router.choose.grants import EVERYTHING, Grant
 from router.protocol.versions import Version, version_of
 
 ROUTER_PROTOCOL_VERSIONS = ("1.0", "0.3")
@@ -46,21 +47,28 @@ def relayable(record: AgentRecord) -> bool:
 
 
 def router_card(
-    registry: Registry, base_url: str, *, name: str, description: str
+    registry: Registry,
+    base_url: str,
+    *,
+    name: str,
+    description: str,
+    grant: Grant = EVERYTHING,
 ) -> dict[str, Any]:
     """The router's own card at ``base_url``: every interface URL is the router's endpoint
-    (``base_url/``), its skills the union of the routable agents' skills (deduplicated by id:
-    the first agent's name and description, every agent's tags, examples and modes)."""
+    (``base_url/``), its skills the union of the skills of the routable agents that ``grant``
+    allows (deduplicated by id: the first agent's name and description, every agent's tags,
+    examples and modes)."""
     endpoint = f"{base_url.rstrip('/')}/"
     skills: dict[str, dict[str, Any]] = {}
     inputs: dict[str, None] = {}
     outputs: dict[str, None] = {}
     for agent in sorted(registry.routable_agents(), key=lambda r: r.id):
-        if not relayable(agent):
+        if not relayable(agent) or not grant.allows(agent.id, None):
             continue
         card = agent.card
         for skill in card.skills:
-            _merge_skill(skills, skill)
+            if grant.allows(agent.id, skill.id):
+                _merge_skill(skills, skill)
         inputs.update(dict.fromkeys(card.default_input_modes))
         outputs.update(dict.fromkeys(card.default_output_modes))
         for skill in card.skills:  # skills without card defaults still tell what is accepted

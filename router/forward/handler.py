@@ -28,6 +28,8 @@ from registry.netguard import AddressPolicy
 from registry.records import iso
 from registry.service import Registry
 from registry.settings import Settings
+from router.card import card_for, router_card
+from router.cardsecurity import with_security
 from router.choose.adjudicator import Adjudicator
 from router.choose.chooser import Chooser
 from router.choose.grants import EVERYTHING, Grant
@@ -46,6 +48,7 @@ from router.protocol.envelope import Request
 from router.protocol.errors import (
     AGENT_UNAVAILABLE,
     BAD_ROUTING_HINT,
+    EXTENDED_CARD_NOT_CONFIGURED,
     INTERNAL,
     PUSH_NOT_SUPPORTED,
     TASK_NOT_FOUND,
@@ -162,11 +165,33 @@ class Router:
             return await self._task_call(call, who, rpc, client)
         if rpc.op is Op.LIST:
             return Reply(result_body(rpc.id, await self._list(call, who, rpc)))
+        if rpc.op is Op.EXTENDED_CARD:
+            return Reply(result_body(rpc.id, self._extended_card(call, who, rpc)))
         raise RpcError(
             PUSH_NOT_SUPPORTED,
             "Switchboard does not relay push notifications; use message/stream or polling",
             {"method": rpc.method},
         )
+
+    def _extended_card(self, call: Call, who: Caller, rpc: Request) -> dict[str, Any]:
+        """The router's card as the caller may see it (the skills of the agents it may use),
+        in its version's shape; -32007 without client authentication (every caller sees the
+        public card, which is complete)."""
+        settings = self.settings
+        if settings.client_auth == "none":
+            raise RpcError(
+                EXTENDED_CARD_NOT_CONFIGURED,
+                f"{rpc.method}: Switchboard has no extended agent card without client "
+                "authentication; its public card at /.well-known/agent-card.json is complete",
+                {"method": rpc.method, "version": rpc.version},
+            )
+        card = router_card(
+            self.registry, call.base_url, name=settings.router_name,
+            description=settings.router_description, grant=who.grant,
+        )  # fmt: skip
+        card = card_for(card, rpc.version)
+        with_security(card, settings, rpc.version)
+        return card
 
     # --- choosing the agent ----------------------------------------------------------------
 

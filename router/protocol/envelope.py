@@ -22,7 +22,6 @@ from typing import Any
 from registry.jsonsafe import JsonLimitError, loads_limited
 from router.protocol import payloads as wire
 from router.protocol.errors import (
-    EXTENDED_CARD_NOT_CONFIGURED,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     PARSE,
@@ -99,7 +98,8 @@ def parse_request(
     Raises :class:`RpcError`: -32700 (not JSON, nested too deep), -32600 (a
     batch, not an object, bad ``jsonrpc``/``id``/``method``/``params``), -32601 (no such
     method in ``version``), -32602 (invalid params, each field named by its path), -32003 (a
-    push notification config in a send), -32007 (extended card).
+    push notification config in a send). The extended card methods are :attr:`Op.EXTENDED_CARD`
+    calls (the router answers them itself).
     """
     document = _parse(body, max_depth)
     request_id = _request_id(document)
@@ -269,12 +269,7 @@ def _lookup(method: str, version: Version, header: str | None) -> Op:
             {**facts, "methodVersion": other, "useMethod": equivalent_method(method, version)},
         )
     if method in EXTENDED_CARD_METHODS:
-        raise RpcError(
-            EXTENDED_CARD_NOT_CONFIGURED,
-            f"{method}: Switchboard has no extended agent card; its public card at "
-            "/.well-known/agent-card.json is complete",
-            facts,
-        )
+        return Op.EXTENDED_CARD  # the router answers it (router.forward.handler)
     raise RpcError(
         METHOD_NOT_FOUND,
         f"Method {method!r} does not exist in A2A {version}",

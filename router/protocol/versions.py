@@ -72,6 +72,7 @@ class Op(StrEnum):
     LIST = "list"
     PUSH_CONFIG = "push-config"  # any push-notification-config method
     CARD = "card"  # A2A v0.1 agent/getCard (router.compat.v01)
+    EXTENDED_CARD = "extended-card"  # GetExtendedAgentCard, agent/getAuthenticatedExtendedCard
 
 
 # (0.3 name, 1.0 name, op); None where a version has no such method.
@@ -93,7 +94,8 @@ METHODS: dict[Version, dict[str, Op]] = {
     "1.0": {new: op for _, new, op in _METHOD_PAIRS if new},
 }
 
-# Methods of A2A that the router knows but does not serve (no extended card), per version.
+# The extended card methods, per version: answered by the router itself (the router's card
+# for the caller), never forwarded.
 EXTENDED_CARD_METHODS: dict[str, Version] = {
     "agent/getAuthenticatedExtendedCard": "0.3",
     "GetExtendedAgentCard": "1.0",

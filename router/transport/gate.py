@@ -78,6 +78,16 @@ class Gate:
                 raise _too_many(request, wait, "requests per second")
         return caller
 
+    async def identify(self, request: web.Request) -> Principal:
+        """The caller of a request that needs none (a card): the one its credentials prove,
+        else :data:`ANONYMOUS` (also for bad credentials: a card is no place to refuse)."""
+        if not self.authenticator.client_auth:
+            return ANONYMOUS
+        try:
+            return await self.authenticator.authenticate(request.headers) or ANONYMOUS
+        except AuthError:
+            return ANONYMOUS
+
     def open_stream(self, request: web.Request, caller: Principal) -> None:
         """Take one of the caller's stream slots (:meth:`close_stream` gives it back);
         :class:`Refused` (429) when it holds its most."""

@@ -19,10 +19,11 @@ from typing import Any
 from aiohttp import web
 
 from registry.api import REGISTRY, SETTINGS, read_json
-from registry.errors import RegistryError
+from registry.errors import RegistryError, agent_not_found
 from registry.jsonsafe import JsonLimitError, loads_limited
 from registry.openapi import documented
 from router.card import agent_card_via_router, card_for, router_card, without_paths
+from router.cardsecurity import with_security
 from router.forward.handler import Router
 from router.protocol.errors import RpcError
 from router.protocol.fieldnames import json_names
@@ -80,14 +81,17 @@ async def _a2a(request: web.Request, pinned: str | None) -> web.StreamResponse:
 
 
 async def get_router_card(request: web.Request) -> web.Response:
-    """The router's own card: its skills are those of every routable agent."""
+    """The router's own card: its skills are those of every routable agent the caller (the
+    one its credentials prove, if any) may use."""
     settings = request.app[SETTINGS]
     registry = request.app[REGISTRY]
+    caller = await request.app[GATE].identify(request)
     card = router_card(
         registry,
         base_url(request),
         name=settings.router_name,
         description=settings.router_description,
+        grant=request.app[ROUTER].grants(caller),
     )
     changed = [agent.updated_at for agent in registry.routable_agents()]
     return _card_response(request, card, max(changed, default=_STARTED))
@@ -97,6 +101,9 @@ async def get_agent_card(request: web.Request) -> web.Response:
     """An agent's card as served through the router (URLs rewritten, re-signed)."""
     registry = request.app[REGISTRY]
     agent_id = request.match_info["agent_id"]
+    caller = await request.app[GATE].identify(request)
+    if not request.app[ROUTER].grants(caller).allows(agent_id, None):
+        raise agent_not_found(agent_id)  # hidden from this caller: as if it did not exist
     record = registry.get(agent_id)
     if not registry.routable(record, health=False):  # a card is served whatever its health
         raise RegistryError(
@@ -122,7 +129,9 @@ def _card_response(request: web.Request, card: dict[str, Any], modified: datetim
     """The card in the shape the client's version reads (see :func:`router.card.card_for`),
     re-signed, with ``ETag``, ``Last-Modified`` and ``Cache-Control``; 304 when the client's
     ``If-None-Match`` (or, without one, ``If-Modified-Since``) says it has it."""
-    card = card_for(card, _card_version(request))
+    version = _card_version(request)
+    card = card_for(card, version)
+    with_security(card, request.app[SETTINGS], version)
     signer = request.app[SIGNER]
     # the ETag follows the content and the key, not the (randomized) signature bytes, so
     # every replica and restart agrees on it
