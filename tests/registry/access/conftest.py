@@ -1,0 +1,50 @@
+"""Fixtures of the access tests: an identity provider and verifiers of its tokens."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestServer
+
+from registry.access.jwt import JwtVerifier
+from tests.support.helpers import make_settings
+from tests.support.issuer import Issuer, Ticker, serve_issuer
+
+ServerFactory = Callable[..., Awaitable[TestServer]]
+MakeVerifier = Callable[..., Awaitable[JwtVerifier]]
+
+
+@pytest.fixture
+async def issuer(aiohttp_server: ServerFactory) -> Issuer:
+    """An identity provider on 127.0.0.1 with the keys ``rsa-1`` (RS256) and ``ec-1`` (ES256)."""
+    return await serve_issuer(aiohttp_server)
+
+
+@pytest.fixture
+def ticker() -> Ticker:
+    """The monotonic clock of the verifiers ``make`` builds."""
+    return Ticker()
+
+
+@pytest.fixture
+async def make(issuer: Issuer, ticker: Ticker) -> AsyncIterator[MakeVerifier]:
+    """Build verifiers of ``issuer``'s tokens (through OIDC discovery unless
+    ``discovery=False``; settings ``overrides``), started unless ``start=False``, closed at
+    teardown."""
+    made: list[JwtVerifier] = []
+
+    async def factory(
+        *, discovery: bool = True, start: bool = True, **overrides: Any
+    ) -> JwtVerifier:
+        settings = make_settings("sqlite://", **issuer.settings(discovery=discovery, **overrides))
+        verifier = JwtVerifier(settings, timer=ticker)
+        made.append(verifier)
+        if start:
+            await verifier.start()
+        return verifier
+
+    yield factory
+    for verifier in made:
+        await verifier.close()
