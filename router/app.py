@@ -16,6 +16,7 @@ from aiohttp import web
 
 from registry import api
 from registry.access.authenticate import Authenticator
+from registry.access.jwt import JwtVerifier
 from registry.api import PASSIVE_HEALTH, REFRESHER, REGISTRY, SETTINGS
 from registry.crawler import Crawler
 from registry.examples import LearnedExamples
@@ -48,7 +49,8 @@ def create_app(settings: Settings) -> web.Application:
         client_max_size=settings.max_request_bytes,
     )
     app[SETTINGS] = settings
-    app[api.AUTHENTICATOR] = Authenticator(settings)
+    jwt = JwtVerifier(settings) if "jwt" in settings.client_auth_modes() else None
+    app[api.AUTHENTICATOR] = Authenticator(settings, tokens=jwt)
     app[GATE] = Gate(app[api.AUTHENTICATOR])
     store, crawler = Store(settings.database_url, SCHEMA), Crawler(settings)
     trust = TrustStore(store, crawler, settings.trusted_jku)
@@ -74,6 +76,7 @@ def create_app(settings: Settings) -> web.Application:
     app[ROUTER].upstream.health = app[PASSIVE_HEALTH]
     app[SIGNER] = CardSigner()
     app.cleanup_ctx.append(_registry_context)
+    app.cleanup_ctx.append(_verifiers)
     app.cleanup_ctx.append(app[ROUTER].ids.lifespan)  # ID key; task rows written at shutdown
     app.cleanup_ctx.append(_catalog_sync)
     app.cleanup_ctx.append(_upstream_pool)
@@ -107,6 +110,18 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
         await app[ROUTER].chooser.close()
         await registry.crawler.close()
         await registry.store.close()
+
+
+async def _verifiers(app: web.Application) -> AsyncIterator[None]:
+    """The JWT issuer's keys, fetched at start (and kept fresh) when JWTs are accepted."""
+    tokens = app[api.AUTHENTICATOR].tokens
+    if isinstance(tokens, JwtVerifier):
+        await tokens.start()
+    try:
+        yield
+    finally:
+        if isinstance(tokens, JwtVerifier):
+            await tokens.close()
 
 
 async def _embed_examples(app: web.Application) -> None:
