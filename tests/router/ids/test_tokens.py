@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 from aiohttp.test_utils import TestServer
-from sqlalchemy import DateTime, bindparam, event, inspect, text
+from sqlalchemy import event
 
 from registry.api import REGISTRY
 from registry.store import Store
@@ -34,10 +34,11 @@ from router.ids.tokens import (
 )
 from router.protocol.errors import TASK_NOT_FOUND, RpcError
 from router.protocol.versions import Op
-from router.tables import SCHEMA, RouterContextRow, RouterTaskEntry, TaskAliasRow
+from router.tables import SCHEMA, RouterTaskEntry
 from router.transport.routes import ROUTER
 from seeds.demo_agents import DemoAgents
 from tests.support.helpers import make_settings
+from tests.support.old_tables import has_table, old_table, old_task
 
 AGENTS = ("currency", "caption")
 
@@ -239,64 +240,15 @@ def _png() -> bytes:
 # --- the previous scheme and the written-behind list -----------------------------------------
 
 
-_OLD_TASKS_DDL = """CREATE TABLE router_tasks (
-    task_id VARCHAR(64) NOT NULL PRIMARY KEY,
-    agent_id VARCHAR(64) NOT NULL,
-    upstream_task_id VARCHAR(512) NOT NULL,
-    context_id VARCHAR(512),
-    state VARCHAR(64),
-    created_at {time} NOT NULL,
-    updated_at {time} NOT NULL,
-    UNIQUE (agent_id, upstream_task_id)
-)"""
-
-
-def _old_row(
-    task_id: str, upstream: str, context_id: str | None, at: datetime, state: str | None = None
-) -> dict[str, Any]:
-    return {
-        "task_id": task_id,
-        "agent_id": "wx",
-        "upstream_task_id": upstream,
-        "context_id": context_id,
-        "state": state or "TASK_STATE_WORKING",
-        "created_at": at,
-        "updated_at": at,
-    }
-
-
-async def _old_tasks(store: Store, *rows: dict[str, Any]) -> None:
-    """The task table of earlier versions, ``router_tasks``, with ``rows`` (raw SQL)."""
-    async with store.engine.begin() as conn:
-        time = "TIMESTAMP WITH TIME ZONE" if conn.dialect.name == "postgresql" else "DATETIME"
-        await conn.execute(text(_OLD_TASKS_DDL.format(time=time)))
-        at = DateTime(timezone=True)
-        insert = text(
-            "INSERT INTO router_tasks (task_id, agent_id, upstream_task_id, context_id, state,"
-            " created_at, updated_at) VALUES (:task_id, :agent_id, :upstream_task_id,"
-            " :context_id, :state, :created_at, :updated_at)"
-        ).bindparams(bindparam("created_at", type_=at), bindparam("updated_at", type_=at))
-        await conn.execute(insert, list(rows))
-
-
-async def _has_old_tasks(store: Store) -> bool:
-    async with store.engine.connect() as conn:
-        return await conn.run_sync(lambda sync: inspect(sync).has_table("router_tasks"))
-
-
 async def test_ids_of_the_stored_scheme_still_resolve(store: Store) -> None:
     moment = datetime(2025, 1, 2, tzinfo=UTC)
-    await _old_tasks(store, _old_row("0b6a-old-task", "wx-task", "0b6a-old-ctx", moment))
-    async with store.session() as session, session.begin():
-        session.add(TaskAliasRow(alias="v01-old", task_id="0b6a-old-task", created_at=moment))
-        session.add(
-            RouterContextRow(
-                context_id="0b6a-old-ctx",
-                agent_id="wx",
-                upstream_context_id="wx-ctx",
-                created_at=moment,
-            )
-        )
+    await old_table(
+        store, "router_tasks", old_task("0b6a-old-task", "wx-task", "0b6a-old-ctx", moment)
+    )
+    alias = {"alias": "v01-old", "task_id": "0b6a-old-task", "created_at": moment}
+    await old_table(store, "router_task_aliases", alias)
+    context = {"context_id": "0b6a-old-ctx", "agent_id": "wx", "upstream_context_id": "wx-ctx"}
+    await old_table(store, "router_contexts", {**context, "created_at": moment})
     ids = IdMap(store)
     await ids.start()  # lists the stored tasks
     try:
@@ -337,11 +289,12 @@ async def test_the_old_task_table_is_retired_at_start(store: Store, db_url: str)
     known = await listed.task_for_upstream("wx", "wx-known", None)
     await listed.record_state(known.task_id, "completed")
     await listed.close()
-    await _old_tasks(
+    await old_table(
         store,
-        _old_row("0b6a-old-1", "wx-old-1", "0b6a-ctx", early),
-        _old_row("0b6a-old-2", "wx-old-2", None, late, "TASK_STATE_FAILED"),
-        _old_row("0b6a-known", "wx-known", None, late),
+        "router_tasks",
+        old_task("0b6a-old-1", "wx-old-1", "0b6a-ctx", early),
+        old_task("0b6a-old-2", "wx-old-2", None, late, "TASK_STATE_FAILED"),
+        old_task("0b6a-known", "wx-known", None, late),
     )
     replicas = [Store(db_url, SCHEMA) for _ in range(2)]
     try:  # two replicas starting together: one copies, the other finds nothing left
@@ -350,7 +303,7 @@ async def test_the_old_task_table_is_retired_at_start(store: Store, db_url: str)
     finally:
         for replica in replicas:
             await replica.close()
-    assert not await _has_old_tasks(store)
+    assert not await has_table(store, "router_tasks")
     ids = IdMap(store)
     await ids.start()  # again: nothing to do
     try:
