@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import os
 import uuid
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 from aiohttp.test_utils import TestServer
+from cryptography.hazmat.primitives.ciphers.aead import AESSIV
 from sqlalchemy import event
 
 from registry.api import REGISTRY
@@ -79,6 +81,53 @@ def test_tokens_round_trip_and_refuse_forgeries() -> None:
     assert sealer.open_context(TASK_PREFIX + context[len(CONTEXT_PREFIX) :]) is None
     with pytest.raises(ValueError):
         Sealer(b"short")
+
+
+def _sealed_before_scopes(key: bytes, prefix: str, data: list[Any]) -> str:
+    """A token as versions before owner scopes sealed it: the prefix alone as associated
+    data."""
+    plain = json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+    sealed = AESSIV(key).encrypt(plain, [prefix.encode()])
+    return prefix + base64.urlsafe_b64encode(sealed).rstrip(b"=").decode()
+
+
+def test_the_anonymous_scope_keeps_the_tokens_of_earlier_versions() -> None:
+    key = os.urandom(64)
+    task = _sealed_before_scopes(key, TASK_PREFIX, ["wx", "up-1", CTX_UPSTREAM, "uc-1"])
+    context = _sealed_before_scopes(key, CONTEXT_PREFIX, ["wx", "uc-1"])
+    for sealer in (Sealer(key), Sealer(key, '["acme","alice"]').scoped("")):
+        assert sealer.scope == ""
+        assert sealer.open_task(task) == ("wx", "up-1", CTX_UPSTREAM, "uc-1")
+        assert sealer.open_context(context) == ("wx", "uc-1")
+        assert sealer.seal_task("wx", "up-1", CTX_UPSTREAM, "uc-1") == task  # the same IDs
+        assert sealer.seal_context("wx", "uc-1") == context
+    # in any other scope, an ID made before opens no more than a forged one
+    assert Sealer(key, '["acme","alice"]').open_task(task) is None
+    assert Sealer(key, '["acme","alice"]').open_context(context) is None
+
+
+def test_a_token_opens_only_in_its_own_scope() -> None:
+    key = os.urandom(64)
+    anonymous = Sealer(key)
+    alice, bob = anonymous.scoped('["acme","alice"]'), anonymous.scoped('["acme","bob"]')
+    assert anonymous.scoped("") is anonymous and alice.scoped(alice.scope) is alice
+    tokens = {
+        sealer.scope: (
+            sealer.seal_task("wx", "up-1", CTX_ROUTER, "ctx-1"),
+            sealer.seal_context("wx", "uc-1"),
+        )
+        for sealer in (anonymous, alice, bob)
+    }
+    assert len({t for pair in tokens.values() for t in pair}) == 6  # the same IDs, 3 scopes
+    for sealer in (anonymous, alice, bob):
+        for scope, (task, context) in tokens.items():
+            mine = scope == sealer.scope
+            assert (sealer.open_task(task) is not None) is mine, (sealer.scope, scope)
+            assert (sealer.open_context(context) is not None) is mine, (sealer.scope, scope)
+    # another process (the same key, the same scope) opens them too
+    fresh = Sealer(key, alice.scope)
+    assert fresh.open_task(tokens[alice.scope][0]) == ("wx", "up-1", CTX_ROUTER, "ctx-1")
+    assert fresh.seal_context("wx", "uc-1") == tokens[alice.scope][1]
 
 
 # --- through the router, with real agents ----------------------------------------------------
