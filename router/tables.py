@@ -18,7 +18,7 @@ from registry.tables import TABLES as REGISTRY_TABLES
 from router.protocol.payloads import MAX_ID_LENGTH
 
 OWNER_MAX_LENGTH = 128
-"""The longest stored owner: longer scopes are stored as their digest
+"""The longest stored owner (UTF-8 bytes): longer scopes are stored as their digest
 (:func:`router.ids.owners.owner_key`)."""
 
 

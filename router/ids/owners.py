@@ -26,11 +26,13 @@ _DIGEST = "sha256:"
 
 
 def owner_key(scope: str) -> str:
-    """The stored form of ``scope``: itself when it fits (at most OWNER_MAX_LENGTH characters),
-    else ``sha256:`` + the hex digest of its UTF-8 (so is a scope that looks like a digest)."""
-    if len(scope) <= OWNER_MAX_LENGTH and not scope.startswith(_DIGEST):
+    """The stored form of ``scope``: itself when it fits (at most OWNER_MAX_LENGTH bytes of
+    UTF-8, so that keys holding it stay within index limits), else ``sha256:`` + the hex
+    digest of its UTF-8 (so is a scope that looks like a digest)."""
+    raw = scope.encode("utf-8", "surrogatepass")
+    if len(raw) <= OWNER_MAX_LENGTH and not scope.startswith(_DIGEST):
         return scope
-    return _DIGEST + hashlib.sha256(scope.encode("utf-8", "surrogatepass")).hexdigest()
+    return _DIGEST + hashlib.sha256(raw).hexdigest()
 
 
 def scope_digest(scope: str) -> str:

@@ -62,6 +62,8 @@ def test_the_stored_form_of_a_scope() -> None:
     assert long.startswith("sha256:") and len(long) <= OWNER_MAX_LENGTH
     assert owner_key(long) != long  # a scope that looks like a digest is hashed too
     assert owner_key(LONG + "x") != long
+    wide = "é" * 100  # 100 characters, 200 bytes: too long for the keys it is part of
+    assert owner_key(wide).startswith("sha256:") and owner_key("é" * 64) == "é" * 64
     assert scope_digest("") == "" and scope_digest(ALICE) != scope_digest(BOB)
 
 
