@@ -1,5 +1,10 @@
 """The router's database tables, all in one place; :data:`TABLES` is what the router
-adds to the registry's schema (see :mod:`router.app`)."""
+adds to the registry's schema (see :mod:`router.app`).
+
+Tasks, contexts and v0.1 task aliases belong to an owner scope (:mod:`router.ids.owners`).
+The tables of earlier versions (``router_tasks``, ``router_contexts``,
+``router_task_aliases``, ``router_task_alias_entries``) are no longer declared: their rows are
+moved into these at start (:mod:`router.ids.migrate`)."""
 
 from __future__ import annotations
 
@@ -11,6 +16,10 @@ from sqlmodel import Field, SQLModel
 
 from registry.tables import TABLES as REGISTRY_TABLES
 from router.protocol.payloads import MAX_ID_LENGTH
+
+OWNER_MAX_LENGTH = 128
+"""The longest stored owner (UTF-8 bytes): longer scopes are stored as their digest
+(:func:`router.ids.owners.owner_key`)."""
 
 
 class SigningKeyRow(SQLModel, table=True):
@@ -36,45 +45,39 @@ class IdSecretRow(SQLModel, table=True):
     created_at: datetime = Field(sa_type=DateTime(timezone=True))
 
 
-class RouterContextRow(SQLModel, table=True):
-    """One agent's upstream context within a router context (agent ``""``: the context
-    itself, recorded before any agent served it)."""
+class RouterContextEntry(SQLModel, table=True):
+    """One agent's upstream context within a router context of one owner (agent ``""``:
+    the context itself, recorded before any agent served it). ``owner`` is the stored form
+    of the owner scope (:func:`router.ids.owners.owner_key`; ``""``: the anonymous scope),
+    so two owners who name the same context hold two conversations."""
 
-    __tablename__ = "router_contexts"
-    __table_args__ = (UniqueConstraint("agent_id", "upstream_context_id"),)
+    __tablename__ = "router_context_entries"
+    __table_args__ = (UniqueConstraint("owner", "agent_id", "upstream_context_id"),)
 
+    owner: str = Field(primary_key=True, max_length=OWNER_MAX_LENGTH)
     context_id: str = Field(primary_key=True, max_length=MAX_ID_LENGTH)
     agent_id: str = Field(primary_key=True, max_length=64)
     upstream_context_id: str | None = Field(default=None, max_length=MAX_ID_LENGTH)
     created_at: datetime = Field(sa_type=DateTime(timezone=True))
 
 
-class TaskAliasRow(SQLModel, table=True):
-    """A task ID chosen by an A2A v0.1 client (``tasks/send`` ``id``) and the router task it
-    stands for (see :mod:`router.compat.aliases`)."""
+class TaskAliasBinding(SQLModel, table=True):
+    """A task ID chosen by an A2A v0.1 client (``tasks/send`` ``id``) within one owner scope
+    (stored as in :class:`RouterContextEntry`) and the router task it stands for (see
+    :mod:`router.compat.aliases`)."""
 
-    __tablename__ = "router_task_aliases"
+    __tablename__ = "router_task_alias_bindings"
 
-    alias: str = Field(primary_key=True, max_length=MAX_ID_LENGTH)
-    task_id: str = Field(index=True, max_length=64)
-    created_at: datetime = Field(sa_type=DateTime(timezone=True))
-
-
-class TaskAliasEntry(SQLModel, table=True):
-    """A v0.1 client's task ID bound to a router task ID of any length (a token); the
-    earlier versions' bindings stay in :class:`TaskAliasRow`."""
-
-    __tablename__ = "router_task_alias_entries"
-
+    owner: str = Field(primary_key=True, max_length=OWNER_MAX_LENGTH)
     alias: str = Field(primary_key=True, max_length=MAX_ID_LENGTH)
     task_id: str = Field(max_length=MAX_ID_LENGTH)
     created_at: datetime = Field(sa_type=DateTime(timezone=True))
 
 
 class RouterTaskEntry(SQLModel, table=True):
-    """A router task as ListTasks lists it: its IDs, context and last known state; the
-    mapping of a stored (non-token) task ID too (earlier versions' IDs, overlong upstream
-    IDs)."""
+    """A router task as ListTasks lists it: its IDs, owner, context and last known state;
+    the mapping of a stored (non-token) task ID too (earlier versions' IDs, overlong upstream
+    IDs). One row per upstream task (agent, upstream task ID), whoever else meets it."""
 
     __tablename__ = "router_task_entries"
     __table_args__ = (UniqueConstraint("agent_id", "upstream_task_id"),)
@@ -83,6 +86,9 @@ class RouterTaskEntry(SQLModel, table=True):
     agent_id: str = Field(max_length=64)
     upstream_task_id: str = Field(max_length=MAX_ID_LENGTH)
     context_id: str | None = Field(default=None, index=True, max_length=MAX_ID_LENGTH)
+    # the stored owner scope (router.ids.owners.task_owner): NULL for the anonymous scope,
+    # as in every row of earlier versions
+    owner: str | None = Field(default=None, index=True, max_length=OWNER_MAX_LENGTH)
     state: str | None = Field(default=None, max_length=64)
     created_at: datetime = Field(sa_type=DateTime(timezone=True), index=True)
     updated_at: datetime = Field(sa_type=DateTime(timezone=True), index=True)
@@ -91,9 +97,8 @@ class RouterTaskEntry(SQLModel, table=True):
 TABLES: tuple[type[SQLModel], ...] = (
     SigningKeyRow,
     IdSecretRow,
-    RouterContextRow,
-    TaskAliasRow,
-    TaskAliasEntry,
+    RouterContextEntry,
+    TaskAliasBinding,
     RouterTaskEntry,
 )
 

@@ -4,15 +4,23 @@ A router task ID maps to one (agent, upstream task ID). A router context ID maps
 upstream context ID per agent, so one conversation can span several agents and no agent ever
 sees another agent's IDs or the router's.
 
+Every task and context belongs to an owner scope (:mod:`router.ids.owners`): an
+:class:`IdMap` is a view of the map in one scope (:meth:`IdMap.scoped`; the map itself is the
+anonymous scope's), and another scope's tasks and contexts are, in it, IDs that do not exist:
+the same answer, the same work (a token of another scope fails to open as a forged one does;
+a stored ID is looked up once either way, and then is not this scope's).
+
 The common IDs carry their mapping themselves: sealed tokens (:mod:`router.ids.tokens`), the same
 in every replica and after a restart, unforgeable, so mapping them reads no table. The rare
-ones are stored with LRU caches in front, race-safe through unique constraints: contexts in
-``router_contexts`` (a context the client chose, a router context another agent joins, an
-upstream ID too long for a token), task IDs in the task list ``router_task_entries`` (an
-upstream ID too long for a token, and every ID of the previous scheme, copied there from
-``router_tasks`` at start by :mod:`router.ids.migrate`). Task rows and last known states are
-otherwise written behind the requests (:mod:`router.ids.tasklog`); ListTasks reads them
-through :attr:`IdMap.tasks` (:mod:`router.ids.tasklist`). v0.1 clients' own task IDs are
+ones are stored with LRU caches in front (keyed by scope too), race-safe through unique
+constraints: contexts in ``router_context_entries`` (a context the client chose, a router
+context another agent joins, an upstream ID too long for a token; per owner, so two owners
+who choose the same context ID hold two conversations), task IDs in the task list
+``router_task_entries`` (an upstream ID too long for a token, and every ID of the previous
+scheme; the tables of earlier versions are moved at start by :mod:`router.ids.migrate`).
+Task rows and last known states are otherwise written behind the requests
+(:mod:`router.ids.tasklog`); ListTasks reads them through :attr:`IdMap.tasks`
+(:mod:`router.ids.tasklist`). v0.1 clients' own task IDs are
 :class:`router.compat.aliases.TaskAliases`.
 
 :class:`router.ids.rewrite.Rewriter` applies the mapping to requests, results, stream events
@@ -33,7 +41,8 @@ from sqlmodel import select
 
 from registry.records import utcnow
 from registry.store import Store
-from router.ids.migrate import retire_router_tasks
+from router.ids.migrate import migrate_ids
+from router.ids.owners import owner_key, owns_task, task_owner
 from router.ids.refs import TaskRef, check_id, ref_of, valid_id
 from router.ids.tasklist import TaskList
 from router.ids.tasklog import TaskLog, TaskWrite
@@ -48,7 +57,7 @@ from router.ids.tokens import (
 )
 from router.protocol.payloads import MAX_ID_LENGTH, params_error
 from router.protocol.versions import canonical_state
-from router.tables import RouterContextRow, RouterTaskEntry
+from router.tables import RouterContextEntry, RouterTaskEntry
 
 __all__ = ["IdMap"]
 
@@ -56,11 +65,31 @@ _NO_AGENT = ""  # agent_id of the row marking a router context that no agent ser
 _AGENTS_TTL = 30.0  # seconds; another replica may add an agent to a context meanwhile
 
 
+class _Shared:
+    """What every scope's view of one map shares: the store, the task log, the key and the
+    caches (every cache key starts with the scope)."""
+
+    def __init__(self, store: Store, cache_size: int, flush_delay: float) -> None:
+        self.store = store
+        self.log = TaskLog(store, flush_delay)
+        self.sealer: Sealer | None = None  # the anonymous scope's, once the key is loaded
+        self.key_lock = asyncio.Lock()
+        # (scope, task ID) -> ref; (scope, agent, upstream task) -> task ID
+        self.tasks: LRUCache[tuple[str, str], TaskRef] = LRUCache(cache_size)
+        self.by_upstream_task: LRUCache[tuple[str, str, str], str] = LRUCache(cache_size)
+        # (scope, context, agent) -> upstream context; (scope, agent, upstream) -> context
+        self.upstream_ctx: LRUCache[tuple[str, str, str], str] = LRUCache(cache_size)
+        self.router_ctx: LRUCache[tuple[str, str, str], str] = LRUCache(cache_size)
+        self.known_ctx: LRUCache[tuple[str, str], bool] = LRUCache(cache_size)
+        self.agents: TTLCache[tuple[str, str], frozenset[str]] = TTLCache(cache_size, _AGENTS_TTL)
+
+
 # --- the map ---------------------------------------------------------------------------------
 
 
 class IdMap:
-    """Router IDs <-> upstream IDs: sealed tokens, a few stored mappings, cached per process.
+    """Router IDs <-> upstream IDs: sealed tokens, a few stored mappings, cached per process;
+    the anonymous scope's view (:meth:`scoped` gives another scope's).
 
     The common IDs are tokens (:mod:`router.ids.tokens`): mapping them reads no table. Stored
     mappings remain for the rare cases a token cannot carry: a context the client chose, a
@@ -72,25 +101,38 @@ class IdMap:
     """
 
     def __init__(self, store: Store, cache_size: int = 10000, flush_delay: float = 0.05) -> None:
-        self.store = store
-        self.log = TaskLog(store, flush_delay)
-        self.tasks = TaskList(store, self.log)
-        self._sealer: Sealer | None = None
-        self._key_lock = asyncio.Lock()
-        self._tasks: LRUCache[str, TaskRef] = LRUCache(cache_size)
-        self._by_upstream_task: LRUCache[tuple[str, str], str] = LRUCache(cache_size)
-        self._upstream_ctx: LRUCache[tuple[str, str], str] = LRUCache(cache_size)
-        self._router_ctx: LRUCache[tuple[str, str], str] = LRUCache(cache_size)
-        self._known_ctx: LRUCache[str, bool] = LRUCache(cache_size)
-        self._agents: TTLCache[str, frozenset[str]] = TTLCache(cache_size, _AGENTS_TTL)
+        self._view(_Shared(store, cache_size, flush_delay), "")
+
+    def _view(self, shared: _Shared, scope: str) -> None:
+        self._shared = shared
+        self.scope = scope
+        self.store = shared.store
+        self.log = shared.log
+        self._owner = owner_key(scope)  # the stored form of the scope
+        self._sealer: Sealer | None = None  # this scope's, once the key is loaded
+
+    def scoped(self, scope: str) -> IdMap:
+        """This map in owner scope ``scope`` (``""``: the anonymous one): the same store,
+        task log, key and caches; every ID it makes or finds is that scope's. Cheap (one small
+        object), so made per request."""
+        if scope == self.scope:
+            return self
+        view = object.__new__(IdMap)
+        view._view(self._shared, scope)
+        return view
+
+    @property
+    def tasks(self) -> TaskList:
+        """ListTasks over this scope's tasks."""
+        return TaskList(self.store, self.log, self.scope)
 
     # --- lifecycle ---
 
     async def start(self) -> None:
-        """Load the ID key and retire the previous task table (idempotent, see
+        """Load the ID key and move the tables of earlier versions (idempotent, see
         :mod:`router.ids.migrate`)."""
         await self.sealer()
-        await retire_router_tasks(self.store)
+        await migrate_ids(self.store)
 
     async def close(self) -> None:
         """Write the queued task rows."""
@@ -109,20 +151,24 @@ class IdMap:
         await self.log.flush()
 
     async def sealer(self) -> Sealer:
-        """The sealer of router IDs, its key loaded (or made) on first use."""
+        """The sealer of this scope's router IDs, its key loaded (or made) on first use."""
         if self._sealer is None:
-            async with self._key_lock:
-                if self._sealer is None:
-                    self._sealer = Sealer(await load_id_secret(self.store))
+            shared = self._shared
+            if shared.sealer is None:
+                async with shared.key_lock:
+                    if shared.sealer is None:
+                        shared.sealer = Sealer(await load_id_secret(self.store))
+            self._sealer = shared.sealer.scoped(self.scope)
         return self._sealer
 
     # --- tasks ---
 
     async def task(self, task_id: str) -> TaskRef | None:
-        """The task behind a router task ID, or None (forged and altered IDs too)."""
+        """The task behind a router task ID of this scope, or None (forged and altered IDs,
+        and other scopes' IDs, too)."""
         if not valid_id(task_id):
             return None
-        ref = self._tasks.get(task_id)
+        ref = self._shared.tasks.get((self.scope, task_id))
         if ref is not None:
             return ref
         if task_id.startswith(TASK_PREFIX):
@@ -133,22 +179,24 @@ class IdMap:
             agent_id, upstream, kind, context = opened
             if kind == CTX_UPSTREAM and context is not None:
                 context = sealer.seal_context(agent_id, context)
-            ref = TaskRef(task_id, agent_id, upstream, context, None)
+            ref = TaskRef(task_id, agent_id, upstream, context, None, owner=self.scope)
             self._cache_ref(ref)
             return ref
         async with self.store.session() as session:  # a stored ID: its task-list row
             row = await session.get(RouterTaskEntry, task_id)
-        return self._cache_ref(ref_of(row)) if row else None
+        if row is None or (row.owner or "") != self._owner:
+            return None
+        return self._cache_ref(ref_of(row, self.scope))
 
     async def task_by_upstream(self, agent_id: str, upstream_task_id: str) -> TaskRef | None:
-        """The router task for an agent's task ID, if the router saw that task (never
-        creates)."""
+        """The router task of this scope for an agent's task ID, if the router saw that task
+        (never creates)."""
         if not valid_id(upstream_task_id):
             return None
-        task_id = self._by_upstream_task.get((agent_id, upstream_task_id))
+        task_id = self._shared.by_upstream_task.get((self.scope, agent_id, upstream_task_id))
         if task_id is not None and (ref := await self.task(task_id)) is not None:
             return ref
-        queued = self.log.pending(agent_id, upstream_task_id)
+        queued = self.log.pending(agent_id, upstream_task_id, self.scope)
         if queued is not None:
             return self._cache_ref(ref_of(queued))
         async with self.store.session() as session:
@@ -156,10 +204,11 @@ class IdMap:
                 select(RouterTaskEntry).where(
                     RouterTaskEntry.agent_id == agent_id,
                     RouterTaskEntry.upstream_task_id == upstream_task_id,
+                    owns_task(self.scope),
                 )
             )
             row = result.first()
-        return self._cache_ref(ref_of(row)) if row else None
+        return self._cache_ref(ref_of(row, self.scope)) if row else None
 
     async def task_for_upstream(
         self, agent_id: str, upstream_task_id: str, context_id: str | None
@@ -167,9 +216,8 @@ class IdMap:
         """The router task for an agent's task ID (in router context ``context_id``): a
         token, the same in every process; queued for the task list when new here."""
         check_id(upstream_task_id, "upstream task id")
-        key = (agent_id, upstream_task_id)
-        known = self._by_upstream_task.get(key)
-        ref = self._tasks.get(known) if known is not None else None
+        known = self._shared.by_upstream_task.get((self.scope, agent_id, upstream_task_id))
+        ref = self._shared.tasks.get((self.scope, known)) if known is not None else None
         if ref is not None:
             if ref.context_id is None and context_id is not None:
                 ref = self._cache_ref(replace(ref, context_id=context_id))
@@ -188,7 +236,7 @@ class IdMap:
             return await self._stored_task(agent_id, upstream_task_id, context_id)
         now = utcnow()
         ref = self._cache_ref(
-            TaskRef(token, agent_id, upstream_task_id, context_id, None, now, now)
+            TaskRef(token, agent_id, upstream_task_id, context_id, None, now, now, self.scope)
         )
         self._queue(ref, None)
         return ref
@@ -198,7 +246,8 @@ class IdMap:
     ) -> TaskRef:
         """A task with a stored random ID (an upstream ID too long for a token): its task-list
         row, written at once (not behind) so that every replica resolves the ID; made if new,
-        race-safe. A task the router already knows keeps its ID."""
+        race-safe. A task the router already knows keeps its ID. Raises ValueError when the
+        upstream task is another scope's (the agent gave one task to two owners)."""
         ref = await self.task_by_upstream(agent_id, upstream_task_id)
         if ref is None:
             now = utcnow()
@@ -207,6 +256,7 @@ class IdMap:
                 agent_id=agent_id,
                 upstream_task_id=upstream_task_id,
                 context_id=context_id,
+                owner=task_owner(self.scope),
                 created_at=now,
                 updated_at=now,
             )
@@ -214,8 +264,11 @@ class IdMap:
                 async with self.store.session() as session, session.begin():
                     session.add(row)
             except IntegrityError:  # another task or replica made it first
-                return await self._stored_task(agent_id, upstream_task_id, context_id)
-            ref = ref_of(row)
+                ref = await self.task_by_upstream(agent_id, upstream_task_id)
+                if ref is None:
+                    raise ValueError("the upstream task belongs to another owner") from None
+            else:
+                ref = ref_of(row, self.scope)
         if ref.context_id is None and context_id is not None:
             ref = replace(ref, context_id=context_id)
         ref = self._cache_ref(ref)
@@ -243,12 +296,14 @@ class IdMap:
                 state=state,
                 created_at=ref.created_at or now,
                 updated_at=now,
+                owner=self.scope,
             )
         )
         if ref.context_id is not None:
-            agents = self._agents.get(ref.context_id)
+            key = (self.scope, ref.context_id)
+            agents = self._shared.agents.get(key)
             if agents is not None and ref.agent_id not in agents:
-                self._agents[ref.context_id] = agents | {ref.agent_id}
+                self._shared.agents[key] = agents | {ref.agent_id}
 
     # --- contexts ---
 
@@ -261,15 +316,14 @@ class IdMap:
         """The agent's own context ID within a router context, if it has one yet."""
         if not valid_id(context_id):
             return None
-        key = (context_id, agent_id)
-        upstream = self._upstream_ctx.get(key)
+        upstream = self._shared.upstream_ctx.get((self.scope, context_id, agent_id))
         if upstream is not None:
             return upstream
         opened = await self._open_context(context_id)
         if opened is not None and opened[0] == agent_id:
             return opened[1]
         async with self.store.session() as session:
-            row = await session.get(RouterContextRow, key)
+            row = await session.get(RouterContextEntry, (self._owner, context_id, agent_id))
         if row is None or row.upstream_context_id is None:
             return None
         self._cache_context(context_id, agent_id, row.upstream_context_id)
@@ -280,20 +334,23 @@ class IdMap:
         (never creates)."""
         if not valid_id(upstream_context_id):
             return None
-        key = (agent_id, upstream_context_id)
-        context_id = self._router_ctx.get(key)
+        context_id = self._shared.router_ctx.get((self.scope, agent_id, upstream_context_id))
         if context_id is not None:
             return context_id
         context_id = await self._stored_context_of(agent_id, upstream_context_id)
         if context_id is not None:
             return context_id
         token = (await self.sealer()).seal_context(agent_id, upstream_context_id)
-        if any(w.context_id == token for w in self.log.pending_rows()):
+        if any(w.context_id == token for w in self.log.pending_rows(self.scope)):
             return token
         async with self.store.session() as session:
             result = await session.exec(
                 select(RouterTaskEntry.task_id)
-                .where(RouterTaskEntry.context_id == token, RouterTaskEntry.agent_id == agent_id)
+                .where(
+                    RouterTaskEntry.context_id == token,
+                    RouterTaskEntry.agent_id == agent_id,
+                    owns_task(self.scope),
+                )
                 .limit(1)
             )
             seen = result.first() is not None
@@ -302,9 +359,10 @@ class IdMap:
     async def _stored_context_of(self, agent_id: str, upstream_context_id: str) -> str | None:
         async with self.store.session() as session:
             result = await session.exec(
-                select(RouterContextRow.context_id).where(
-                    RouterContextRow.agent_id == agent_id,
-                    RouterContextRow.upstream_context_id == upstream_context_id,
+                select(RouterContextEntry.context_id).where(
+                    RouterContextEntry.owner == self._owner,
+                    RouterContextEntry.agent_id == agent_id,
+                    RouterContextEntry.upstream_context_id == upstream_context_id,
                 )
             )
             context_id = result.first()
@@ -324,21 +382,22 @@ class IdMap:
         context's own token.
         """
         check_id(upstream_context_id, "upstream context id")
-        key = (agent_id, upstream_context_id)
-        known = self._router_ctx.get(key)
+        key = (self.scope, agent_id, upstream_context_id)
+        known = self._shared.router_ctx.get(key)
         if known is not None:
             return known
         sealer = await self.sealer()
         token = sealer.seal_context(agent_id, upstream_context_id)
         fits = len(token) <= MAX_ID_LENGTH
         if fits and (proposed is None or proposed == token):
-            if proposed is None and token not in self._agents:
-                self._agents[token] = frozenset({agent_id})  # new here: nobody joined yet
-            self._router_ctx[key] = token
+            if proposed is None and (self.scope, token) not in self._shared.agents:
+                # new here: nobody joined yet
+                self._shared.agents[(self.scope, token)] = frozenset({agent_id})
+            self._shared.router_ctx[key] = token
             return token
         opened = sealer.open_context(proposed) if proposed is not None else None
         if fits and opened is not None and opened[0] == agent_id:
-            self._router_ctx[key] = token  # the agent's other conversation: its own context
+            self._shared.router_ctx[key] = token  # the agent's other conversation: its own
             return token
         return await self._stored_context(agent_id, upstream_context_id, proposed, fits)
 
@@ -352,14 +411,14 @@ class IdMap:
             return found
         if proposed is not None and await self._claim(proposed, agent_id, upstream):
             self._cache_context(proposed, agent_id, upstream)
-            self._agents.pop(proposed, None)
+            self._shared.agents.pop((self.scope, proposed), None)
             return proposed
         found = await self._stored_context_of(agent_id, upstream)
         if found is not None:
             return found
         if token_fits:
             token = (await self.sealer()).seal_context(agent_id, upstream)
-            self._router_ctx[(agent_id, upstream)] = token
+            self._shared.router_ctx[(self.scope, agent_id, upstream)] = token
             return token
         context_id = str(uuid4())  # an upstream ID too long for a token
         if await self._claim(context_id, agent_id, upstream):
@@ -371,16 +430,17 @@ class IdMap:
         return found
 
     async def _claim(self, context_id: str, agent_id: str, upstream: str) -> bool:
-        """Record (context, agent) -> upstream; False if the slot or the upstream context is
-        taken by another mapping."""
+        """Record (context, agent) -> upstream in this scope; False if the slot or the
+        upstream context is taken by another mapping."""
         try:
             async with self.store.session() as session, session.begin():
                 row = await session.get(
-                    RouterContextRow, (context_id, agent_id), with_for_update=True
+                    RouterContextEntry, (self._owner, context_id, agent_id), with_for_update=True
                 )
                 if row is None:
                     session.add(
-                        RouterContextRow(
+                        RouterContextEntry(
+                            owner=self._owner,
                             context_id=context_id,
                             agent_id=agent_id,
                             upstream_context_id=upstream,
@@ -397,8 +457,8 @@ class IdMap:
         return True
 
     async def ensure_context(self, context_id: str, field: str = "message.contextId") -> None:
-        """Make a client-supplied context ID a router context (idempotent; a token of ours
-        already is one).
+        """Make a client-supplied context ID a router context of this scope (idempotent; a
+        token of ours already is one).
 
         Raises :class:`RpcError` -32602 naming ``field`` (its path in the params) for an
         empty or overlong ID.
@@ -407,15 +467,19 @@ class IdMap:
             raise params_error(
                 [(field, f"must be a non-empty string of at most {MAX_ID_LENGTH} characters")]
             )
-        if context_id in self._known_ctx:
+        key = (self.scope, context_id)
+        if key in self._shared.known_ctx:
             return
         if await self._open_context(context_id) is not None:
-            self._known_ctx[context_id] = True
+            self._shared.known_ctx[key] = True
             return
         async with self.store.session() as session:
             result = await session.exec(
-                select(RouterContextRow.agent_id)
-                .where(RouterContextRow.context_id == context_id)
+                select(RouterContextEntry.agent_id)
+                .where(
+                    RouterContextEntry.owner == self._owner,
+                    RouterContextEntry.context_id == context_id,
+                )
                 .limit(1)
             )
             known = result.first() is not None
@@ -423,51 +487,59 @@ class IdMap:
             try:
                 async with self.store.session() as session, session.begin():
                     session.add(
-                        RouterContextRow(
-                            context_id=context_id, agent_id=_NO_AGENT, created_at=utcnow()
+                        RouterContextEntry(
+                            owner=self._owner,
+                            context_id=context_id,
+                            agent_id=_NO_AGENT,
+                            created_at=utcnow(),
                         )
                     )
             except IntegrityError:
                 pass  # made meanwhile
-        self._known_ctx[context_id] = True
+        self._shared.known_ctx[key] = True
 
     async def context_agents(self, context_id: str) -> set[str]:
-        """The agents already serving a router context (briefly cached: another replica
-        may add one meanwhile). A context token names its first agent itself."""
+        """The agents already serving a router context of this scope (briefly cached: another
+        replica may add one meanwhile). A context token names its first agent itself."""
         if not valid_id(context_id):
             return set()
-        agents = self._agents.get(context_id)
+        key = (self.scope, context_id)
+        agents = self._shared.agents.get(key)
         if agents is None:
             opened = await self._open_context(context_id)
             async with self.store.session() as session:
                 contexts = await session.exec(
-                    select(RouterContextRow.agent_id).where(
-                        RouterContextRow.context_id == context_id,
-                        RouterContextRow.agent_id != _NO_AGENT,
+                    select(RouterContextEntry.agent_id).where(
+                        RouterContextEntry.owner == self._owner,
+                        RouterContextEntry.context_id == context_id,
+                        RouterContextEntry.agent_id != _NO_AGENT,
                     )
                 )
                 agents = frozenset(contexts.all())
                 if opened is None:  # a stored context: its tasks' agents too
                     tasks = await session.exec(
                         select(RouterTaskEntry.agent_id)
-                        .where(RouterTaskEntry.context_id == context_id)
+                        .where(RouterTaskEntry.context_id == context_id, owns_task(self.scope))
                         .distinct()
                     )
                     agents |= frozenset(tasks.all())
             if opened is not None:
                 agents |= {opened[0]}
-            agents |= {w.agent_id for w in self.log.pending_rows() if w.context_id == context_id}
-            self._agents[context_id] = agents
+            pending = self.log.pending_rows(self.scope)
+            agents |= {w.agent_id for w in pending if w.context_id == context_id}
+            self._shared.agents[key] = agents
         return set(agents)
 
     # --- cache helpers ---
 
     def _cache_ref(self, ref: TaskRef) -> TaskRef:
-        self._tasks[ref.task_id] = ref
-        self._by_upstream_task[(ref.agent_id, ref.upstream_task_id)] = ref.task_id
+        self._shared.tasks[(self.scope, ref.task_id)] = ref
+        self._shared.by_upstream_task[(self.scope, ref.agent_id, ref.upstream_task_id)] = (
+            ref.task_id
+        )
         return ref
 
     def _cache_context(self, context_id: str, agent_id: str, upstream: str) -> None:
-        self._upstream_ctx[(context_id, agent_id)] = upstream
-        self._router_ctx[(agent_id, upstream)] = context_id
-        self._known_ctx[context_id] = True
+        self._shared.upstream_ctx[(self.scope, context_id, agent_id)] = upstream
+        self._shared.router_ctx[(self.scope, agent_id, upstream)] = context_id
+        self._shared.known_ctx[(self.scope, context_id)] = True

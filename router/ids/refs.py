@@ -1,5 +1,6 @@
-"""What the router knows about one of its task IDs (:class:`TaskRef`), and the check every
-router and upstream ID passes (non-empty, at most :data:`MAX_ID_LENGTH` characters)."""
+"""What the router knows about one of its task IDs (:class:`TaskRef`: its agent, upstream
+IDs, context, last known state and owner scope), and the check every router and upstream ID
+passes (non-empty, at most :data:`MAX_ID_LENGTH` characters)."""
 
 from __future__ import annotations
 
@@ -26,10 +27,15 @@ class TaskRef:
     state: str | None  # last known, 1.0 spelling (see router.protocol.versions.canonical_state)
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    owner: str = ""  # the owner scope (router.ids.owners); "" the anonymous one
 
 
-def ref_of(row: RouterTaskEntry | TaskWrite) -> TaskRef:
-    """The reference of a task-list row, written or queued (times in UTC)."""
+def ref_of(row: RouterTaskEntry | TaskWrite, owner: str | None = None) -> TaskRef:
+    """The reference of a task-list row, written or queued (times in UTC). ``owner`` is the
+    scope it was found in (a row stores only :func:`router.ids.owners.owner_key` of it);
+    by default a queued row's own, a written row's stored owner."""
+    if owner is None:
+        owner = row.owner or ""
     return TaskRef(
         task_id=row.task_id,
         agent_id=row.agent_id,
@@ -38,6 +44,7 @@ def ref_of(row: RouterTaskEntry | TaskWrite) -> TaskRef:
         state=row.state,
         created_at=as_utc(row.created_at),
         updated_at=as_utc(row.updated_at),
+        owner=owner,
     )
 
 

@@ -8,6 +8,10 @@ An agent's task and context IDs become router IDs (made as needed), except in
 ``referenceTaskIds`` and in errors: there only IDs the router already maps are rewritten and
 unknown ones are dropped, so an agent can neither make the router create tasks it never saw
 nor leak its own IDs to the client.
+
+The IDs are those of the owner scope of the :class:`router.ids.idmap.IdMap` view it is given
+(:meth:`router.ids.idmap.IdMap.scoped`): another scope's task IDs are TaskNotFound as unknown
+ones are, and another scope's context IDs are contexts the client names.
 """
 
 from __future__ import annotations

@@ -2,7 +2,9 @@
 states of both protocol versions in their one stored (1.0) spelling.
 
 The rows are written behind the requests (:mod:`router.ids.tasklog`); a listing first writes
-this process's queue, so a process lists every task it has seen.
+this process's queue, so a process lists every task it has seen. A task list is one owner
+scope's (:mod:`router.ids.owners`): it lists and counts that scope's tasks only, and its page
+tokens are refused in any other scope as tokens of no list.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from sqlmodel import col, select
 
 from registry.records import as_utc, utcnow
 from registry.store import Store
+from router.ids.owners import owns_task, scope_digest
 from router.ids.refs import TaskRef, ref_of, valid_id
 from router.ids.tasklog import TaskLog
 from router.protocol.envelope import RpcError
@@ -36,11 +39,13 @@ _TERMINAL_10 = tuple(state.v1 for state in TASK_STATES if state.terminal)
 
 
 class TaskList:
-    """ListTasks over the task rows of every replica (see :meth:`list_tasks`)."""
+    """ListTasks over the task rows of every replica, of one owner scope (see
+    :meth:`list_tasks`)."""
 
-    def __init__(self, store: Store, log: TaskLog) -> None:
+    def __init__(self, store: Store, log: TaskLog, owner: str = "") -> None:
         self.store = store
         self.log = log  # this process's queued rows, written before each listing
+        self.owner = owner
 
     async def list_tasks(
         self,
@@ -78,10 +83,11 @@ class TaskList:
         if not 1 <= page_size <= MAX_PAGE_SIZE:
             raise _invalid("pageSize", f"must be from 1 to {MAX_PAGE_SIZE}")
         filters = _filters(context_id, state, agent_id, updated_after)
-        conditions = _conditions(filters)
+        conditions = [owns_task(self.owner), *_conditions(filters)]
         await self.log.flush()  # this process's queued rows first
+        scope = scope_digest(self.owner)
         if page_token:
-            cursor = _decode_token(page_token, filters)
+            cursor = _decode_token(page_token, filters, scope)
         else:
             cursor = _Cursor(before=True, snapshot=utcnow(), at=None, task_id=None)
         updated, task = col(RouterTaskEntry.updated_at), col(RouterTaskEntry.task_id)
@@ -98,9 +104,11 @@ class TaskList:
                 if len(older) > page_size:
                     last = older[page_size - 1]
                     token = _encode_token(
-                        replace(cursor, at=as_utc(last.updated_at), task_id=last.task_id), filters
+                        replace(cursor, at=as_utc(last.updated_at), task_id=last.task_id),
+                        filters,
+                        scope,
                     )
-                    return [ref_of(row) for row in older[:page_size]], token
+                    return [ref_of(row, self.owner) for row in older[:page_size]], token
                 cursor = _Cursor(before=False, snapshot=cursor.snapshot, at=None, task_id=None)
             room = page_size - len(older)
             query = select(RouterTaskEntry).where(*conditions)
@@ -117,8 +125,8 @@ class TaskList:
             newer = newer[:room]
             if newer:
                 cursor = replace(cursor, at=as_utc(newer[-1].updated_at), task_id=newer[-1].task_id)
-            token = _encode_token(cursor, filters)
-        return [ref_of(row) for row in [*reversed(newer), *older]], token
+            token = _encode_token(cursor, filters, scope)
+        return [ref_of(row, self.owner) for row in [*reversed(newer), *older]], token
 
     async def count_tasks(
         self,
@@ -131,7 +139,8 @@ class TaskList:
         """How many tasks match the filters of :meth:`list_tasks` now (``totalSize``)."""
         filters = _filters(context_id, state, agent_id, updated_after)
         await self.log.flush()
-        query = select(func.count()).select_from(RouterTaskEntry).where(*_conditions(filters))
+        conditions = [owns_task(self.owner), *_conditions(filters)]
+        query = select(func.count()).select_from(RouterTaskEntry).where(*conditions)
         async with self.store.session() as session:
             return int((await session.exec(query)).one())
 
@@ -194,21 +203,25 @@ class _Cursor:
     task_id: str | None
 
 
-def _encode_token(cursor: _Cursor, filters: dict[str, str | None]) -> str:
-    """An opaque page token: the cursor and the filters it was made for."""
-    data = {
+def _encode_token(cursor: _Cursor, filters: dict[str, str | None], scope: str) -> str:
+    """An opaque page token: the cursor, and the filters and scope (its digest; no member
+    for the anonymous scope) it was made for."""
+    data: dict[str, Any] = {
         "b": cursor.before,
         "n": cursor.snapshot.isoformat(),
         "u": cursor.at.isoformat() if cursor.at else None,
         "t": cursor.task_id,
         **filters,
     }
+    if scope:
+        data["o"] = scope
     raw = json.dumps(data, separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
 
 
-def _decode_token(token: Any, filters: dict[str, str | None]) -> _Cursor:
-    """The cursor in a token made by :func:`_encode_token` for the same filters."""
+def _decode_token(token: Any, filters: dict[str, str | None], scope: str) -> _Cursor:
+    """The cursor in a token made by :func:`_encode_token` for the same filters and scope (a
+    token of another scope is no token of this list)."""
     foreign = _invalid("pageToken", "is not a page token of this list")
     if not isinstance(token, str) or len(token) > _TOKEN_MAX:
         raise foreign
@@ -216,6 +229,7 @@ def _decode_token(token: Any, filters: dict[str, str | None]) -> _Cursor:
         data = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
         if (
             not isinstance(data, dict)
+            or data.pop("o", "") != scope
             or set(data) != {"b", "n", "u", "t", *filters}
             or not isinstance(data["b"], bool)
             or not isinstance(data["n"], str)

@@ -8,6 +8,13 @@ before this process answers ListTasks, and at shutdown. Another replica sees a n
 its ListTasks once that batch is written. Writes are idempotent upserts keyed on (agent,
 upstream task): a task recorded twice, by any replicas, is one row; a state replaces the
 stored one only when it differs and is not older.
+
+Each row has an owner scope (:mod:`router.ids.owners`), and one upstream task is one row:
+the first owner's. An agent that hands the same task to callers of two scopes (it shares
+it, or reuses its IDs) gives each scope its own token for it (tokens need no row), but the
+row, and so ListTasks, the stored state and the lookups of the task by its upstream ID,
+stay the first owner's: a later owner's writes of that task change nothing, in the queue
+(:meth:`TaskWrite.merge`) as in the table (the upsert's owner guard).
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from registry.store import Store
+from router.ids.owners import task_owner
 from router.tables import RouterTaskEntry
 
 __all__ = ["TaskLog", "TaskWrite"]
@@ -38,7 +46,8 @@ _RETRY_MAX = 5.0  # seconds between attempts after a failed write, at most
 
 @dataclass
 class TaskWrite:
-    """One queued row: a task seen (``state`` None) or its state recorded at ``updated_at``."""
+    """One queued row: a task seen (``state`` None) or its state recorded at ``updated_at``,
+    in owner scope ``owner`` (the scope itself, not its stored form)."""
 
     task_id: str
     agent_id: str
@@ -47,9 +56,13 @@ class TaskWrite:
     state: str | None
     created_at: datetime
     updated_at: datetime
+    owner: str = ""
 
     def merge(self, later: TaskWrite) -> None:
-        """Fold a later write of the same task into this one."""
+        """Fold a later write of the same task into this one (one of another owner changes
+        nothing: the task is the first owner's)."""
+        if later.owner != self.owner:
+            return
         self.context_id = self.context_id or later.context_id
         if later.state is not None:
             self.state, self.updated_at = later.state, later.updated_at
@@ -79,14 +92,17 @@ class TaskLog:
         if self._flusher is None and not self._closed:
             self._flusher = asyncio.get_running_loop().create_task(self._flush_later())
 
-    def pending(self, agent_id: str, upstream_task_id: str) -> TaskWrite | None:
-        """The queued row of a task, if it is not written yet (or being written)."""
+    def pending(self, agent_id: str, upstream_task_id: str, owner: str = "") -> TaskWrite | None:
+        """The queued row of a task of scope ``owner``, if it is not written yet (or being
+        written)."""
         key = (agent_id, upstream_task_id)
-        return self._pending.get(key) or self._inflight.get(key)
+        write = self._pending.get(key) or self._inflight.get(key)
+        return write if write is not None and write.owner == owner else None
 
-    def pending_rows(self) -> list[TaskWrite]:
-        """Every queued row (those being written included)."""
-        return list({**self._inflight, **self._pending}.values())
+    def pending_rows(self, owner: str | None = None) -> list[TaskWrite]:
+        """Every queued row (those being written included), or those of scope ``owner``."""
+        rows = {**self._inflight, **self._pending}.values()
+        return [w for w in rows if owner is None or w.owner == owner]
 
     async def flush(self) -> None:
         """Write every queued row now (what ListTasks waits for); raises if the database
@@ -169,6 +185,7 @@ class TaskLog:
                 "agent_id": w.agent_id,
                 "upstream_task_id": w.upstream_task_id,
                 "context_id": w.context_id,
+                "owner": task_owner(w.owner),
                 "state": w.state,
                 "created_at": w.created_at,
                 "updated_at": w.updated_at,
@@ -181,13 +198,16 @@ class TaskLog:
 
 @functools.cache
 def _upsert(dialect: str) -> Any:
-    """INSERT .. ON CONFLICT (agent, upstream task) that keeps the first task ID and creation
-    time, fills a missing context, and takes a state that differs and is not older."""
+    """INSERT .. ON CONFLICT (agent, upstream task) that keeps the first task ID, owner and
+    creation time, and for the same owner only fills a missing context and takes a state
+    that differs and is not older."""
     table: Any = RouterTaskEntry.__table__
     insert = pg_insert if dialect == "postgresql" else sqlite_insert
     statement = insert(table)
     new, old = statement.excluded, table.c
+    mine = old.owner.is_not_distinct_from(new.owner)
     take = and_(
+        mine,
         new.state.is_not(None),
         or_(old.state.is_(None), old.state != new.state),
         new.updated_at >= old.updated_at,
@@ -195,7 +215,9 @@ def _upsert(dialect: str) -> Any:
     return statement.on_conflict_do_update(
         index_elements=[old.agent_id, old.upstream_task_id],
         set_={
-            "context_id": func.coalesce(old.context_id, new.context_id),
+            "context_id": case(
+                (mine, func.coalesce(old.context_id, new.context_id)), else_=old.context_id
+            ),
             "state": case((take, new.state), else_=old.state),
             "updated_at": case((take, new.updated_at), else_=old.updated_at),
         },

@@ -6,8 +6,12 @@ the router context is that context's own token, else the router context itself).
 context made for a new conversation is ``c1.`` + the sealed (agent, upstream context ID).
 AES-SIV is deterministic and authenticated: every replica makes the same ID for the same
 upstream ID with no coordination, and a client cannot forge or alter one (it fails to
-open). The 64-byte key is generated once and kept in the database (``router_secrets``, the
-oldest row wins), so every replica and every restart share it.
+open). A token is sealed for one owner scope (:mod:`router.ids.owners`): a scope other than
+the anonymous ``""`` is AES-SIV associated data beside the prefix, so a token opens only in
+the scope it was made for (in any other it is as unknown as a forged one), and the anonymous
+scope's tokens are those of earlier versions. The 64-byte key is generated once and kept in
+the database (``router_secrets``, the oldest row wins), so every replica and every restart
+share it.
 """
 
 from __future__ import annotations
@@ -50,12 +54,23 @@ _SECRET_ROW = 1  # the one row of the key
 
 
 class Sealer:
-    """Seals and opens router task and context IDs with one key."""
+    """Seals and opens router task and context IDs with one key, in one owner scope (``""``:
+    the anonymous scope; see :meth:`scoped`)."""
 
-    def __init__(self, key: bytes) -> None:
+    def __init__(self, key: bytes, scope: str = "") -> None:
         if len(key) != _SECRET_BYTES:
             raise ValueError(f"the ID key must be {_SECRET_BYTES} bytes")
         self._siv = AESSIV(key)
+        self.scope = scope
+        self._data = _associated(scope)
+
+    def scoped(self, scope: str) -> Sealer:
+        """The same key in another scope (cheap: the cipher is shared)."""
+        if scope == self.scope:
+            return self
+        view = object.__new__(Sealer)
+        view._siv, view.scope, view._data = self._siv, scope, _associated(scope)
+        return view
 
     def seal_task(self, agent_id: str, upstream: str, kind: int, context: str | None) -> str:
         """The task ID of an agent's task; ``kind`` says what ``context`` is (CTX_*)."""
@@ -90,7 +105,7 @@ class Sealer:
 
     def _seal(self, prefix: str, data: list[Any]) -> str:
         plain = json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
-        sealed = self._siv.encrypt(plain, [prefix.encode()])
+        sealed = self._siv.encrypt(plain, self._data[prefix])
         return prefix + base64.urlsafe_b64encode(sealed).rstrip(b"=").decode("ascii")
 
     def _open(self, prefix: str, token: Any) -> Any:
@@ -101,10 +116,17 @@ class Sealer:
             raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
             if base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii") != body:
                 return None  # one ID, one spelling
-            plain = self._siv.decrypt(raw, [prefix.encode()])
+            plain = self._siv.decrypt(raw, self._data[prefix])
             return json.loads(plain)
         except (binascii.Error, ValueError, InvalidTag, UnicodeDecodeError, RecursionError):
             return None
+
+
+def _associated(scope: str) -> dict[str, list[bytes]]:
+    """The associated data per prefix: the prefix, and the scope unless anonymous (so the
+    anonymous scope's tokens are those of earlier versions)."""
+    extra = [scope.encode("utf-8", "surrogatepass")] if scope else []
+    return {prefix: [prefix.encode(), *extra] for prefix in (TASK_PREFIX, CONTEXT_PREFIX)}
 
 
 async def load_id_secret(store: Store) -> bytes:

@@ -24,7 +24,7 @@ from router.ids.refs import TaskRef
 from router.ids.rewrite import Rewriter
 from router.protocol.errors import INVALID_AGENT_RESPONSE, INVALID_PARAMS, TASK_NOT_FOUND, RpcError
 from router.protocol.versions import Op, Version, canonical_state
-from router.tables import SCHEMA, RouterContextRow, RouterTaskEntry
+from router.tables import SCHEMA, RouterContextEntry, RouterTaskEntry
 
 WIRE = Path(__file__).parents[2] / "fixtures" / "wire"
 
@@ -126,7 +126,7 @@ async def test_a_restarted_router_still_resolves_old_ids(store: Store, db_url: s
         assert await after.context_for_upstream("wx", "uc-1", "another") == context_id
         assert await after.context_agents(context_id) == {"wx"}
         await after.ensure_context("client-ctx")  # known: nothing new
-        assert await _count(restarted, RouterContextRow) == 1  # only the client's context
+        assert await _count(restarted, RouterContextEntry) == 1  # only the client's context
     finally:
         await restarted.close()
 
@@ -146,7 +146,7 @@ async def test_concurrent_creation_yields_one_id(store: Store, db_url: str) -> N
             *(maps[n % 2].context_for_upstream("wx", "uc-race", f"p{n}") for n in range(16))
         )
         assert len(set(contexts)) == 1
-        assert await _count(store, RouterContextRow) == 1
+        assert await _count(store, RouterContextEntry) == 1
 
         # two upstream contexts of one agent proposed into the same router context at once:
         # one gets it, the other the token of its own context
@@ -160,7 +160,9 @@ async def test_concurrent_creation_yields_one_id(store: Store, db_url: str) -> N
         assert await maps[1].upstream_context(b, "inv") == "uc-b"
 
         await asyncio.gather(*(maps[n % 2].ensure_context("client") for n in range(8)))
-        assert await _count(store, RouterContextRow, col(RouterContextRow.context_id) == "client")
+        assert await _count(
+            store, RouterContextEntry, col(RouterContextEntry.context_id) == "client"
+        )
     finally:
         for idmap in maps:
             await idmap.close()
@@ -188,7 +190,7 @@ async def test_two_agents_in_one_router_context(ids: IdMap) -> None:
 async def test_ensure_context(ids: IdMap, store: Store) -> None:
     await ids.ensure_context("mine")
     await ids.ensure_context("mine")
-    assert await _count(store, RouterContextRow) == 1
+    assert await _count(store, RouterContextEntry) == 1
     assert await ids.context_agents("mine") == set()  # known, served by nobody yet
     assert await ids.upstream_context("mine", "wx") is None
     # the first agent to answer in it takes the client's id as its router context

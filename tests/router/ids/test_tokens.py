@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import os
 import uuid
 from collections.abc import Iterator
@@ -15,7 +16,8 @@ from typing import Any
 import httpx
 import pytest
 from aiohttp.test_utils import TestServer
-from sqlalchemy import DateTime, bindparam, event, inspect, text
+from cryptography.hazmat.primitives.ciphers.aead import AESSIV
+from sqlalchemy import event
 
 from registry.api import REGISTRY
 from registry.store import Store
@@ -34,10 +36,11 @@ from router.ids.tokens import (
 )
 from router.protocol.errors import TASK_NOT_FOUND, RpcError
 from router.protocol.versions import Op
-from router.tables import SCHEMA, RouterContextRow, RouterTaskEntry, TaskAliasRow
+from router.tables import SCHEMA, RouterTaskEntry
 from router.transport.routes import ROUTER
 from seeds.demo_agents import DemoAgents
 from tests.support.helpers import make_settings
+from tests.support.old_tables import has_table, old_table, old_task
 
 AGENTS = ("currency", "caption")
 
@@ -78,6 +81,53 @@ def test_tokens_round_trip_and_refuse_forgeries() -> None:
     assert sealer.open_context(TASK_PREFIX + context[len(CONTEXT_PREFIX) :]) is None
     with pytest.raises(ValueError):
         Sealer(b"short")
+
+
+def _sealed_before_scopes(key: bytes, prefix: str, data: list[Any]) -> str:
+    """A token as versions before owner scopes sealed it: the prefix alone as associated
+    data."""
+    plain = json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+    sealed = AESSIV(key).encrypt(plain, [prefix.encode()])
+    return prefix + base64.urlsafe_b64encode(sealed).rstrip(b"=").decode()
+
+
+def test_the_anonymous_scope_keeps_the_tokens_of_earlier_versions() -> None:
+    key = os.urandom(64)
+    task = _sealed_before_scopes(key, TASK_PREFIX, ["wx", "up-1", CTX_UPSTREAM, "uc-1"])
+    context = _sealed_before_scopes(key, CONTEXT_PREFIX, ["wx", "uc-1"])
+    for sealer in (Sealer(key), Sealer(key, '["acme","alice"]').scoped("")):
+        assert sealer.scope == ""
+        assert sealer.open_task(task) == ("wx", "up-1", CTX_UPSTREAM, "uc-1")
+        assert sealer.open_context(context) == ("wx", "uc-1")
+        assert sealer.seal_task("wx", "up-1", CTX_UPSTREAM, "uc-1") == task  # the same IDs
+        assert sealer.seal_context("wx", "uc-1") == context
+    # in any other scope, an ID made before opens no more than a forged one
+    assert Sealer(key, '["acme","alice"]').open_task(task) is None
+    assert Sealer(key, '["acme","alice"]').open_context(context) is None
+
+
+def test_a_token_opens_only_in_its_own_scope() -> None:
+    key = os.urandom(64)
+    anonymous = Sealer(key)
+    alice, bob = anonymous.scoped('["acme","alice"]'), anonymous.scoped('["acme","bob"]')
+    assert anonymous.scoped("") is anonymous and alice.scoped(alice.scope) is alice
+    tokens = {
+        sealer.scope: (
+            sealer.seal_task("wx", "up-1", CTX_ROUTER, "ctx-1"),
+            sealer.seal_context("wx", "uc-1"),
+        )
+        for sealer in (anonymous, alice, bob)
+    }
+    assert len({t for pair in tokens.values() for t in pair}) == 6  # the same IDs, 3 scopes
+    for sealer in (anonymous, alice, bob):
+        for scope, (task, context) in tokens.items():
+            mine = scope == sealer.scope
+            assert (sealer.open_task(task) is not None) is mine, (sealer.scope, scope)
+            assert (sealer.open_context(context) is not None) is mine, (sealer.scope, scope)
+    # another process (the same key, the same scope) opens them too
+    fresh = Sealer(key, alice.scope)
+    assert fresh.open_task(tokens[alice.scope][0]) == ("wx", "up-1", CTX_ROUTER, "ctx-1")
+    assert fresh.seal_context("wx", "uc-1") == tokens[alice.scope][1]
 
 
 # --- through the router, with real agents ----------------------------------------------------
@@ -239,64 +289,15 @@ def _png() -> bytes:
 # --- the previous scheme and the written-behind list -----------------------------------------
 
 
-_OLD_TASKS_DDL = """CREATE TABLE router_tasks (
-    task_id VARCHAR(64) NOT NULL PRIMARY KEY,
-    agent_id VARCHAR(64) NOT NULL,
-    upstream_task_id VARCHAR(512) NOT NULL,
-    context_id VARCHAR(512),
-    state VARCHAR(64),
-    created_at {time} NOT NULL,
-    updated_at {time} NOT NULL,
-    UNIQUE (agent_id, upstream_task_id)
-)"""
-
-
-def _old_row(
-    task_id: str, upstream: str, context_id: str | None, at: datetime, state: str | None = None
-) -> dict[str, Any]:
-    return {
-        "task_id": task_id,
-        "agent_id": "wx",
-        "upstream_task_id": upstream,
-        "context_id": context_id,
-        "state": state or "TASK_STATE_WORKING",
-        "created_at": at,
-        "updated_at": at,
-    }
-
-
-async def _old_tasks(store: Store, *rows: dict[str, Any]) -> None:
-    """The task table of earlier versions, ``router_tasks``, with ``rows`` (raw SQL)."""
-    async with store.engine.begin() as conn:
-        time = "TIMESTAMP WITH TIME ZONE" if conn.dialect.name == "postgresql" else "DATETIME"
-        await conn.execute(text(_OLD_TASKS_DDL.format(time=time)))
-        at = DateTime(timezone=True)
-        insert = text(
-            "INSERT INTO router_tasks (task_id, agent_id, upstream_task_id, context_id, state,"
-            " created_at, updated_at) VALUES (:task_id, :agent_id, :upstream_task_id,"
-            " :context_id, :state, :created_at, :updated_at)"
-        ).bindparams(bindparam("created_at", type_=at), bindparam("updated_at", type_=at))
-        await conn.execute(insert, list(rows))
-
-
-async def _has_old_tasks(store: Store) -> bool:
-    async with store.engine.connect() as conn:
-        return await conn.run_sync(lambda sync: inspect(sync).has_table("router_tasks"))
-
-
 async def test_ids_of_the_stored_scheme_still_resolve(store: Store) -> None:
     moment = datetime(2025, 1, 2, tzinfo=UTC)
-    await _old_tasks(store, _old_row("0b6a-old-task", "wx-task", "0b6a-old-ctx", moment))
-    async with store.session() as session, session.begin():
-        session.add(TaskAliasRow(alias="v01-old", task_id="0b6a-old-task", created_at=moment))
-        session.add(
-            RouterContextRow(
-                context_id="0b6a-old-ctx",
-                agent_id="wx",
-                upstream_context_id="wx-ctx",
-                created_at=moment,
-            )
-        )
+    await old_table(
+        store, "router_tasks", old_task("0b6a-old-task", "wx-task", "0b6a-old-ctx", moment)
+    )
+    alias = {"alias": "v01-old", "task_id": "0b6a-old-task", "created_at": moment}
+    await old_table(store, "router_task_aliases", alias)
+    context = {"context_id": "0b6a-old-ctx", "agent_id": "wx", "upstream_context_id": "wx-ctx"}
+    await old_table(store, "router_contexts", {**context, "created_at": moment})
     ids = IdMap(store)
     await ids.start()  # lists the stored tasks
     try:
@@ -337,11 +338,12 @@ async def test_the_old_task_table_is_retired_at_start(store: Store, db_url: str)
     known = await listed.task_for_upstream("wx", "wx-known", None)
     await listed.record_state(known.task_id, "completed")
     await listed.close()
-    await _old_tasks(
+    await old_table(
         store,
-        _old_row("0b6a-old-1", "wx-old-1", "0b6a-ctx", early),
-        _old_row("0b6a-old-2", "wx-old-2", None, late, "TASK_STATE_FAILED"),
-        _old_row("0b6a-known", "wx-known", None, late),
+        "router_tasks",
+        old_task("0b6a-old-1", "wx-old-1", "0b6a-ctx", early),
+        old_task("0b6a-old-2", "wx-old-2", None, late, "TASK_STATE_FAILED"),
+        old_task("0b6a-known", "wx-known", None, late),
     )
     replicas = [Store(db_url, SCHEMA) for _ in range(2)]
     try:  # two replicas starting together: one copies, the other finds nothing left
@@ -350,7 +352,7 @@ async def test_the_old_task_table_is_retired_at_start(store: Store, db_url: str)
     finally:
         for replica in replicas:
             await replica.close()
-    assert not await _has_old_tasks(store)
+    assert not await has_table(store, "router_tasks")
     ids = IdMap(store)
     await ids.start()  # again: nothing to do
     try:
