@@ -145,10 +145,17 @@ class Router:
 
     def _who(self, call: Call) -> Caller:
         """The caller's ID space (its tasks and contexts) and grant (what it may use)."""
-        scope = call.caller.scope(self.settings.task_scope)
+        scope = self.scope_of(call.caller)
         ids = self.ids.scoped(scope) if scope else self.ids
         aliases = self.aliases.scoped(scope) if scope else self.aliases
         return Caller(ids, aliases, self.grants(call.caller))
+
+    def scope_of(self, principal: Principal) -> str:
+        """The owner of the tasks ``principal`` creates and may see: ``""`` (one shared
+        space) with client authentication off, else per ``SWITCHBOARD_TASK_SCOPE``."""
+        if self.settings.client_auth == "none":
+            return ""
+        return principal.scope(self.settings.task_scope)
 
     def _may_use(self, who: Caller, agent_id: str) -> bool:
         """Whether ``agent_id`` is registered and the caller may use it (else, to the caller,

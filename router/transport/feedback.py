@@ -17,7 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
-from registry.api import REGISTRY, read_json
+from registry.api import REGISTRY, caller, read_json
 from registry.apimodels import ExampleList
 from registry.errors import NotFound, RegistryError
 from registry.examples import LearnedExamples
@@ -90,7 +90,8 @@ async def feedback(request: web.Request) -> web.Response:
             status=409,
         )
     task_id = body.get("task_id")
-    version, message = await _message(router, body, given[0])
+    scope = router.scope_of(caller(request))
+    version, message = await _message(router, body, given[0], scope)
     text = wire.message_text(version, message).strip()
     if not text:
         raise _bad("the message has no text to learn from", source=given[0])
@@ -119,8 +120,11 @@ async def feedback(request: web.Request) -> web.Response:
     return web.json_response(body_out, status=201)
 
 
-async def _message(router: Router, body: dict[str, Any], source: str) -> tuple[Version, dict]:
-    """The feedback's message in A2A form, and its version."""
+async def _message(
+    router: Router, body: dict[str, Any], source: str, scope: str
+) -> tuple[Version, dict]:
+    """The feedback's message in A2A form, and its version (``scope``: the caller's, whose
+    task a ``task_id`` names)."""
     if source == "text":
         text = body["text"]
         if not isinstance(text, str):
@@ -137,14 +141,15 @@ async def _message(router: Router, body: dict[str, Any], source: str) -> tuple[V
         if isinstance(body.get("version"), str):
             version = "1.0" if body["version"].startswith("1") else "0.3"
         return version, message
-    return await _task_message(router, body["task_id"])
+    return await _task_message(router, body["task_id"], scope)
 
 
-async def _task_message(router: Router, task_id: Any) -> tuple[Version, dict]:
-    """The first user message of a routed task, asked of the agent that owns it."""
+async def _task_message(router: Router, task_id: Any, scope: str) -> tuple[Version, dict]:
+    """The first user message of a routed task of the caller (its owner ``scope``: a task of
+    another caller is not found), asked of the agent that owns it."""
     if not isinstance(task_id, str) or not task_id:
         raise _bad('"task_id" must be a task id the router gave out')
-    ref = await router.ids.task(task_id)
+    ref = await router.ids.scoped(scope).task(task_id)
     if ref is None:
         raise NotFound(f"no task with id {task_id!r}", details={"task_id": task_id})
     try:
