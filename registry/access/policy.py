@@ -45,7 +45,7 @@ from sqlmodel import col, select
 
 from registry.access.principal import Principal
 from registry.errors import RegistryError
-from registry.records import utcnow
+from registry.records import as_utc, iso, utcnow
 from registry.settings import Settings
 from registry.store import Store, bump
 from registry.tables import AgentPolicyRow, CatalogStateRow
@@ -129,7 +129,7 @@ class Policy:
             "agent_id": self.agent_id,
             "tenant": self.tenant,
             "rules": [rule.to_api() for rule in self.rules],
-            "updated_at": self.updated_at.isoformat() if self.updated_at else None,
+            "updated_at": iso(self.updated_at) if self.updated_at else None,
             "updated_by": self.updated_by,
         }
 
@@ -228,7 +228,7 @@ def _policy(row: AgentPolicyRow) -> Policy:
     rules = tuple(
         Rule(**{key: tuple(rule.get(key, ())) for key in RULE_KEYS}) for rule in row.rules
     )
-    return Policy(row.agent_id, row.tenant, rules, row.updated_at, row.updated_by)
+    return Policy(row.agent_id, row.tenant, rules, as_utc(row.updated_at), row.updated_by)
 
 
 # --- the policies ----------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from registry.access.policy import (
     parse_tenant,
 )
 from registry.access.principal import ADMIN, ANONYMOUS, READER, Principal
+from registry.records import iso
 from registry.store import Store
 from registry.tables import CatalogStateRow
 from tests.support.helpers import make_settings
@@ -349,7 +350,7 @@ async def test_policies_persist_and_replace(store: Store) -> None:
         "agent_id": "wx",
         "tenant": None,
         "rules": [{"tenants": [], "groups": [], "subjects": [], "skills": ["alerts"]}],
-        "updated_at": replaced.updated_at.isoformat(),
+        "updated_at": iso(replaced.updated_at),
         "updated_by": "admin-token",
     }
     assert await again.delete("wx", "admin-token") is True
