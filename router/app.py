@@ -15,10 +15,12 @@ from typing import Any
 from aiohttp import web
 
 from registry import api
-from registry.api import PASSIVE_HEALTH, REFRESHER, REGISTRY, SETTINGS
+from registry.access.policy import Policies
+from registry.api import PASSIVE_HEALTH, POLICIES, REFRESHER, REGISTRY, SETTINGS
 from registry.crawler import Crawler
 from registry.examples import LearnedExamples
 from registry.keys_api import KEYS_CHANGED, TRUST, add_key_routes
+from registry.policies_api import add_policy_routes
 from registry.refresh import PassiveHealth, Refresher, RefreshScheduler
 from registry.seedfile import load_seed_file
 from registry.seeds import apply_seeds
@@ -66,6 +68,7 @@ def create_app(settings: Settings) -> web.Application:
     )
     app[ROUTER] = Router(app[REGISTRY], settings)
     app[EXAMPLES] = LearnedExamples(store)
+    app[POLICIES] = Policies(store, settings)
     app[PASSIVE_HEALTH] = PassiveHealth(app[REGISTRY])
     app[ROUTER].upstream.health = app[PASSIVE_HEALTH]
     app[SIGNER] = CardSigner()
@@ -79,6 +82,7 @@ def create_app(settings: Settings) -> web.Application:
     app.router.add_get("/.well-known/jwks.json", jwks)
     api.add_routes(app)
     add_key_routes(app)
+    add_policy_routes(app)
     add_router_routes(app)
     add_feedback_routes(app)
     return app
@@ -89,6 +93,7 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
     await registry.crawler.start()
     try:
         await registry.load()
+        await app[POLICIES].load()
         await _start_semantic(app)
         await app[TRUST].load()
         await app[SIGNER].load(registry.store, app[SETTINGS].signing_key_file)
@@ -168,6 +173,8 @@ async def _catalog_sync(app: web.Application) -> AsyncIterator[None]:
             try:
                 if await registry.sync():
                     log.info("catalog reloaded at version %d", registry.catalog.snapshot.version)
+                if await app[POLICIES].sync():  # another replica changed access policies
+                    log.info("access policies reloaded")
                 if await app[EXAMPLES].sync():  # another replica changed learned examples
                     await _embed_examples(app)
                 if await trust.reload():  # another replica changed the trusted keys
