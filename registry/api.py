@@ -17,6 +17,7 @@ from aiohttp import web
 
 from registry.access.authenticate import Authenticator
 from registry.access.errors import AuthError
+from registry.access.policy import Policies, parse_tenant
 from registry.access.principal import ANONYMOUS, PRINCIPAL_KEY, Principal
 from registry.apidocs import add_docs_routes
 from registry.apimodels import (
@@ -52,6 +53,7 @@ SETTINGS = web.AppKey("settings", Settings)
 REFRESHER = web.AppKey("refresher", Refresher)
 PASSIVE_HEALTH = web.AppKey("passive_health", PassiveHealth)
 AUTHENTICATOR = web.AppKey("authenticator", Authenticator)
+POLICIES = web.AppKey("policies", Policies)
 
 #: POST routes that only read (they take a body but change nothing): the read token suffices.
 READ_POSTS = frozenset({f"{PREFIX}/route/explain"})
@@ -290,14 +292,16 @@ async def list_agents(request: web.Request) -> web.Response:
     errors=(409, 413, 422),
 )
 async def create_agent(request: web.Request) -> web.Response:
-    """Register an agent from ``{"url": ...}`` or ``{"card": {...}}`` (optional ``"id"``)."""
+    """Register an agent from ``{"url": ...}`` or ``{"card": {...}}`` (optional ``"id"``,
+    ``"refresh_interval"``, and ``"tenant"``: the agent's access policy then names that
+    tenant, docs/admin-api.md#access-policies)."""
     body = _object(await read_json(request))
-    allowed = {"url", "card", "id", "refresh_interval"}
+    allowed = {"url", "card", "id", "refresh_interval", "tenant"}
     unknown = sorted(set(body) - allowed)
     if unknown or ("url" in body) == ("card" in body):
         raise RegistryError(
             'send exactly one of "url" (an agent base URL or card URL) or "card" '
-            '(the card JSON), and optionally "id" and "refresh_interval"',
+            '(the card JSON), and optionally "id", "refresh_interval" and "tenant"',
             code="invalid_body",
             details={"unknown": unknown, "allowed": sorted(allowed)},
         )
@@ -305,6 +309,7 @@ async def create_agent(request: web.Request) -> web.Response:
     if agent_id is not None and not isinstance(agent_id, str):
         raise RegistryError('"id" must be a string', code="invalid_body")
     interval = _interval(body.get("refresh_interval"))
+    tenant = parse_tenant(body.get("tenant"))
     registry = request.app[REGISTRY]
     if "url" in body:
         if not isinstance(body["url"], str) or not 0 < len(body["url"]) <= 2048:
@@ -314,8 +319,34 @@ async def create_agent(request: web.Request) -> web.Response:
         record = await registry.register_url(body["url"], agent_id, refresh_interval=interval)
     else:
         record = await registry.register_card(body["card"], agent_id, refresh_interval=interval)
+    if tenant is not None:
+        await _set_tenant(request, record.id, tenant)
     view = await _full_view(registry, record.id)
     return web.json_response(view, status=201, headers={"Location": f"{PREFIX}/agents/{record.id}"})
+
+
+async def _set_tenant(request: web.Request, agent_id: str, tenant: str) -> None:
+    """Make a just registered agent ``tenant``'s (its policy's rules, if any, are kept); if
+    that fails the registration is undone, so the agent never stays shared by mistake."""
+    policies = request.app[POLICIES]
+    current = policies.get(agent_id)
+    try:
+        await policies.put(
+            agent_id, tenant, current.rules if current else (), who_is_calling(request)
+        )
+    except BaseException:
+        try:
+            await request.app[REGISTRY].remove(agent_id)
+        except Exception:
+            log.exception("could not undo the registration of %s", agent_id)
+        raise
+
+
+def who_is_calling(request: web.Request) -> str:
+    """Who made an admin request, for records and logs: the principal's label, else
+    ``admin-token`` (without a principal, a write passed with the admin token)."""
+    principal = request.get(PRINCIPAL_KEY)
+    return principal.label() if isinstance(principal, Principal) else "admin-token"
 
 
 @documented("One agent with its raw card", "agents", answer=Agent, errors=(404,), params=_AGENT)

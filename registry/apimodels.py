@@ -135,7 +135,8 @@ class SkillList(ApiModel):
 
 
 class Registration(ApiModel):
-    """Exactly one of ``url`` or ``card``; ``id`` and ``refresh_interval`` are optional."""
+    """Exactly one of ``url`` or ``card``; ``id``, ``refresh_interval`` and ``tenant`` are
+    optional."""
 
     url: str | None = Field(
         None, min_length=1, max_length=2048, description="An agent base URL or its card URL."
@@ -147,6 +148,13 @@ class Registration(ApiModel):
         ge=1,
         le=MAX_REFRESH_INTERVAL,
         description="Seconds between refreshes of this agent; null: SWITCHBOARD_REFRESH_INTERVAL.",
+    )
+    tenant: str | None = Field(
+        None,
+        min_length=1,
+        max_length=256,
+        description="Register the agent as a tenant's (its access policy's tenant); "
+        "null or left out: a shared agent.",
     )
 
 
@@ -277,3 +285,48 @@ class ExampleList(ApiModel):
 
     examples: list[LearnedExample]
     card_examples: list[str]
+
+
+# --- access policies -----------------------------------------------------------------------------
+
+
+class PolicyRule(ApiModel):
+    """An allow rule: it matches a caller when every non-empty list among ``tenants``,
+    ``groups`` and ``subjects`` holds the caller's tenant, one of its groups, its subject;
+    it grants the listed ``skills`` (empty: the whole agent)."""
+
+    tenants: list[str] = Field(default_factory=list, description="Callers of these tenants.")
+    groups: list[str] = Field(default_factory=list, description="Callers in one of these groups.")
+    subjects: list[str] = Field(default_factory=list, description="These callers (subjects).")
+    skills: list[str] = Field(
+        default_factory=list, description="The skill ids granted; empty: the whole agent."
+    )
+
+
+class AgentPolicy(ApiModel):
+    """Who may see and use an agent (docs/admin-api.md#access-policies)."""
+
+    agent_id: str
+    tenant: str | None = Field(description="The agent's tenant; null: shared by every tenant.")
+    rules: list[PolicyRule] = Field(
+        description="Allow rules; none: SWITCHBOARD_AGENT_ACCESS decides."
+    )
+    updated_at: datetime | None = Field(description="null: no policy stored (the default).")
+    updated_by: str | None = Field(description="Who set it last.")
+
+
+class PolicyList(ApiModel):
+    """Every stored policy, by agent id."""
+
+    policies: list[AgentPolicy]
+
+
+class NewPolicy(ApiModel):
+    """An agent's whole policy: it replaces the one stored."""
+
+    tenant: str | None = Field(
+        None, min_length=1, max_length=256, description="null or left out: a shared agent."
+    )
+    rules: list[PolicyRule] = Field(
+        default_factory=list, max_length=100, description="At most 100 rules, 1000 names."
+    )

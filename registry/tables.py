@@ -213,6 +213,21 @@ class TrustAnchorRow(SQLModel, table=True):
     created_at: datetime = Field(sa_type=DateTime(timezone=True))
 
 
+class AgentPolicyRow(SQLModel, table=True):
+    """The access policy of one agent: its tenant (None: shared) and allow rules (JSON: a
+    list of ``{"tenants", "groups", "subjects", "skills"}`` lists); see
+    :mod:`registry.access.policy`. Kept when the agent is removed."""
+
+    __tablename__ = "agent_policies"
+
+    agent_id: str = Field(primary_key=True, max_length=64)
+    tenant: str | None = Field(default=None, max_length=256)
+    rules: list[dict[str, Any]] = Field(default_factory=list, sa_column=Column(JSON))
+    created_at: datetime = Field(sa_type=DateTime(timezone=True))
+    updated_at: datetime = Field(sa_type=DateTime(timezone=True))
+    updated_by: str = Field(default="", max_length=256)
+
+
 TABLES: tuple[type[SQLModel], ...] = (
     AgentRow,
     InterfaceRow,
@@ -226,4 +241,5 @@ TABLES: tuple[type[SQLModel], ...] = (
     SkillExampleRow,
     SkillVectorRow,
     TrustAnchorRow,
+    AgentPolicyRow,
 )

@@ -17,10 +17,12 @@ from aiohttp import web
 from registry import api
 from registry.access.authenticate import Authenticator
 from registry.access.jwt import JwtVerifier
-from registry.api import PASSIVE_HEALTH, REFRESHER, REGISTRY, SETTINGS
+from registry.access.policy import Policies
+from registry.api import PASSIVE_HEALTH, POLICIES, REFRESHER, REGISTRY, SETTINGS
 from registry.crawler import Crawler
 from registry.examples import LearnedExamples
 from registry.keys_api import KEYS_CHANGED, TRUST, add_key_routes
+from registry.policies_api import add_policy_routes
 from registry.refresh import PassiveHealth, Refresher, RefreshScheduler
 from registry.seedfile import load_seed_file
 from registry.seeds import apply_seeds
@@ -30,6 +32,7 @@ from registry.store import Store
 from registry.trust import TrustStore
 from registry.vectors import SkillVectors
 from registry.version import switchboard_version
+from router.choose.grants import policy_grants
 from router.choose.models import load_embedder
 from router.choose.semantic import Calibration, Semantic
 from router.forward.handler import Router
@@ -72,6 +75,8 @@ def create_app(settings: Settings) -> web.Application:
     )
     app[ROUTER] = Router(app[REGISTRY], settings)
     app[EXAMPLES] = LearnedExamples(store)
+    app[POLICIES] = Policies(store, settings)
+    app[ROUTER].grants = policy_grants(app[POLICIES])
     app[PASSIVE_HEALTH] = PassiveHealth(app[REGISTRY])
     app[ROUTER].upstream.health = app[PASSIVE_HEALTH]
     app[SIGNER] = CardSigner()
@@ -86,6 +91,7 @@ def create_app(settings: Settings) -> web.Application:
     app.router.add_get("/.well-known/jwks.json", jwks)
     api.add_routes(app)
     add_key_routes(app)
+    add_policy_routes(app)
     add_router_routes(app)
     add_feedback_routes(app)
     return app
@@ -96,6 +102,7 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
     await registry.crawler.start()
     try:
         await registry.load()
+        await app[POLICIES].load()
         await _start_semantic(app)
         await app[TRUST].load()
         await app[SIGNER].load(registry.store, app[SETTINGS].signing_key_file)
@@ -187,6 +194,8 @@ async def _catalog_sync(app: web.Application) -> AsyncIterator[None]:
             try:
                 if await registry.sync():
                     log.info("catalog reloaded at version %d", registry.catalog.snapshot.version)
+                if await app[POLICIES].sync():  # another replica changed access policies
+                    log.info("access policies reloaded")
                 if await app[EXAMPLES].sync():  # another replica changed learned examples
                     await _embed_examples(app)
                 if await trust.reload():  # another replica changed the trusted keys

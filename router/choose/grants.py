@@ -11,10 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
+from registry.access.policy import Policies
+from registry.access.principal import Principal
 from registry.textsearch import TextIndex
 from router.choose.skillindex import Row, SkillIndex
 
-__all__ = ["EVERYTHING", "Grant", "GrantedIndex"]
+__all__ = ["EVERYTHING", "Grant", "GrantedIndex", "policy_grants"]
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,22 @@ class Grant:
 
 EVERYTHING = Grant(None, lambda agent_id, skill_id: True)
 """The grant of a caller who may use every agent (client authentication off, an admin)."""
+
+
+def policy_grants(policies: Policies) -> Callable[[Principal], Grant]:
+    """The grant of each caller under ``policies`` (everything when they are not enforced,
+    for admins too); its key changes with the policies' version."""
+
+    def grant(principal: Principal) -> Grant:
+        if not policies.enforced or principal.is_admin:
+            return EVERYTHING
+        key = (
+            policies.version, principal.tenant, principal.subject,
+            principal.groups, principal.roles,
+        )  # fmt: skip
+        return Grant(key, lambda agent_id, skill_id: policies.usable(principal, agent_id, skill_id))
+
+    return grant
 
 
 class GrantedIndex(SkillIndex):

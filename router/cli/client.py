@@ -38,6 +38,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     add.add_argument("url", nargs="?", help="agent base URL or card URL")
     add.add_argument("--card", type=Path, help="push a card from this JSON file instead")
     add.add_argument("--id", help="agent id to use (default: from the name)")
+    add.add_argument("--tenant", help="register the agent as this tenant's (default: shared)")
     add.set_defaults(func=cmd_add)
 
     listing = client_options(agents.add_parser("list", help="list agents (same filters as search)"))
@@ -141,6 +142,8 @@ def cmd_add(args: argparse.Namespace) -> int:
         body["url"] = args.url
     if args.id:
         body["id"] = args.id
+    if args.tenant is not None:
+        body["tenant"] = args.tenant
     agent = request(args, "POST", "/api/v1/agents", body)
     emit(args, agent, lambda: print(f"registered {agent['id']}: {agent['name']}"))
     return 0

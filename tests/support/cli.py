@@ -18,7 +18,7 @@ async def run(
     """Run the CLI with ``--server`` pointing at ``server``; return (status, stdout, stderr)."""
     command, *rest = argv
     args = [command]
-    if command in ("agents", "keys", "route", "examples"):
+    if command in ("agents", "keys", "route", "examples", "policies"):
         args.append(rest.pop(0))
     args += ["--server", str(server.make_url("")), "--token", ADMIN, *rest]
     status = await asyncio.to_thread(main, args)
