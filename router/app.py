@@ -16,6 +16,7 @@ from aiohttp import web
 
 from registry import api
 from registry.api import PASSIVE_HEALTH, REFRESHER, REGISTRY, SETTINGS
+from registry.bodies import RAW_BODIES
 from registry.crawler import Crawler
 from registry.examples import LearnedExamples
 from registry.keys_api import KEYS_CHANGED, TRUST, add_key_routes
@@ -44,6 +45,7 @@ def create_app(settings: Settings) -> web.Application:
     app = web.Application(
         middlewares=[api.error_middleware, api.auth_middleware],
         client_max_size=settings.max_request_bytes,
+        handler_args=RAW_BODIES,  # bodies decoded by registry.bodies: every error in JSON
     )
     app[SETTINGS] = settings
     store, crawler = Store(settings.database_url, SCHEMA), Crawler(settings)
