@@ -33,6 +33,7 @@ from registry.apimodels import (
     SkillList,
     Stats,
 )
+from registry.bodies import ACCEPTED_ENCODINGS, UNREADABLE, BodyError, read_body
 from registry.catalog import AGENTS, SKILLS, Query
 from registry.errors import RegistryError, number
 from registry.health import MAX_REFRESH_INTERVAL, MIN_REFRESH_INTERVAL
@@ -117,6 +118,10 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return await handler(request)
     except RegistryError as exc:
         return web.json_response(exc.to_json(), status=exc.status)
+    except BodyError as exc:
+        return _body_error(exc)
+    except web.RequestPayloadError:  # a body read by other means than read_body
+        return _body_error(BodyError("unreadable", UNREADABLE))
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
@@ -132,6 +137,28 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except Exception:
         log.exception("unexpected error on %s %s", request.method, request.path)
         return api_error(500, "internal_error", "an unexpected error occurred; see the server log")
+
+
+def _body_error(exc: BodyError) -> web.Response:
+    """A body that cannot be read: 413 too large, 415 a content coding not accepted (with
+    ``Accept-Encoding``), 400 one that is not valid data of its coding, or cut short."""
+    accepted = list(ACCEPTED_ENCODINGS)
+    if exc.problem == "too_large":
+        details: dict[str, Any] = {"max_bytes": exc.max_bytes}
+        if exc.content_length is not None:
+            details["content_length"] = exc.content_length
+        if exc.encoding is not None:
+            details["content_encoding"] = exc.encoding
+        return api_error(413, "request_too_large", exc.message, details)
+    if exc.problem == "unsupported_encoding":
+        details = {"content_encoding": exc.encoding, "accepted_encodings": accepted}
+        response = api_error(415, "unsupported_media_type", exc.message, details)
+        response.headers["Accept-Encoding"] = ", ".join(accepted)
+        return response
+    if exc.problem == "bad_encoding":
+        details = {"content_encoding": exc.encoding, "accepted_encodings": accepted}
+        return api_error(400, "invalid_content_encoding", exc.message, details)
+    return api_error(400, "bad_request", exc.message)
 
 
 def access(method: str, path: str) -> Access:
@@ -203,7 +230,9 @@ def _unauthorized(authenticator: Authenticator, message: str) -> web.HTTPUnautho
 
 
 async def read_json(request: web.Request) -> Any:
-    """The request body as JSON, within the size and depth limits; 4xx otherwise."""
+    """The request body as JSON, within the size and depth limits, its ``Content-Encoding``
+    decoded (:func:`registry.bodies.read_body`; a :class:`BodyError` is answered by
+    :func:`error_middleware`); 4xx otherwise."""
     settings = request.app[SETTINGS]
     ctype = request.content_type
     if ctype != "application/json" and not ctype.endswith("+json"):
@@ -212,7 +241,7 @@ async def read_json(request: web.Request) -> Any:
             code="unsupported_media_type",
             status=415,
         )
-    body = await request.read()
+    body = await read_body(request, settings.max_request_bytes)
     try:
         return loads_limited(body, max_depth=settings.max_json_depth)
     except JsonLimitError as exc:

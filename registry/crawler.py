@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import re
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib import metadata
 from types import TracebackType
@@ -27,7 +27,19 @@ from registry.jsonsafe import JsonLimitError, loads_limited
 from registry.netguard import AddressPolicy, AddressRefused, GuardedResolver, redact_url
 from registry.settings import Settings
 
-__all__ = ["USER_AGENT", "WELL_KNOWN_PATHS", "Crawler", "Fetched", "card_candidates", "is_card_url"]
+__all__ = [
+    "USER_AGENT",
+    "WELL_KNOWN_PATHS",
+    "Crawler",
+    "Fetched",
+    "HopCheck",
+    "card_candidates",
+    "is_card_url",
+]
+
+#: Asked before a redirect is followed, with the target: None to follow it, else why not
+#: (a clause such as "another origin"); the target is then never requested.
+HopCheck = Callable[[URL], str | None]
 
 
 def _version() -> str:
@@ -154,11 +166,14 @@ class Crawler:
         last_modified: str | None = None,
         max_bytes: int | None = None,
         accept: str = "application/json",
+        follow: HopCheck | None = None,
     ) -> Fetched:
         """GET a JSON document, following at most ``settings.max_redirects`` checked redirects.
 
         Sends ``If-None-Match`` / ``If-Modified-Since`` when given and returns
         ``not_modified=True`` on 304. ``max_bytes`` defaults to ``settings.max_card_bytes``.
+        ``follow`` is asked about every redirect target before it is requested; a reason
+        refuses it (``redirect_refused``, ``details.reason``).
         """
         await self.start()
         headers = {"Accept": accept}
@@ -173,7 +188,7 @@ class Crawler:
             result = await self._get(current, headers, limit)
             if isinstance(result, Fetched):
                 return result
-            target = self._next_hop(current, result, chain)
+            target = self._next_hop(current, result, chain, follow)
             chain.append(str(target))
             current = target
 
@@ -296,8 +311,11 @@ class Crawler:
             max_age=_max_age(resp.headers.get("Cache-Control")),
         )
 
-    def _next_hop(self, current: URL, location: str, chain: list[str]) -> URL:
-        """Resolve and check a redirect target, enforcing the loop and hop limits."""
+    def _next_hop(
+        self, current: URL, location: str, chain: list[str], follow: HopCheck | None = None
+    ) -> URL:
+        """Resolve and check a redirect target (the address policy, then ``follow``), enforcing
+        the loop and hop limits."""
         try:
             target = current.join(URL(location))
             shown = redact_url(target)
@@ -319,6 +337,13 @@ class Crawler:
                 code=exc.code,
                 details={"url": str(current), "location": shown, "reason": reason},
             ) from None
+        refusal = follow(target) if follow is not None else None
+        if refusal is not None:
+            raise CrawlError(
+                f"The redirect from {current} to {shown} was refused: {refusal}.",
+                code="redirect_refused",
+                details={"url": str(current), "location": shown, "reason": refusal},
+            )
         first = chain[0]
         if str(target) in chain:
             raise CrawlError(

@@ -1,9 +1,11 @@
 """The JWKS cache: the JWKS documents of trusted JWKS URLs and of allowed card ``jku`` URLs.
 
 JWKS documents are fetched with the crawler (SSRF guard, redirect, size and time limits), at
-most :data:`HOST_CONCURRENCY` at a time per host; a redirect to another origin is refused. They
-are cached per URL for their ``Cache-Control: max-age`` clamped to [60 s, 24 h] (300 s without
-one); failures are cached for 30 s so a dead endpoint is not hammered. A lookup whose kid is
+most :data:`HOST_CONCURRENCY` at a time per host. Every redirect is checked before it is
+followed: one to another origin is never requested (the JWKS is unusable), nor one refused by
+the lookup's own check (a card's ``jku`` must stay on the allow-list). Documents are cached
+per URL for their ``Cache-Control: max-age`` clamped to [60 s, 24 h] (300 s without one);
+failures are cached for 30 s so a dead endpoint is not hammered. A lookup whose kid is
 missing from a JWKS fetched more than 60 s ago fetches it again once (key rotation). The
 JWKS of a lookup are fetched concurrently and waited for at most a given time (a fetch still
 under way goes on and fills the cache for the next lookup).
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -23,7 +25,7 @@ from cachetools import TLRUCache
 from jwcrypto.jwk import JWK
 from yarl import URL
 
-from registry.crawler import Crawler
+from registry.crawler import Crawler, HopCheck
 from registry.errors import CrawlError, RegistryError
 from registry.jku import origin
 from registry.jwkeys import public_jwk
@@ -92,16 +94,24 @@ class JwksCache:
         self._cache[str(url)] = entry
 
     async def lookups(
-        self, urls: list[URL], kid: str, within: float
+        self,
+        urls: list[URL],
+        kid: str,
+        within: float,
+        follow: Sequence[HopCheck | None] = (),
     ) -> list[tuple[list[JWK], Jwks] | None]:
-        """:meth:`lookup` for each URL at once; None for those not done within ``within``
-        seconds.
+        """:meth:`lookup` for each URL at once (``follow[i]``, if given, checks the redirects
+        of ``urls[i]``); None for those not done within ``within`` seconds.
 
         A fetch that is not done in time goes on (it is shielded) and fills the cache.
         """
         if not urls:
             return []
-        tasks = [asyncio.ensure_future(self.lookup(url, kid)) for url in urls]
+        checks = [*follow, *[None] * (len(urls) - len(follow))]
+        tasks = [
+            asyncio.ensure_future(self.lookup(url, kid, follow=check))
+            for url, check in zip(urls, checks, strict=True)
+        ]
         try:
             done, _ = await asyncio.wait(tasks, timeout=within)
         finally:
@@ -109,25 +119,34 @@ class JwksCache:
                 task.cancel()  # only the waiting: the fetches themselves are shielded
         return [task.result() if task in done else None for task in tasks]
 
-    async def lookup(self, url: URL, kid: str) -> tuple[list[JWK], Jwks]:
-        """The keys with ``kid`` of the JWKS at ``url``, and the (cached) JWKS."""
-        entry = await self._jwks(url)
+    async def lookup(
+        self, url: URL, kid: str, *, follow: HopCheck | None = None
+    ) -> tuple[list[JWK], Jwks]:
+        """The keys with ``kid`` of the JWKS at ``url``, and the (cached) JWKS; a fetch checks
+        its redirects with ``follow`` too (:meth:`download`)."""
+        entry = await self._jwks(url, follow=follow)
         keys = entry.matching(kid)
         if not keys and entry.problem is None:
             # a new kid may mean a rotated key: fetch again once the copy is MIN_TTL old
-            entry = await self._jwks(url, stale_before=self._timer() - MIN_TTL)
+            entry = await self._jwks(url, stale_before=self._timer() - MIN_TTL, follow=follow)
             keys = entry.matching(kid)
         return keys, entry
 
-    async def _jwks(self, url: URL, *, stale_before: float | None = None) -> Jwks:
-        """The JWKS at ``url`` from the cache, or fetched (one fetch per URL at a time)."""
+    async def _jwks(
+        self, url: URL, *, stale_before: float | None = None, follow: HopCheck | None = None
+    ) -> Jwks:
+        """The JWKS at ``url`` from the cache, or fetched (one fetch per URL at a time).
+
+        The cache is per URL, whatever ``follow`` was: a caller with a stricter check looks at
+        :attr:`Jwks.final_url` of what it is given.
+        """
         key = str(url)
         entry = self._cache.get(key)
         if entry is not None and (stale_before is None or entry.fetched_at > stale_before):
             return entry
         task = self._inflight.get(key)
         if task is None:
-            task = asyncio.ensure_future(self._refresh(url))
+            task = asyncio.ensure_future(self._refresh(url, follow))
             self._inflight[key] = task
             task.add_done_callback(partial(self._done, key))
         return await asyncio.shield(task)
@@ -136,9 +155,9 @@ class JwksCache:
         if self._inflight.get(key) is task:
             del self._inflight[key]
 
-    async def _refresh(self, url: URL) -> Jwks:
+    async def _refresh(self, url: URL, follow: HopCheck | None) -> Jwks:
         try:
-            entry = await self.download(url)
+            entry = await self.download(url, follow=follow)
         except CrawlError as exc:
             log.info("JWKS %s could not be fetched: %s", url, exc.message)
             entry = self._failure(
@@ -158,28 +177,35 @@ class JwksCache:
             final_url=str(url),
         )
 
-    async def download(self, url: URL) -> Jwks:
+    async def download(self, url: URL, *, follow: HopCheck | None = None) -> Jwks:
         """Fetch and parse a JWKS (not cached); :class:`CrawlError` if it cannot be fetched.
 
         Fetches exactly ``url`` (the crawler takes the URL object as it is), at most
-        :data:`HOST_CONCURRENCY` at a time per host; a redirect to another origin makes the
-        document unusable.
+        :data:`HOST_CONCURRENCY` at a time per host. A redirect is followed only to the same
+        origin and when ``follow`` (if given) does not refuse it; a refused one is never
+        requested and makes the document unusable (a :class:`Jwks` with a ``problem``).
         """
-        async with self._hosts.hold(url.raw_host or ""):
-            fetched = await self.crawler.fetch_json(
-                url,  # type: ignore[arg-type]  # the crawler's check_url takes a URL as is
-                max_bytes=JWKS_MAX_BYTES,
-                accept=JWKS_ACCEPT,
-            )
         shown = str(url)
-        final = URL(fetched.url)
-        if origin(final) != origin(url):
-            log.info("JWKS %s redirected to another origin: %s", shown, fetched.url)
-            return self._failure(
-                url,
-                f"the JWKS at {shown} redirected to {fetched.url}, another origin "
-                "(a JWKS must be served from its own origin)",
-            )
+
+        def check(target: URL) -> str | None:
+            if origin(target) != origin(url):
+                return "another origin (a JWKS must be served from its own origin)"
+            return follow(target) if follow is not None else None
+
+        try:
+            async with self._hosts.hold(url.raw_host or ""):
+                fetched = await self.crawler.fetch_json(
+                    url,  # type: ignore[arg-type]  # the crawler's check_url takes a URL as is
+                    max_bytes=JWKS_MAX_BYTES,
+                    accept=JWKS_ACCEPT,
+                    follow=check,
+                )
+        except CrawlError as exc:
+            if exc.code != "redirect_refused":
+                raise
+            location, reason = exc.details["location"], exc.details["reason"]
+            log.info("JWKS %s: the redirect to %s was not followed: %s", shown, location, reason)
+            return self._failure(url, f"the JWKS at {shown} redirected to {location}, {reason}")
         keys, skipped, problem = _parse_jwks(shown, fetched.data)
         return Jwks(
             url=shown,

@@ -294,6 +294,13 @@ class TrustStore:
         """JWKS fetches for ``host`` (as in the URL): (under way, queued behind the limit)."""
         return self._jwks.host_fetches(host)
 
+    def _jku_hop(self, target: URL) -> str | None:
+        """Why a card's jku may not be redirected to ``target`` (checked before it is
+        requested), or None: every hop must be on the allow-list again."""
+        if isinstance(self._jku.check(str(target)), URL):
+            return None
+        return "which is not on SWITCHBOARD_TRUSTED_JKU"
+
     async def keys_for(self, kid: str, jku: str | None) -> KeyLookup:
         """The candidate keys for ``kid``: trusted JWKs; else trusted JWKS URLs and the card's
         ``jku`` if allow-listed; ``problem`` says why there are none.
@@ -331,7 +338,12 @@ class TrustStore:
                 sources.append((jku, checked, "jku"))
             else:
                 notes.append(checked)
-        results = await self._jwks.lookups([url for _, url, _ in sources], kid, self.lookup_timeout)
+        results = await self._jwks.lookups(
+            [url for _, url, _ in sources],
+            kid,
+            self.lookup_timeout,
+            [self._jku_hop if label == "jku" else None for _, _, label in sources],
+        )
         for (text, url, label), result in zip(sources, results, strict=True):
             if result is None:
                 notes.append(f"the JWKS at {text} did not answer within {self.lookup_timeout:g} s")
@@ -339,6 +351,7 @@ class TrustStore:
             keys, entry = result
             where = text
             if entry.final_url != str(url):  # redirected within the origin
+                # (a jku's redirects were checked by _jku_hop, unless fetched as a trusted URL)
                 if label == "jku" and not isinstance(self._jku.check(entry.final_url), URL):
                     notes.append(
                         f"the card's jku {text} redirected to {entry.final_url}, which is not "

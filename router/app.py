@@ -19,6 +19,7 @@ from registry.access.authenticate import Authenticator
 from registry.access.jwt import JwtVerifier
 from registry.access.policy import Policies
 from registry.api import PASSIVE_HEALTH, POLICIES, REFRESHER, REGISTRY, SETTINGS
+from registry.bodies import RAW_BODIES
 from registry.crawler import Crawler
 from registry.examples import LearnedExamples
 from registry.keys_api import KEYS_CHANGED, TRUST, add_key_routes
@@ -50,6 +51,7 @@ def create_app(settings: Settings) -> web.Application:
     app = web.Application(
         middlewares=[api.error_middleware, api.auth_middleware],
         client_max_size=settings.max_request_bytes,
+        handler_args=RAW_BODIES,  # bodies decoded by registry.bodies: every error in JSON
     )
     app[SETTINGS] = settings
     jwt = JwtVerifier(settings) if "jwt" in settings.client_auth_modes() else None

@@ -2,7 +2,8 @@
 to the routing core, its answer encoded back.
 
 :func:`serve` reads the A2A version (the ``A2A-Version`` header, or the query parameter of
-that name), the body (within ``SWITCHBOARD_MAX_REQUEST_BYTES``) and its JSON-RPC envelope
+that name), the body (within ``SWITCHBOARD_MAX_REQUEST_BYTES``; its ``Content-Encoding``
+decoded by :func:`registry.bodies.read_body`) and its JSON-RPC envelope
 (:func:`router.protocol.envelope.parse_request`), keeps the headers that matter downstream,
 and hands the call to :meth:`router.forward.handler.Router.handle`. A
 :class:`~router.forward.call.Reply` is written as JSON (always valid JSON: no NaN or
@@ -25,6 +26,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from registry.access.principal import ANONYMOUS, Principal
+from registry.bodies import ACCEPTED_ENCODINGS, BodyError, read_body
 from router.compat.dialects import served_call
 from router.forward.call import Call, EventStream, Reply
 from router.forward.handler import Router
@@ -40,6 +42,12 @@ __all__ = ["json_answer", "public_origin", "read_request", "request_version", "s
 log = logging.getLogger(__name__)
 
 _HEADERS = CLIENT_HEADERS | {VERSION_HEADER.lower()}
+_BODY_REASONS = {
+    "too_large": "REQUEST_TOO_LARGE",
+    "unsupported_encoding": "UNSUPPORTED_CONTENT_ENCODING",
+    "bad_encoding": "INVALID_CONTENT_ENCODING",
+    "unreadable": "PARSE_ERROR",
+}
 _DUMPS = functools.partial(json.dumps, allow_nan=False)
 
 
@@ -127,9 +135,10 @@ async def read_request(
     max_depth: int,
     dialects: DialectReader = served_call,
 ) -> Request:
-    """Read the body (at most ``max_bytes``, else -32700) and parse its JSON-RPC request of
-    A2A ``version`` (:func:`~router.protocol.envelope.parse_request`; legacy dialects are
-    read by ``dialects``, :func:`router.compat.dialects.served_call` by default)."""
+    """Read the body (at most ``max_bytes``, its ``Content-Encoding`` decoded, else -32700)
+    and parse its JSON-RPC request of A2A ``version``
+    (:func:`~router.protocol.envelope.parse_request`; legacy dialects are read by
+    ``dialects``, :func:`router.compat.dialects.served_call` by default)."""
     body = await _read_body(request, max_bytes)
     header = request.headers.get(VERSION_HEADER)
     return parse_request(body, version, header, max_depth=max_depth, dialects=dialects)
@@ -160,29 +169,28 @@ async def _request_id(router: Router, request: web.Request) -> Any:
 
 
 async def _read_body(request: web.Request, max_bytes: int) -> bytes:
-    length = request.content_length
-    if length is not None and length > max_bytes:
-        raise _too_large(max_bytes, length)
-    chunks: list[bytes] = []
-    total = 0
-    async for chunk in request.content.iter_chunked(64 * 1024):
-        total += len(chunk)
-        if total > max_bytes:
-            raise _too_large(max_bytes, None)
-        chunks.append(chunk)
-    return b"".join(chunks)
+    """The body, decoded (:func:`registry.bodies.read_body`); -32700 if it cannot be read."""
+    try:
+        return await read_body(request, max_bytes)
+    except BodyError as error:
+        raise _body_error(error) from None
 
 
-def _too_large(max_bytes: int, length: int | None) -> RpcError:
-    data: dict[str, Any] = {"maxBytes": max_bytes}
-    if length is not None:
-        data["contentLength"] = length
-    return RpcError(
-        PARSE,
-        f"The request body is larger than the limit of {max_bytes} bytes",
-        data,
-        reason="REQUEST_TOO_LARGE",
-    )
+def _body_error(error: BodyError) -> RpcError:
+    """The -32700 of a body that cannot be read: too large, or a coding not accepted or not
+    valid (``data`` names the coding and the accepted ones), or cut short."""
+    data: dict[str, Any]
+    if error.problem == "too_large":
+        data = {"maxBytes": error.max_bytes}
+        if error.content_length is not None:
+            data["contentLength"] = error.content_length
+        if error.encoding is not None:
+            data["contentEncoding"] = error.encoding
+    elif error.problem == "unreadable":
+        data = {}
+    else:
+        data = {"contentEncoding": error.encoding, "acceptedEncodings": list(ACCEPTED_ENCODINGS)}
+    return RpcError(PARSE, error.message, data, reason=_BODY_REASONS[error.problem])
 
 
 async def _events(

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
+import json
+import zlib
 from importlib import metadata
 from typing import Any
 
@@ -10,7 +13,8 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
-from registry.api import REGISTRY
+from registry.api import REGISTRY, error_middleware
+from registry.bodies import UNREADABLE
 from registry.engine import create_engine
 from router.app import create_app
 from tests.support.helpers import ADMIN, AUTH, CardServer, card_v03, card_v1, make_settings
@@ -227,6 +231,82 @@ async def test_request_too_large(aiohttp_client: Any, sqlite_url: str) -> None:
     await _error(
         await client.post("/api/v1/agents", json=body, headers=AUTH), 413, "request_too_large"
     )
+
+
+# --- Content-Encoding of request bodies (issue 15) ----------------------------------------------
+
+ACCEPTED = ["identity", "gzip", "deflate"]
+
+
+def _encoded(encoding: str) -> dict[str, str]:
+    return {**AUTH, "Content-Type": "application/json", "Content-Encoding": encoding}
+
+
+@pytest.mark.parametrize("encoding", ["br", "zstd", "bogus"])
+async def test_unsupported_content_encoding(
+    sqlite_url: str, aiohttp_client: Any, encoding: str
+) -> None:
+    """Finding: ``br`` got aiohttp's text/plain 400 ("Please install Brotli"), before any
+    middleware; an unknown coding was read as if there were none."""
+    client = await aiohttp_client(create_app(make_settings(sqlite_url)))
+    body = json.dumps({"card": card_v1("https://w.example")}).encode()
+    resp = await client.post("/api/v1/agents", data=body, headers=_encoded(encoding))
+    error = await _error(resp, 415, "unsupported_media_type")
+    assert error["message"] == (
+        f"The request body's Content-Encoding {encoding!r} is not supported; "
+        "send it as identity, gzip or deflate"
+    )
+    assert error["details"] == {"content_encoding": encoding, "accepted_encodings": ACCEPTED}
+    assert resp.headers["Accept-Encoding"] == "identity, gzip, deflate"
+
+
+async def test_corrupt_gzip_body(sqlite_url: str, aiohttp_client: Any) -> None:
+    client = await aiohttp_client(create_app(make_settings(sqlite_url)))
+    body = gzip.compress(json.dumps({"card": card_v1("https://w.example")}).encode())
+    resp = await client.post("/api/v1/agents", data=body[:-20], headers=_encoded("gzip"))
+    error = await _error(resp, 400, "invalid_content_encoding")
+    assert error["message"] == (
+        "The request body is not valid gzip data: it ends before its compressed data does"
+    )
+    assert error["details"] == {"content_encoding": "gzip", "accepted_encodings": ACCEPTED}
+
+
+async def test_encoded_bodies_are_read(switchboard: TestClient) -> None:
+    body = json.dumps({"card": card_v1("https://w.example"), "id": "wx"}).encode()
+    resp = await switchboard.post(
+        "/api/v1/agents", data=gzip.compress(body), headers=_encoded("gzip")
+    )
+    assert (await _json(resp, 201))["id"] == "wx"
+    patch = json.dumps({"refresh_interval": 3600}).encode()
+    resp = await switchboard.patch(
+        "/api/v1/agents/wx", data=zlib.compress(patch), headers=_encoded("deflate")
+    )
+    assert (await _json(resp, 200))["health"]["refresh_interval"] == 3600
+
+
+async def test_decoded_body_too_large(aiohttp_client: Any, sqlite_url: str) -> None:
+    client = await aiohttp_client(create_app(make_settings(sqlite_url, max_request_bytes=1024)))
+    body = json.dumps({"card": card_v1("https://w.example", description="x" * 5000)}).encode()
+    assert len(gzip.compress(body)) < 1024
+    resp = await client.post("/api/v1/agents", data=gzip.compress(body), headers=_encoded("gzip"))
+    error = await _error(resp, 413, "request_too_large")
+    assert error["details"] == {"max_bytes": 1024, "content_encoding": "gzip"}
+
+
+async def test_error_middleware_answers_an_unreadable_body(aiohttp_client: Any) -> None:
+    """A handler that reads the body itself, in an app where aiohttp decodes: what aiohttp
+    cannot decode is the API's 400, not a 500."""
+
+    async def reads(request: web.Request) -> web.Response:
+        await request.read()
+        return web.json_response({})  # pragma: no cover - the body is not readable
+
+    app = web.Application(middlewares=[error_middleware])
+    app.router.add_post("/api/v1/reads", reads)
+    client = await aiohttp_client(app)
+    resp = await client.post("/api/v1/reads", data=b"not gzip", headers=_encoded("gzip"))
+    error = await _error(resp, 400, "bad_request")
+    assert error["message"] == UNREADABLE
 
 
 @pytest.mark.parametrize(

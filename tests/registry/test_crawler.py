@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
+from yarl import URL
 
 from registry.crawler import USER_AGENT, Crawler, card_candidates, is_card_url
 from registry.errors import CrawlError
@@ -503,6 +504,34 @@ async def test_too_many_redirects(serve, crawler: Crawler) -> None:
     assert len(err.details["chain"]) == 5
     # exactly max_redirects hops is fine
     assert (await crawler.fetch_card(str(server.make_url("/1.json")))).data == CARD
+
+
+async def test_follow_is_asked_before_each_redirect(serve, crawler: Crawler) -> None:
+    """``follow`` sees every hop's target first; one it refuses is never requested."""
+    hits: Counter[str] = Counter()
+    server = await serve(
+        {
+            "/a.json": counted(hits, redirect("/b.json")),
+            "/b.json": counted(hits, redirect("/c.json")),
+            "/c.json": counted(hits, card()),
+        }
+    )
+    asked: list[str] = []
+
+    def follow(target: URL) -> str | None:
+        asked.append(target.path)
+        return "not wanted here" if target.path == "/c.json" else None
+
+    url = str(server.make_url("/a.json"))
+    err = await crawl_error(crawler.fetch_json(url, follow=follow))
+    b, c = str(server.make_url("/b.json")), str(server.make_url("/c.json"))
+    assert err.code == "redirect_refused"
+    assert err.message == f"The redirect from {b} to {c} was refused: not wanted here."
+    assert err.details == {"url": b, "location": c, "reason": "not wanted here"}
+    assert asked == ["/b.json", "/c.json"]
+    assert hits == Counter({"/a.json": 1, "/b.json": 1})  # /c.json never requested
+    # without a refusal the chain is followed
+    assert (await crawler.fetch_json(url, follow=lambda target: None)).data == CARD
 
 
 @pytest.mark.parametrize(

@@ -735,10 +735,12 @@ async def test_jku_redirect_to_another_origin_refused(
     aiohttp_server: ServerFactory,
 ) -> None:
     """Finding: an open redirect under the allowed prefix handed out another host's keys,
-    credited to the allowed jku."""
+    credited to the allowed jku; then (issue 15) the other origin was still requested: a
+    redirect is checked before it is followed."""
     evil_key = ec_key("evil-k")
+    evil_seen: list[str] = []
     evil = await aiohttp_server(
-        gated_jwks_app(asyncio.Event(), jwks(evil_key), open_gate=True)
+        gated_jwks_app(asyncio.Event(), jwks(evil_key), evil_seen, open_gate=True)
     )  # another port on 127.0.0.1: another origin
     evil_url = str(evil.make_url("/evil.json"))
     card_server.set("/keys/go", {}, status=302, Location=evil_url)
@@ -766,13 +768,14 @@ async def test_jku_redirect_to_another_origin_refused(
     assert f"the JWKS at {trusted} redirected to {evil_url}, another origin" in (
         lookup.problem or ""
     )
+    assert evil_seen == []  # never requested
 
 
 async def test_jku_redirect_within_the_origin_checked_again(
     make_trust: Callable[..., Awaitable[Env]], sqlite_url: str, card_server: CardServer
 ) -> None:
-    """A same-origin redirect out of the allowed prefix is refused; inside it, the key source
-    names the URL the keys came from."""
+    """A same-origin redirect out of the allowed prefix is refused before it is requested;
+    inside it, the key source names the URL the keys came from."""
     signer = ec_key("k1")
     card_server.set("/uploads/evil.json", jwks(signer))
     card_server.set("/keys/v2/jwks.json", jwks(signer))
@@ -784,9 +787,10 @@ async def test_jku_redirect_within_the_origin_checked_again(
     lookup = await env.trust.keys_for("k1", out)
     assert lookup.keys == []
     assert lookup.problem == (
-        f"no trusted key has kid 'k1'; the card's jku {out} redirected to "
+        f"no trusted key has kid 'k1'; the JWKS at {out} redirected to "
         f"{card_server.url('/uploads/evil.json')}, which is not on SWITCHBOARD_TRUSTED_JKU"
     )
+    assert card_server.hits("/uploads/evil.json") == 0
 
     current = card_server.url("/keys/current")
     [(_, label)] = (await env.trust.keys_for("k1", current)).keys
