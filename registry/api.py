@@ -15,10 +15,16 @@ from typing import Any
 
 from aiohttp import web
 
-from registry.access.authenticate import Authenticator
-from registry.access.errors import AuthError
-from registry.access.policy import Policies, parse_tenant
-from registry.access.principal import ANONYMOUS, PRINCIPAL_KEY, Principal
+from registry.access.policy import parse_tenant
+from registry.apiauth import ADMIN_READS as ADMIN_READS
+from registry.apiauth import PUBLIC as PUBLIC
+from registry.apiauth import PUBLIC_PREFIX as PUBLIC_PREFIX
+from registry.apiauth import READ_POSTS as READ_POSTS
+from registry.apiauth import access as access
+from registry.apiauth import auth_middleware as auth_middleware
+from registry.apiauth import caller as caller
+from registry.apiauth import usable_for
+from registry.apiauth import who_is_calling as who_is_calling
 from registry.apidocs import add_docs_routes
 from registry.apimodels import (
     Agent,
@@ -33,36 +39,26 @@ from registry.apimodels import (
     SkillList,
     Stats,
 )
+from registry.appkeys import AUTHENTICATOR as AUTHENTICATOR
+from registry.appkeys import PASSIVE_HEALTH as PASSIVE_HEALTH
+from registry.appkeys import POLICIES as POLICIES
+from registry.appkeys import REFRESHER as REFRESHER
+from registry.appkeys import REGISTRY as REGISTRY
+from registry.appkeys import SETTINGS as SETTINGS
 from registry.bodies import ACCEPTED_ENCODINGS, UNREADABLE, BodyError, read_body
 from registry.catalog import AGENTS, SKILLS, Query
 from registry.errors import RegistryError, number
 from registry.health import MAX_REFRESH_INTERVAL, MIN_REFRESH_INTERVAL
 from registry.jsonsafe import JsonLimitError, loads_limited
-from registry.openapi import PREFIX, Access, documented, openapi_document
+from registry.openapi import PREFIX, documented, openapi_document
 from registry.paging import paginate
 from registry.queryparams import AgentsQuery, ListingQuery, Q, SkillsQuery, read_query
 from registry.records import AgentRecord, iso
-from registry.refresh import PassiveHealth, Refresher
 from registry.service import Registry
-from registry.settings import Settings
 from registry.version import switchboard_version
 
 log = logging.getLogger(__name__)
 
-REGISTRY = web.AppKey("registry", Registry)
-SETTINGS = web.AppKey("settings", Settings)
-REFRESHER = web.AppKey("refresher", Refresher)
-PASSIVE_HEALTH = web.AppKey("passive_health", PassiveHealth)
-AUTHENTICATOR = web.AppKey("authenticator", Authenticator)
-POLICIES = web.AppKey("policies", Policies)
-
-#: POST routes that only read (they take a body but change nothing): the read token suffices.
-READ_POSTS = frozenset({f"{PREFIX}/route/explain"})
-#: Reads only an admin may make: the API keys of clients and the audit log.
-ADMIN_READS = (f"{PREFIX}/clients", f"{PREFIX}/audit")
-#: Routes that never need a token: the API's description and its page.
-PUBLIC = frozenset({f"{PREFIX}/openapi.json", f"{PREFIX}/docs"})
-PUBLIC_PREFIX = f"{PREFIX}/docs/static/"
 _AGENT = {"agent_id": "The agent's id."}
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -161,71 +157,6 @@ def _body_error(exc: BodyError) -> web.Response:
     return api_error(400, "bad_request", exc.message)
 
 
-def access(method: str, path: str) -> Access:
-    """What a request needs: nothing (public), a reader (the read token, if set, or with
-    client authentication on, any caller), the admin role (writes; and reads of the API keys
-    and the audit log)."""
-    if path in PUBLIC or path.startswith(PUBLIC_PREFIX):
-        return "public"
-    if any(path == p or path.startswith(p + "/") for p in ADMIN_READS):
-        return "admin"
-    if method in ("GET", "HEAD", "OPTIONS") or path in READ_POSTS:
-        return "read"
-    return "write"
-
-
-@web.middleware
-async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Who is calling (:class:`~registry.access.authenticate.Authenticator`), left in
-    ``request[PRINCIPAL_KEY]``; writes and the admin reads need the admin role, reads a
-    caller when the read token is set or client authentication is on."""
-    if (
-        not request.path.startswith(PREFIX + "/")
-        or request.match_info.http_exception is not None  # 404/405: say so, not 401
-        or (needed := access(request.method, request.path)) == "public"
-    ):
-        return await handler(request)
-    settings = request.app[SETTINGS]
-    authenticator = request.app[AUTHENTICATOR]
-    admins = bool(settings.admin_token) or authenticator.client_auth
-    if needed in ("write", "admin") and not admins:
-        raise RegistryError(
-            "admin writes are disabled: start Switchboard with SWITCHBOARD_ADMIN_TOKEN set",
-            code="writes_disabled",
-            status=403,
-        )
-    guarded = needed != "read" or bool(settings.read_token) or authenticator.client_auth
-    principal = ANONYMOUS
-    if guarded:
-        try:
-            found = await authenticator.authenticate(request.headers)
-        except AuthError as error:
-            raise _unauthorized(authenticator, error.message) from None
-        if found is None:
-            raise _unauthorized(
-                authenticator, "missing credentials: send 'Authorization: Bearer <token>'"
-            )
-        principal = found
-        if needed != "read" and not principal.is_admin:
-            raise RegistryError(
-                "this needs the admin role", code="forbidden", status=403,
-                details={"caller": principal.label()},
-            )  # fmt: skip
-    request[PRINCIPAL_KEY] = principal
-    return await handler(request)
-
-
-def caller(request: web.Request) -> Principal:
-    """The principal of an admin API request (:data:`ANONYMOUS` where none was needed)."""
-    return request.get(PRINCIPAL_KEY, ANONYMOUS)
-
-
-def _unauthorized(authenticator: Authenticator, message: str) -> web.HTTPUnauthorized:
-    return web.HTTPUnauthorized(
-        reason=message, headers={"WWW-Authenticate": authenticator.challenge()}
-    )
-
-
 # --- request helpers -------------------------------------------------------------------------
 
 
@@ -267,12 +198,20 @@ def parse_query(request: web.Request, model: type[Q]) -> tuple[Q, Query, int, st
 
 
 def _health_keep(request: web.Request, params: ListingQuery) -> Callable[[Any], bool] | None:
-    """The ``health`` filter as a predicate on hits (None without the filter)."""
-    wanted = params.health
-    if wanted is None:
+    """The ``health`` filter and what the caller may see, as a predicate on hits (None when
+    every hit is kept)."""
+    wanted, usable = params.health, usable_for(request)
+    if wanted is None and usable is None:
         return None
     registry = request.app[REGISTRY]
-    return lambda hit: registry.health_of(hit.agent.id).status == wanted
+
+    def keep(hit: Any) -> bool:
+        if wanted is not None and registry.health_of(hit.agent.id).status != wanted:
+            return False
+        skill = getattr(hit, "skill", None)
+        return usable is None or usable(hit.agent.id, skill.id if skill is not None else None)
+
+    return keep
 
 
 def _healthy_only(request: web.Request, params: ListingQuery, hits: list[Any]) -> list[Any]:
@@ -369,13 +308,6 @@ async def _set_tenant(request: web.Request, agent_id: str, tenant: str) -> None:
         except Exception:
             log.exception("could not undo the registration of %s", agent_id)
         raise
-
-
-def who_is_calling(request: web.Request) -> str:
-    """Who made an admin request, for records and logs: the principal's label, else
-    ``admin-token`` (without a principal, a write passed with the admin token)."""
-    principal = request.get(PRINCIPAL_KEY)
-    return principal.label() if isinstance(principal, Principal) else "admin-token"
 
 
 @documented("One agent with its raw card", "agents", answer=Agent, errors=(404,), params=_AGENT)

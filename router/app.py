@@ -41,6 +41,7 @@ from router.signing import CardSigner
 from router.tables import SCHEMA
 from router.transport.feedback import EXAMPLES, add_feedback_routes
 from router.transport.gate import GATE, Gate
+from router.transport.ratelimit import CallerLimits
 from router.transport.routes import ROUTER, SIGNER, add_router_routes
 
 log = logging.getLogger(__name__)
@@ -56,7 +57,9 @@ def create_app(settings: Settings) -> web.Application:
     app[SETTINGS] = settings
     jwt = JwtVerifier(settings) if "jwt" in settings.client_auth_modes() else None
     app[api.AUTHENTICATOR] = Authenticator(settings, tokens=jwt)
-    app[GATE] = Gate(app[api.AUTHENTICATOR])
+    limits = CallerLimits.from_settings(settings)
+    limited = limits.limits_requests or limits.limits_streams
+    app[GATE] = Gate(app[api.AUTHENTICATOR], limits if limited else None)
     store, crawler = Store(settings.database_url, SCHEMA), Crawler(settings)
     trust = TrustStore(store, crawler, settings.trusted_jku)
     app[TRUST] = trust

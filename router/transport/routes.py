@@ -18,12 +18,13 @@ from typing import Any
 
 from aiohttp import web
 
-from registry.api import REGISTRY, SETTINGS, read_json
+from registry.api import REGISTRY, SETTINGS, caller, read_json
 from registry.errors import RegistryError, agent_not_found
 from registry.jsonsafe import JsonLimitError, loads_limited
 from registry.openapi import documented
 from router.card import agent_card_via_router, card_for, router_card, without_paths
 from router.cardsecurity import with_security
+from router.choose.grants import EVERYTHING
 from router.forward.handler import Router
 from router.protocol.errors import RpcError
 from router.protocol.fieldnames import json_names
@@ -220,4 +221,6 @@ async def explain(request: web.Request) -> web.Response:
             code="invalid_body",
             details={"fields": [field for field, _ in clashes]},
         )
-    return web.json_response(await request.app[ROUTER].chooser.explain(version, op, params))
+    router = request.app[ROUTER]
+    grant = router.grants(caller(request)) if router.settings.client_auth != "none" else EVERYTHING
+    return web.json_response(await router.chooser.explain(version, op, params, grant=grant))
