@@ -55,6 +55,9 @@ READ_POSTS = frozenset({f"{PREFIX}/route/explain"})
 #: Routes that never need a token: the API's description and its page.
 PUBLIC = frozenset({f"{PREFIX}/openapi.json", f"{PREFIX}/docs"})
 PUBLIC_PREFIX = f"{PREFIX}/docs/static/"
+#: Routes (and everything under them) whose reads need the admin's token too: client API keys
+#: and the audit log (registry.clients_api).
+ADMIN_READS = (f"{PREFIX}/clients", f"{PREFIX}/audit")
 _AGENT = {"agent_id": "The agent's id."}
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -131,6 +134,8 @@ def access(method: str, path: str) -> Access:
     """Which token a request needs: none (public), the read token (if set) or the admin's."""
     if path in PUBLIC or path.startswith(PUBLIC_PREFIX):
         return "public"
+    if any(path == p or path.startswith(p + "/") for p in ADMIN_READS):
+        return "write"
     if method in ("GET", "HEAD", "OPTIONS") or path in READ_POSTS:
         return "read"
     return "write"

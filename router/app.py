@@ -15,7 +15,10 @@ from typing import Any
 from aiohttp import web
 
 from registry import api
+from registry.access.apikeys import ApiKeys
+from registry.access.audit import AUDIT, Audit, audit_middleware
 from registry.api import PASSIVE_HEALTH, REFRESHER, REGISTRY, SETTINGS
+from registry.clients_api import CLIENTS, add_client_routes
 from registry.crawler import Crawler
 from registry.examples import LearnedExamples
 from registry.keys_api import KEYS_CHANGED, TRUST, add_key_routes
@@ -42,13 +45,15 @@ log = logging.getLogger(__name__)
 def create_app(settings: Settings) -> web.Application:
     """Build the aiohttp application for ``settings`` (nothing is opened until startup)."""
     app = web.Application(
-        middlewares=[api.error_middleware, api.auth_middleware],
+        middlewares=[api.error_middleware, api.auth_middleware, audit_middleware],
         client_max_size=settings.max_request_bytes,
     )
     app[SETTINGS] = settings
     store, crawler = Store(settings.database_url, SCHEMA), Crawler(settings)
     trust = TrustStore(store, crawler, settings.trusted_jku)
     app[TRUST] = trust
+    app[CLIENTS] = ApiKeys(store)
+    app[AUDIT] = Audit(store)
     app[REGISTRY] = Registry(
         store,
         crawler,
@@ -79,6 +84,7 @@ def create_app(settings: Settings) -> web.Application:
     app.router.add_get("/.well-known/jwks.json", jwks)
     api.add_routes(app)
     add_key_routes(app)
+    add_client_routes(app)
     add_router_routes(app)
     add_feedback_routes(app)
     return app
