@@ -21,7 +21,7 @@ from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
 from registry.access.apikeys import ApiKeyInfo, ApiKeys
-from registry.access.audit import AUDIT, note
+from registry.access.audit import AUDIT
 from registry.access.principal import ANONYMOUS, PRINCIPAL_KEY
 from registry.api import SETTINGS, read_json
 from registry.apimodels import (
@@ -208,7 +208,6 @@ async def create_client(request: web.Request) -> web.Response:
         expires_at=_time(body, "expires_at"),
         by=_by(request),
     )
-    note(request, target=info.id, details={"subject": info.subject, "roles": list(info.roles)})
     return _created(request, info, key)
 
 
@@ -249,7 +248,6 @@ async def rotate_client(request: web.Request) -> web.Response:
         raise _invalid('"grace_seconds" must be a number of seconds', grace_seconds=grace)
     old_id = request.match_info["client_id"]
     info, key = await request.app[CLIENTS].rotate(old_id, _by(request), grace)
-    note(request, target=old_id, details={"rotated_to": info.id, "grace_seconds": grace})
     return _created(request, info, key)
 
 

@@ -9,9 +9,10 @@ entries in ``audit_log`` and lists them newest first (``GET /api/v1/audit``).
 
 What is recorded: the caller's :meth:`~registry.access.principal.Principal.label`, subject and
 tenant, the method and path, the action (method and route template, e.g. ``DELETE
-/api/v1/agents/{agent_id}``), the target (the ids in the path, or what the handler names with
-:func:`note`), the HTTP status and small details. Never a request body: bodies may hold
-secrets (outbound credentials, cards).
+/api/v1/agents/{agent_id}``), the target (the ids in the path; for a route that creates
+something, the id its ``Location`` names), the HTTP status and small details (``created``: the
+``Location`` of what was made; ``error``: the error code). Never a request body nor a query
+string: they may hold secrets (outbound credentials, cards).
 
 A failure to write an entry is logged and the request's answer stands (log and continue): the
 change is already made when the entry is written, and refusing the answer would not undo it.
@@ -39,13 +40,10 @@ from registry.records import as_utc, iso, utcnow
 from registry.store import Store
 from registry.tables import AuditRow
 
-__all__ = ["AUDIT", "AUDIT_NOTE", "Audit", "AuditEntry", "audit_middleware", "is_audited", "note"]
+__all__ = ["AUDIT", "Audit", "AuditEntry", "audit_middleware", "is_audited"]
 
 log = logging.getLogger(__name__)
 
-AUDIT_NOTE = "switchboard.audit_note"
-"""Where a handler leaves the target and details of its entry (``request[...]``, see
-:func:`note`)."""
 MAX_PATH = 2048
 MAX_TARGET = 1024
 
@@ -179,19 +177,6 @@ def is_audited(method: str, path: str) -> bool:
     return method not in _READS and path.startswith(PREFIX + "/") and path not in READ_POSTS
 
 
-def note(
-    request: web.Request, *, target: str | None = None, details: Mapping[str, Any] | None = None
-) -> None:
-    """Name the target and small details (never secrets) of this request's audit entry; a
-    handler calls it when the path alone does not say (e.g. the id of what it created)."""
-    current = request.get(AUDIT_NOTE) or {}
-    if target is not None:
-        current["target"] = target
-    if details:
-        current["details"] = {**current.get("details", {}), **details}
-    request[AUDIT_NOTE] = current
-
-
 @web.middleware
 async def audit_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Record every admin write after its handler (with the error's status when it raised,
@@ -208,23 +193,25 @@ async def audit_middleware(request: web.Request, handler: Handler) -> web.Stream
         await _record(request, exc.status, {"error": exc.code})
         raise
     except web.HTTPException as exc:
-        await _record(request, exc.status, None)
+        await _record(request, exc.status, {})
         raise
     except Exception:
         await _record(request, 500, {"error": "internal_error"})
         raise
-    await _record(request, response.status, None)
+    details = {}
+    location = response.headers.get("Location")
+    if location and location.startswith(PREFIX + "/"):
+        details["created"] = location[:MAX_TARGET]
+    await _record(request, response.status, details)
     return response
 
 
-async def _record(request: web.Request, status: int, details: dict[str, Any] | None) -> None:
+async def _record(request: web.Request, status: int, details: dict[str, Any]) -> None:
     route = request.match_info.route
     template = route.resource.canonical if route.resource is not None else request.path
-    given = request.get(AUDIT_NOTE) or {}
-    target = given.get("target")
-    if target is None and request.match_info:
-        target = "/".join(request.match_info.values())
-    merged = {**(given.get("details") or {}), **(details or {})}
+    target = "/".join(request.match_info.values()) or None
+    if target is None and "created" in details:
+        target = details["created"].rsplit("/", 1)[-1]
     try:
         await request.app[AUDIT].record(
             request.get(PRINCIPAL_KEY, ANONYMOUS),
@@ -233,7 +220,7 @@ async def _record(request: web.Request, status: int, details: dict[str, Any] | N
             action=f"{request.method} {template}",
             status=status,
             target=target,
-            details=merged or None,
+            details=details or None,
         )
     except Exception:
         log.exception(
