@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 
@@ -16,8 +17,9 @@ from registry.access.apikeys import ApiKeys
 from registry.access.errors import AuthError
 from registry.errors import RegistryError
 from registry.store import Store
-from tests.registry.access.conftest import OpenStore
 from tests.support.clock import FakeClock
+
+OpenStore = Callable[[str], Awaitable[Store]]  # the open_store fixture (conftest.py)
 
 KEY = re.compile(r"sbk_([0-9a-f]{12})_([A-Za-z0-9_-]{43})")
 

@@ -4,6 +4,7 @@ middleware that records every admin write, through a real aiohttp server."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
@@ -16,8 +17,9 @@ from registry.access.principal import ADMIN, ANONYMOUS, PRINCIPAL_KEY, Principal
 from registry.api import error_middleware
 from registry.errors import NotFound, RegistryError
 from registry.store import Store
-from tests.registry.access.conftest import OpenStore
 from tests.support.clock import FakeClock
+
+OpenStore = Callable[[str], Awaitable[Store]]  # the open_store fixture (conftest.py)
 
 ALICE = Principal(
     subject="alice",
