@@ -9,9 +9,10 @@ answers against the document notices a view that grew a field the document does 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, RootModel, ValidationInfo
+from pydantic_core import PydanticCustomError
 
 from registry.cards import Capabilities, CardFormat, Interface, Provider, Skill
 from registry.health import HealthStatus
@@ -329,4 +330,144 @@ class NewPolicy(ApiModel):
     )
     rules: list[PolicyRule] = Field(
         default_factory=list, max_length=100, description="At most 100 rules, 1000 names."
+    )
+
+
+# --- clients (API keys) and the audit log ----------------------------------------------------
+
+_INVALID = "invalid_parameter"
+MAX_GRACE = 30 * 86400  # seconds, as registry.access.apikeys enforces
+
+
+class ApiKey(ApiModel):
+    """A client's API key: the principal it stands for and its lifetime (never the key)."""
+
+    id: str = Field(description="12 hex digits: public, named in lists, logs and the audit log.")
+    prefix: str = Field(description="sbk_<id>: how the key starts.")
+    status: Literal["active", "revoked", "expired"]
+    subject: str
+    tenant: str | None
+    groups: list[str]
+    roles: list[Literal["admin", "reader"]] = Field(description="Admin API roles; [] for none.")
+    description: str | None
+    created_at: datetime
+    created_by: str = Field(description="Who created it (an audit actor label).")
+    expires_at: datetime | None
+    revoked_at: datetime | None = Field(
+        description="Refused from this time on (a rotated key's grace period ends then)."
+    )
+    revoked_by: str | None
+    rotated_to: str | None = Field(description="The id of the key that replaced this one.")
+
+
+class NewApiKey(ApiKey):
+    """A key just created or rotated, with the key itself: shown this once."""
+
+    key: str = Field(description="sbk_<id>_<secret>: store it now, it is never shown again.")
+
+
+class ApiKeyList(ApiModel):
+    """A page of API keys, newest first."""
+
+    clients: list[ApiKey]
+    next_cursor: str | None = Field(description="Pass as cursor for the next page; null: last.")
+
+
+class NewClient(ApiModel):
+    """The principal of a new API key, and its lifetime."""
+
+    subject: str = Field(min_length=1, max_length=256, description="Who the key stands for.")
+    tenant: str | None = Field(None, min_length=1, max_length=256)
+    groups: list[str] = Field(default_factory=list, description="For access policies.")
+    roles: list[Literal["admin", "reader"]] = Field(
+        default_factory=list, description="Admin API roles; none for a client of the router."
+    )
+    description: str | None = Field(None, max_length=1024)
+    expires_at: datetime | None = Field(
+        None, description="ISO 8601 with a timezone, in the future; null: never."
+    )
+
+
+class Rotation(ApiModel):
+    """How long the old key keeps working beside the new one."""
+
+    grace_seconds: float = Field(
+        0, ge=0, le=MAX_GRACE, description="0: the old key is refused at once."
+    )
+
+
+class AuditEntry(ApiModel):
+    """One admin write: who, what, when, and how it ended."""
+
+    id: int
+    at: datetime
+    actor: str = Field(description="admin-token, api-key:<id> <subject>, jwt:<subject>, ...")
+    subject: str | None
+    tenant: str | None
+    method: str
+    path: str
+    action: str = Field(description="Method and route, e.g. DELETE /api/v1/agents/{agent_id}.")
+    target: str | None = Field(description="The resource: the ids in the path, or the new id.")
+    status: int = Field(description="The HTTP status of the answer.")
+    details: dict[str, Any] | None
+
+
+class AuditLog(ApiModel):
+    """A page of the audit log, newest first."""
+
+    entries: list[AuditEntry]
+    next_cursor: str | None
+
+
+def _page_size(value: Any, info: ValidationInfo) -> int:
+    maximum = (info.context or {}).get("max_page_size", 500)
+    if not (value.isascii() and value.isdigit()) or not 1 <= int(value) <= maximum:
+        raise PydanticCustomError(
+            _INVALID,
+            "limit must be a whole number from 1 to {maximum}",
+            {"parameter": "limit", "value": value, "maximum": maximum},
+        )
+    return int(value)
+
+
+def _aware_time(value: Any, info: ValidationInfo) -> datetime:
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        parsed = None
+    if parsed is None or parsed.tzinfo is None:
+        raise PydanticCustomError(
+            _INVALID,
+            "{parameter} must be an ISO 8601 time with a timezone, e.g. 2030-01-31T00:00:00Z",
+            {"parameter": info.field_name, "value": value},
+        )
+    return parsed
+
+
+_Limit = Annotated[int | None, BeforeValidator(_page_size)]
+_Text = Annotated[str | None, BeforeValidator(lambda value: value or None)]
+
+
+class ClientsQuery(BaseModel):
+    """The query of ``GET /api/v1/clients``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    limit: _Limit = Field(None, description="Page size (default SWITCHBOARD_PAGE_SIZE).")
+    cursor: _Text = Field(None, description="The next_cursor of the previous page, unchanged.")
+    subject: _Text = Field(None, description="Only the keys of this subject.")
+    tenant: _Text = Field(None, description="Only the keys of this tenant.")
+
+
+class AuditQuery(BaseModel):
+    """The query of ``GET /api/v1/audit``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    limit: _Limit = Field(None, description="Page size (default SWITCHBOARD_PAGE_SIZE).")
+    cursor: _Text = Field(None, description="The next_cursor of the previous page, unchanged.")
+    actor: _Text = Field(None, description="Entries whose actor label or subject is this.")
+    action: _Text = Field(None, description="Entries of this action, e.g. POST /api/v1/agents.")
+    since: Annotated[datetime | None, BeforeValidator(_aware_time)] = Field(
+        None, description="Entries at or after this time (ISO 8601 with a timezone)."
     )

@@ -6,7 +6,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Column, DateTime, LargeBinary, Text, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Column,
+    DateTime,
+    Integer,
+    LargeBinary,
+    Text,
+    UniqueConstraint,
+)
 from sqlmodel import Field, SQLModel
 
 
@@ -228,6 +237,53 @@ class AgentPolicyRow(SQLModel, table=True):
     updated_by: str = Field(default="", max_length=256)
 
 
+class ApiKeyRow(SQLModel, table=True):
+    """A client's API key: who it stands for and its lifetime; never the key itself, only the
+    SHA-256 of the whole key (see :mod:`registry.access.apikeys`)."""
+
+    __tablename__ = "api_keys"
+
+    id: str = Field(primary_key=True, max_length=32)
+    prefix: str = Field(max_length=64)  # sbk_<id>: what lists show
+    key_sha256: str = Field(max_length=64)
+    subject: str = Field(max_length=256, index=True)
+    tenant: str | None = Field(default=None, max_length=256, index=True)
+    groups: list[str] = Field(default_factory=list, sa_column=Column(JSON))
+    roles: list[str] = Field(default_factory=list, sa_column=Column(JSON))
+    description: str | None = Field(default=None, sa_type=Text)
+    created_at: datetime = Field(sa_type=DateTime(timezone=True), index=True)
+    created_by: str = Field(max_length=512)
+    expires_at: datetime | None = Field(default=None, sa_type=DateTime(timezone=True))
+    # the key is refused from this time on; a rotation with a grace period sets a future time
+    revoked_at: datetime | None = Field(default=None, sa_type=DateTime(timezone=True))
+    revoked_by: str | None = Field(default=None, max_length=512)
+    rotated_to: str | None = Field(
+        default=None, max_length=32
+    )  # the id of the key that replaced it
+
+
+class AuditRow(SQLModel, table=True):
+    """One admin write: who made it, what it was, when, and how it ended (HTTP status)."""
+
+    __tablename__ = "audit_log"
+
+    # BIGINT on PostgreSQL; SQLite's autoincrementing row id must be declared INTEGER
+    id: int | None = Field(
+        default=None,
+        sa_column=Column(BigInteger().with_variant(Integer(), "sqlite"), primary_key=True),
+    )
+    at: datetime = Field(sa_type=DateTime(timezone=True), index=True)
+    actor: str = Field(max_length=512, index=True)
+    subject: str | None = Field(default=None, max_length=256)
+    tenant: str | None = Field(default=None, max_length=256)
+    method: str = Field(max_length=16)
+    path: str = Field(sa_type=Text)
+    action: str = Field(max_length=512, index=True)
+    target: str | None = Field(default=None, max_length=1024)
+    status: int
+    details: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+
+
 TABLES: tuple[type[SQLModel], ...] = (
     AgentRow,
     InterfaceRow,
@@ -242,4 +298,6 @@ TABLES: tuple[type[SQLModel], ...] = (
     SkillVectorRow,
     TrustAnchorRow,
     AgentPolicyRow,
+    ApiKeyRow,
+    AuditRow,
 )

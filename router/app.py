@@ -15,11 +15,14 @@ from typing import Any
 from aiohttp import web
 
 from registry import api
+from registry.access.apikeys import ApiKeys
+from registry.access.audit import AUDIT, Audit, audit_middleware
 from registry.access.authenticate import Authenticator
 from registry.access.jwt import JwtVerifier
 from registry.access.policy import Policies
 from registry.api import PASSIVE_HEALTH, POLICIES, REFRESHER, REGISTRY, SETTINGS
 from registry.bodies import RAW_BODIES
+from registry.clients_api import CLIENTS, add_client_routes
 from registry.crawler import Crawler
 from registry.examples import LearnedExamples
 from registry.keys_api import KEYS_CHANGED, TRUST, add_key_routes
@@ -50,19 +53,21 @@ log = logging.getLogger(__name__)
 def create_app(settings: Settings) -> web.Application:
     """Build the aiohttp application for ``settings`` (nothing is opened until startup)."""
     app = web.Application(
-        middlewares=[api.error_middleware, api.auth_middleware],
+        middlewares=[api.error_middleware, api.auth_middleware, audit_middleware],
         client_max_size=settings.max_request_bytes,
         handler_args=RAW_BODIES,  # bodies decoded by registry.bodies: every error in JSON
     )
     app[SETTINGS] = settings
+    store, crawler = Store(settings.database_url, SCHEMA), Crawler(settings)
+    app[CLIENTS] = ApiKeys(store)
     jwt = JwtVerifier(settings) if "jwt" in settings.client_auth_modes() else None
-    app[api.AUTHENTICATOR] = Authenticator(settings, tokens=jwt)
+    app[api.AUTHENTICATOR] = Authenticator(settings, keys=app[CLIENTS], tokens=jwt)
     limits = CallerLimits.from_settings(settings)
     limited = limits.limits_requests or limits.limits_streams
     app[GATE] = Gate(app[api.AUTHENTICATOR], limits if limited else None)
-    store, crawler = Store(settings.database_url, SCHEMA), Crawler(settings)
     trust = TrustStore(store, crawler, settings.trusted_jku)
     app[TRUST] = trust
+    app[AUDIT] = Audit(store)
     app[REGISTRY] = Registry(
         store,
         crawler,
@@ -97,6 +102,7 @@ def create_app(settings: Settings) -> web.Application:
     api.add_routes(app)
     add_key_routes(app)
     add_policy_routes(app)
+    add_client_routes(app)
     add_router_routes(app)
     add_feedback_routes(app)
     return app

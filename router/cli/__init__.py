@@ -7,8 +7,9 @@ talk to a running server's admin API (:mod:`router.cli.client`; ``--server`` or
 ``SWITCHBOARD_READ_TOKEN`` environment variables). ``card sign``, ``card verify`` and
 ``keys generate`` work offline on files (:mod:`router.cli.cards`); ``keys add/list/remove``
 manage a running server's trusted keys (:mod:`router.cli.keys`), ``policies
-list/show/set/delete`` its access policies (:mod:`router.cli.policies`). ``models fetch``, ``route
-explain|feedback`` and ``examples list|delete`` serve routing by meaning
+list/show/set/delete`` its access policies (:mod:`router.cli.policies`); ``clients ...`` and
+``audit`` its clients' API keys and audit log (:mod:`router.cli.clients`). ``models fetch``,
+``route explain|feedback`` and ``examples list|delete`` serve routing by meaning
 (:mod:`router.cli.routing`).
 
 Exit status: 0 success, 1 the server refused or could not be reached (or ``serve`` could not
@@ -30,7 +31,7 @@ from collections.abc import Sequence
 import argcomplete
 
 from registry.version import switchboard_version
-from router.cli import cards, client, keys, policies, routing, serve
+from router.cli import cards, client, clients, keys, policies, routing, serve
 from router.cli.errors import CliError
 
 __all__ = ["CliError", "build_parser", "main"]
@@ -75,5 +76,6 @@ def build_parser() -> argparse.ArgumentParser:
     cards.add_commands(commands)
     keys.add_commands(commands)
     policies.add_commands(commands)
+    clients.add_commands(commands)
     routing.add_commands(commands)
     return parser

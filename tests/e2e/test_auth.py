@@ -160,7 +160,7 @@ async def test_policies_shape_routing_cards_and_the_catalog(
             return [s["id"] for s in card.get("skills", [])]
 
         for key, seen in ((finance, ["sdk-echo"]), (other, [])):
-            card = (await http.get(url + ".well-known/agent-card.json", headers={"X-API-Key": key}))
+            card = await http.get(url + ".well-known/agent-card.json", headers={"X-API-Key": key})
             assert skills(card.json()) == seen
             extended = (await _rpc(http, url, "GetExtendedAgentCard", {}, key)).json()
             assert skills(extended["result"]) == seen
@@ -179,9 +179,7 @@ async def test_jwt_callers(
     aiohttp_server: Any, sqlite_url: str, http: httpx.AsyncClient, discovery: bool
 ) -> None:
     issuer = await serve_issuer(aiohttp_server)
-    server = await _switchboard(
-        aiohttp_server, sqlite_url, **issuer.settings(discovery=discovery)
-    )
+    server = await _switchboard(aiohttp_server, sqlite_url, **issuer.settings(discovery=discovery))
     url = base(server) + "/"
     async with serve_sdk_agent(executor=TaskEchoExecutor()) as agent_url:
         await server.app[REGISTRY].register_url(agent_url, "tasks")

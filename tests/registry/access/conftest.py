@@ -1,4 +1,5 @@
-"""Fixtures of the access tests: an identity provider and verifiers of its tokens."""
+"""Fixtures of the access tests: an identity provider and verifiers of its tokens, and a
+store on each test database, closed at teardown."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import pytest
 from aiohttp.test_utils import TestServer
 
 from registry.access.jwt import JwtVerifier
+from registry.store import Store
+from registry.tables import TABLES
 from tests.support.helpers import make_settings
 from tests.support.issuer import Issuer, Ticker, serve_issuer
 
@@ -48,3 +51,22 @@ async def make(issuer: Issuer, ticker: Ticker) -> AsyncIterator[MakeVerifier]:
     yield factory
     for verifier in made:
         await verifier.close()
+
+
+OpenStore = Callable[[str], Awaitable[Store]]
+
+
+@pytest.fixture
+async def open_store() -> AsyncIterator[OpenStore]:
+    """Open stores (each one a replica's connection) with the registry's schema."""
+    opened: list[Store] = []
+
+    async def factory(url: str) -> Store:
+        store = Store(url, TABLES)
+        await store.create_schema()
+        opened.append(store)
+        return store
+
+    yield factory
+    for store in opened:
+        await store.close()
