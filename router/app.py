@@ -15,8 +15,11 @@ from typing import Any
 from aiohttp import web
 
 from registry import api
+from registry.access.credentials import AgentCredentials
+from registry.access.secrets import SecretBox
 from registry.api import PASSIVE_HEALTH, REFRESHER, REGISTRY, SETTINGS
 from registry.crawler import Crawler
+from registry.credentials_api import CREDENTIALS, add_credential_routes
 from registry.examples import LearnedExamples
 from registry.keys_api import KEYS_CHANGED, TRUST, add_key_routes
 from registry.refresh import PassiveHealth, Refresher, RefreshScheduler
@@ -30,6 +33,7 @@ from registry.vectors import SkillVectors
 from registry.version import switchboard_version
 from router.choose.models import load_embedder
 from router.choose.semantic import Calibration, Semantic
+from router.forward.credentials import OutboundAuth
 from router.forward.handler import Router
 from router.signing import CardSigner
 from router.tables import SCHEMA
@@ -68,6 +72,14 @@ def create_app(settings: Settings) -> web.Application:
     app[EXAMPLES] = LearnedExamples(store)
     app[PASSIVE_HEALTH] = PassiveHealth(app[REGISTRY])
     app[ROUTER].upstream.health = app[PASSIVE_HEALTH]
+    app[CREDENTIALS] = AgentCredentials(store)  # its key is read at start (SecretBox)
+    app[ROUTER].upstream.auth = OutboundAuth(
+        app[CREDENTIALS],
+        registry=app[REGISTRY],
+        policy=app[ROUTER].upstream.policy,
+        connect_timeout=settings.upstream_connect_timeout,
+        read_timeout=settings.upstream_timeout,
+    )
     app[SIGNER] = CardSigner()
     app.cleanup_ctx.append(_registry_context)
     app.cleanup_ctx.append(app[ROUTER].ids.lifespan)  # ID key; task rows written at shutdown
@@ -79,6 +91,7 @@ def create_app(settings: Settings) -> web.Application:
     app.router.add_get("/.well-known/jwks.json", jwks)
     api.add_routes(app)
     add_key_routes(app)
+    add_credential_routes(app)
     add_router_routes(app)
     add_feedback_routes(app)
     return app
@@ -91,6 +104,8 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
         await registry.load()
         await _start_semantic(app)
         await app[TRUST].load()
+        app[CREDENTIALS].box = SecretBox.from_settings(app[SETTINGS])
+        await app[CREDENTIALS].load()
         await app[SIGNER].load(registry.store, app[SETTINGS].signing_key_file)
         for path in app[SETTINGS].seeds:
             seeds = load_seed_file(path)
@@ -168,6 +183,7 @@ async def _catalog_sync(app: web.Application) -> AsyncIterator[None]:
             try:
                 if await registry.sync():
                     log.info("catalog reloaded at version %d", registry.catalog.snapshot.version)
+                await app[CREDENTIALS].sync()  # another replica changed outbound credentials
                 if await app[EXAMPLES].sync():  # another replica changed learned examples
                     await _embed_examples(app)
                 if await trust.reload():  # another replica changed the trusted keys
