@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
-from registry.access.secrets import generate_key
+from registry.access.secrets import SecretError, generate_key
 from registry.api import REGISTRY, access
 from registry.apimodels import CredentialView
 from registry.credentials_api import CREDENTIALS
@@ -174,3 +174,16 @@ def test_the_routes_are_documented(sqlite_url: str) -> None:
     assert operations["put"]["requestBody"]["content"]["application/json"]["schema"][
         "$ref"
     ].endswith("/NewCredential")
+
+
+async def test_a_bad_secret_key_stops_the_start_with_a_clear_error(
+    aiohttp_client: Any, sqlite_url: str
+) -> None:
+    app = create_app(make_settings(sqlite_url, secret_key="not-a-fernet-key"))
+    with pytest.raises(SecretError) as caught:
+        await aiohttp_client(app)
+    assert (
+        "SWITCHBOARD_SECRET_KEY" in caught.value.message
+        and "not a Fernet key" in caught.value.message
+    )
+    assert "not-a-fernet-key" not in caught.value.message
