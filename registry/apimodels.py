@@ -471,3 +471,60 @@ class AuditQuery(BaseModel):
     since: Annotated[datetime | None, BeforeValidator(_aware_time)] = Field(
         None, description="Entries at or after this time (ISO 8601 with a timezone)."
     )
+
+
+# --- outbound credentials ------------------------------------------------------------------------
+
+
+class NewCredential(ApiModel):
+    """An agent's outbound credential: a static header (``kind: header``), OAuth2 client
+    credentials (``kind: oauth2``), or only the client's own Authorization passed through
+    (``forward_client_auth: true`` without a kind)."""
+
+    kind: Literal["header", "oauth2", "forward"] | None = Field(
+        None, description="Omitted (or forward) with forward_client_auth: pass-through only."
+    )
+    header: str | None = Field(
+        None, max_length=256, description="header: the header name (default Authorization)."
+    )
+    scheme: str | None = Field(
+        None,
+        max_length=64,
+        description='header: the scheme before the value ("Bearer" by default for '
+        'Authorization, none for other headers; "" for none).',
+    )
+    value: str | None = Field(
+        None, min_length=1, max_length=8192, description="header: the secret value."
+    )
+    token_url: str | None = Field(
+        None, min_length=1, max_length=2048, description="oauth2: the token endpoint."
+    )
+    client_id: str | None = Field(None, min_length=1, max_length=1024)
+    client_secret: str | None = Field(
+        None, min_length=1, max_length=8192, description="oauth2: encrypted at rest."
+    )
+    scopes: list[str] = Field(default_factory=list, max_length=64)
+    audience: str | None = Field(None, max_length=2048, description="oauth2: sent if given.")
+    forward_client_auth: bool = Field(
+        False,
+        description="Pass the client's own Authorization header to this agent (and add no "
+        "other credential).",
+    )
+
+
+class CredentialView(ApiModel):
+    """An agent's outbound credential, without its secret."""
+
+    agent_id: str
+    kind: Literal["header", "oauth2", "forward"]
+    header: str | None
+    scheme: str | None
+    token_url: str | None
+    client_id: str | None
+    scopes: list[str]
+    audience: str | None
+    has_secret: bool
+    forward_client_auth: bool
+    problem: str | None = Field(description="Why the stored secret cannot be used, if so.")
+    updated_at: datetime
+    updated_by: str

@@ -233,6 +233,32 @@ class AgentPolicyRow(SQLModel, table=True):
     tenant: str | None = Field(default=None, max_length=256)
     rules: list[dict[str, Any]] = Field(default_factory=list, sa_column=Column(JSON))
     created_at: datetime = Field(sa_type=DateTime(timezone=True))
+
+
+class AgentCredentialRow(SQLModel, table=True):
+    """The outbound credential of one agent: a static header or OAuth2 client credentials.
+
+    ``secret`` is encrypted (a Fernet token, see :mod:`registry.access.secrets`): the header
+    value, or the OAuth2 client secret. Deleting the agent deletes its credential.
+    ``agent_created_at`` binds it to that registration of the agent: an agent removed and
+    registered again under the same id does not inherit it.
+    """
+
+    __tablename__ = "agent_credentials"
+
+    agent_id: str = Field(
+        primary_key=True, max_length=64, foreign_key="agents.id", ondelete="CASCADE"
+    )
+    kind: str = Field(max_length=16)  # "header" | "oauth2" | "forward"
+    header_name: str = Field(default="Authorization", max_length=256)
+    header_scheme: str = Field(default="", max_length=64)
+    token_url: str | None = Field(default=None, max_length=2048)
+    client_id: str | None = Field(default=None, max_length=1024)
+    scopes: list[str] = Field(default_factory=list, sa_column=Column(JSON))
+    audience: str | None = Field(default=None, max_length=2048)
+    secret: str | None = Field(default=None, sa_type=Text)
+    forward_client_auth: bool = False
+    agent_created_at: datetime | None = Field(default=None, sa_type=DateTime(timezone=True))
     updated_at: datetime = Field(sa_type=DateTime(timezone=True))
     updated_by: str = Field(default="", max_length=256)
 
@@ -300,4 +326,5 @@ TABLES: tuple[type[SQLModel], ...] = (
     AgentPolicyRow,
     ApiKeyRow,
     AuditRow,
+    AgentCredentialRow,
 )

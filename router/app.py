@@ -18,12 +18,15 @@ from registry import api
 from registry.access.apikeys import ApiKeys
 from registry.access.audit import AUDIT, Audit, audit_middleware
 from registry.access.authenticate import Authenticator
+from registry.access.credentials import AgentCredentials
 from registry.access.jwt import JwtVerifier
 from registry.access.policy import Policies
+from registry.access.secrets import SecretBox
 from registry.api import PASSIVE_HEALTH, POLICIES, REFRESHER, REGISTRY, SETTINGS
 from registry.bodies import RAW_BODIES
 from registry.clients_api import CLIENTS, add_client_routes
 from registry.crawler import Crawler
+from registry.credentials_api import CREDENTIALS, add_credential_routes
 from registry.examples import LearnedExamples
 from registry.keys_api import KEYS_CHANGED, TRUST, add_key_routes
 from registry.policies_api import add_policy_routes
@@ -39,6 +42,7 @@ from registry.version import switchboard_version
 from router.choose.grants import policy_grants
 from router.choose.models import load_embedder
 from router.choose.semantic import Calibration, Semantic
+from router.forward.credentials import OutboundAuth
 from router.forward.handler import Router
 from router.signing import CardSigner
 from router.tables import SCHEMA
@@ -89,6 +93,14 @@ def create_app(settings: Settings) -> web.Application:
     app[ROUTER].grants = policy_grants(app[POLICIES])
     app[PASSIVE_HEALTH] = PassiveHealth(app[REGISTRY])
     app[ROUTER].upstream.health = app[PASSIVE_HEALTH]
+    app[CREDENTIALS] = AgentCredentials(store)  # its key is read at start (SecretBox)
+    app[ROUTER].upstream.auth = OutboundAuth(
+        app[CREDENTIALS],
+        registry=app[REGISTRY],
+        policy=app[ROUTER].upstream.policy,
+        connect_timeout=settings.upstream_connect_timeout,
+        read_timeout=settings.upstream_timeout,
+    )
     app[SIGNER] = CardSigner()
     app.cleanup_ctx.append(_registry_context)
     app.cleanup_ctx.append(_verifiers)
@@ -103,6 +115,7 @@ def create_app(settings: Settings) -> web.Application:
     add_key_routes(app)
     add_policy_routes(app)
     add_client_routes(app)
+    add_credential_routes(app)
     add_router_routes(app)
     add_feedback_routes(app)
     return app
@@ -116,6 +129,8 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
         await app[POLICIES].load()
         await _start_semantic(app)
         await app[TRUST].load()
+        app[CREDENTIALS].box = SecretBox.from_settings(app[SETTINGS])
+        await app[CREDENTIALS].load()
         await app[SIGNER].load(registry.store, app[SETTINGS].signing_key_file)
         for path in app[SETTINGS].seeds:
             seeds = load_seed_file(path)
@@ -207,6 +222,7 @@ async def _catalog_sync(app: web.Application) -> AsyncIterator[None]:
                     log.info("catalog reloaded at version %d", registry.catalog.snapshot.version)
                 if await app[POLICIES].sync():  # another replica changed access policies
                     log.info("access policies reloaded")
+                await app[CREDENTIALS].sync()  # another replica changed outbound credentials
                 if await app[EXAMPLES].sync():  # another replica changed learned examples
                     await _embed_examples(app)
                 if await trust.reload():  # another replica changed the trusted keys

@@ -1,9 +1,10 @@
 """``keys ...``: make a signing key pair (offline) and manage a server's trusted keys.
 
 ``keys generate`` writes a private JWK (mode 0600) and the matching public JWKS, ready to
-publish; private key material is never printed. ``keys add``, ``keys list`` and
-``keys remove`` talk to a running server's ``/api/v1/keys`` like the other client commands;
-``keys add --jwk`` sends only the public part of the keys it reads.
+publish; private key material is never printed. ``keys secret`` prints a new key for
+``SWITCHBOARD_SECRET_KEY`` (the key that encrypts outbound credentials at rest). ``keys add``,
+``keys list`` and ``keys remove`` talk to a running server's ``/api/v1/keys`` like the other
+client commands; ``keys add --jwk`` sends only the public part of the keys it reads.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from jwcrypto.common import JWException
 from jwcrypto.jwk import JWK
 
+from registry.access.secrets import generate_key as generate_secret_key
 from registry.errors import RegistryError
 from registry.signatures import generate_key, public_jwks
 from router.cli.cards import load_json, write_file
@@ -30,7 +32,7 @@ _LIFETIME = ("exp", "nbf", "iat")
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``keys generate/add/list/remove`` to the top-level ``commands``."""
+    """Add ``keys generate/secret/add/list/remove`` to the top-level ``commands``."""
     group = commands.add_parser("keys", help="signing keys: make a key pair, manage trusted keys")
     group.set_defaults(group_parser=group)
     keys = group.add_subparsers(title="key commands")
@@ -50,6 +52,15 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     generate.add_argument("--force", action="store_true", help="overwrite existing files")
     generate.set_defaults(func=cmd_generate)
+
+    secret = keys.add_parser(
+        "secret",
+        help="print a new key for SWITCHBOARD_SECRET_KEY (offline)",
+        description="Print a new random Fernet key: the value of SWITCHBOARD_SECRET_KEY (or the "
+        "content of SWITCHBOARD_SECRET_KEY_FILE), which encrypts outbound credentials at rest. "
+        "To rotate, give the new key first and keep the old one after it: NEW,OLD.",
+    )
+    secret.set_defaults(func=cmd_secret)
 
     add = client_options(keys.add_parser("add", help="trust a public key or a JWKS URL"))
     source = add.add_mutually_exclusive_group(required=True)
@@ -104,6 +115,15 @@ def cmd_generate(args: argparse.Namespace) -> int:
     print(f"kid: {kid}")
     print(f"private key: {private_path} (keep it secret; sign with card sign --key)")
     print(f"public JWKS: {public_path} (publish it, e.g. at /.well-known/jwks.json)")
+    return 0
+
+
+# --- keys secret -----------------------------------------------------------------------------
+
+
+def cmd_secret(args: argparse.Namespace) -> int:
+    """``keys secret``: print a new Fernet key (only the key, for ``$(...)``)."""
+    print(generate_secret_key())
     return 0
 
 

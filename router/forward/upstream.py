@@ -36,6 +36,15 @@ from registry.errors import RegistryError
 from registry.jsonsafe import json_depth
 from registry.netguard import AddressPolicy, GuardedResolver, redact_url
 from router.choose.choice import Target
+from router.forward.credentials import OutboundAuth
+from router.forward.headers import (
+    CLIENT_HEADERS,
+    EXTENSIONS_HEADER,
+    FORWARDED_HEADERS,
+    ForwardedHeaders,
+    forward_headers,
+    reply_extensions,
+)
 from router.forward.sse import SseError, SseEvent, SseParser
 from router.protocol.errors import (
     AGENT_UNAVAILABLE,
@@ -43,7 +52,6 @@ from router.protocol.errors import (
     STREAM_FAILED,
     RpcError,
 )
-from router.protocol.versions import Version
 
 __all__ = [
     "CLIENT_HEADERS",
@@ -51,6 +59,8 @@ __all__ = [
     "DEFAULT_MAX_DEPTH",
     "EXTENSIONS_HEADER",
     "FORWARDED_HEADERS",
+    "ForwardedHeaders",
+    "OutboundAuth",
     "Target",
     "Upstream",
     "forward_headers",
@@ -60,25 +70,12 @@ __all__ = [
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
 DEFAULT_MAX_DEPTH = 64
 
-#: The extensions header as each protocol version spells it.
-EXTENSIONS_HEADER: dict[Version, str] = {"1.0": "A2A-Extensions", "0.3": "X-A2A-Extensions"}
-_EXTENSION_NAMES = frozenset({"a2a-extensions", "x-a2a-extensions"})
-
-#: Client headers passed to agents besides the extensions header (an allowlist: everything
-#: else, notably Authorization, Cookie, Proxy-Authorization, Host, Content-Length and the
-#: hop-by-hop headers, stays with the router).
-FORWARDED_HEADERS: dict[str, str] = {
-    "traceparent": "traceparent",
-    "tracestate": "tracestate",
-    "accept-language": "Accept-Language",
-}
-
-#: Every client header :func:`forward_headers` reads (lower case): what a transport hands on.
-CLIENT_HEADERS = frozenset({*FORWARDED_HEADERS, *_EXTENSION_NAMES, "connection"})
-
-# Headers Upstream always decides itself, whatever the caller passes.
+# Headers Upstream always decides itself, whatever the caller passes (Authorization and
+# Proxy-Authorization too: only an agent's outbound credential sets them).
 _FRAMING = frozenset(
     {
+        "authorization",
+        "proxy-authorization",
         "host",
         "content-length",
         "content-type",
@@ -95,50 +92,7 @@ _FRAMING = frozenset(
 )
 
 _TRANSPORT_ERRORS = (aiohttp.ClientError, TimeoutError, OSError, RegistryError)
-
-
-def forward_headers(incoming: Mapping[str, str], target_version: Version) -> dict[str, str]:
-    """The client's headers to send to an agent of ``target_version``.
-
-    ``A2A-Version: 1.0`` for 1.0 agents, none for 0.3 agents. ``A2A-Extensions`` and
-    ``X-A2A-Extensions`` (several headers, comma lists) are merged, deduplicated and sent under
-    the target's spelling. Of the rest only :data:`FORWARDED_HEADERS` pass (and not when the
-    client's ``Connection`` header names them as hop-by-hop).
-    """
-    hop_by_hop: set[str] = set()
-    for name, value in incoming.items():
-        if name.lower() == "connection":
-            hop_by_hop.update(t.strip().lower() for t in value.split(",") if t.strip())
-    out: dict[str, str] = {}
-    extensions: list[str] = []
-    for name, value in incoming.items():
-        lname = name.lower()
-        if lname in _EXTENSION_NAMES:
-            for token in value.split(","):
-                uri = token.strip()
-                if uri and uri not in extensions:
-                    extensions.append(uri)
-        elif lname in FORWARDED_HEADERS and lname not in hop_by_hop:
-            key = FORWARDED_HEADERS[lname]
-            out[key] = f"{out[key]}, {value}" if key in out else value
-    if extensions:
-        out[EXTENSIONS_HEADER[target_version]] = ", ".join(extensions)
-    if target_version == "1.0":
-        out["A2A-Version"] = "1.0"
-    return out
-
-
-def reply_extensions(headers: Mapping[str, str]) -> list[str]:
-    """The extension URIs of an agent's ``A2A-Extensions``/``X-A2A-Extensions`` response
-    headers (several headers, comma lists), deduplicated in order."""
-    found: list[str] = []
-    for name, value in headers.items():
-        if name.lower() in _EXTENSION_NAMES:
-            for token in value.split(","):
-                uri = token.strip()
-                if uri and uri not in found:
-                    found.append(uri)
-    return found
+_REFUSED = "the agent refused the call: it needs an outbound credential, or another one"
 
 
 class HealthObserver(Protocol):
@@ -161,6 +115,11 @@ class Upstream:
     bounds every silence while waiting for the response headers, a call's body, or the next
     bytes of a stream (never a whole stream). With a ``policy`` the agent URL is checked and
     DNS answers filtered (SSRF guard, as in the crawler).
+
+    With :attr:`auth` set, every call carries the agent's outbound credential, or the
+    client's ``Authorization`` for an agent configured with ``forward_client_auth`` (no other
+    client ``Authorization`` ever leaves); an agent that answers 401 to an OAuth2 token is
+    asked once more with a fresh token.
     """
 
     def __init__(
@@ -188,6 +147,7 @@ class Upstream:
         self.policy = policy
         self.user_agent = user_agent
         self.health: HealthObserver | None = None  # passive health reports, if set
+        self.auth: OutboundAuth | None = None  # outbound credentials, if set
         self._session: aiohttp.ClientSession | None = None
         self._streams: aiohttp.ClientSession | None = None
 
@@ -199,6 +159,8 @@ class Upstream:
             return
         self._session = self._new_session(self.total_limit, self.per_agent_limit)
         self._streams = self._new_session(self.stream_limit, 0)
+        if self.auth is not None:
+            await self.auth.start()
 
     def _new_session(self, limit: int, per_host: int) -> aiohttp.ClientSession:
         resolver = GuardedResolver(self.policy) if self.policy is not None else None
@@ -218,11 +180,13 @@ class Upstream:
         )
 
     async def close(self) -> None:
-        """Close the sessions and every pooled connection."""
+        """Close the sessions and every pooled connection (and :attr:`auth`'s)."""
         for session in (self._session, self._streams):
             if session is not None:
                 await session.close()
         self._session = self._streams = None
+        if self.auth is not None:
+            await self.auth.close()
 
     async def __aenter__(self) -> Upstream:
         await self.start()
@@ -249,19 +213,22 @@ class Upstream:
         activated (its ``A2A-Extensions``/``X-A2A-Extensions`` headers)."""
         session = self._require_session()
         url = self._check_url(target)
-        try:
-            async with session.post(
-                url,
-                data=_request_body(method, params, request_id),
-                headers=self._headers(target, headers, "application/json"),
-                allow_redirects=False,
-            ) as resp:
-                if extensions is not None:
-                    extensions.extend(reply_extensions(resp.headers))
-                raw = await self._read_body(target, resp)
-                return self._response_object(target, resp, raw)
-        except _TRANSPORT_ERRORS as exc:
-            raise self._unreachable(target, exc) from None
+        body, retried = _request_body(method, params, request_id), False
+        while True:
+            sent = await self._headers(target, headers, "application/json")
+            try:
+                async with session.post(
+                    url, data=body, headers=sent, allow_redirects=False
+                ) as resp:
+                    if self._refused_token(target, resp, sent, retried):
+                        retried = True
+                        continue
+                    if extensions is not None:
+                        extensions.extend(reply_extensions(resp.headers))
+                    raw = await self._read_body(target, resp)
+                    return self._response_object(target, resp, raw)
+            except _TRANSPORT_ERRORS as exc:
+                raise self._unreachable(target, exc) from None
 
     async def stream(
         self,
@@ -286,16 +253,17 @@ class Upstream:
         url = self._check_url(target)
         resp: aiohttp.ClientResponse | None = None
         finished = False
+        body, retried = _request_body(method, params, request_id), False
         try:
-            try:
-                resp = await session.post(
-                    url,
-                    data=_request_body(method, params, request_id),
-                    headers=self._headers(target, headers, "text/event-stream, application/json"),
-                    allow_redirects=False,
-                )
-            except _TRANSPORT_ERRORS as exc:
-                raise self._unreachable(target, exc) from None
+            while resp is None:
+                sent = await self._headers(target, headers, "text/event-stream, application/json")
+                try:
+                    resp = await session.post(url, data=body, headers=sent, allow_redirects=False)
+                except _TRANSPORT_ERRORS as exc:
+                    raise self._unreachable(target, exc) from None
+                if self._refused_token(target, resp, sent, retried):
+                    resp.release()
+                    resp, retried = None, True
             streamed = 200 <= resp.status < 300 and resp.content_type == "text/event-stream"
             if on_headers is not None:
                 on_headers(reply_extensions(resp.headers), streamed)
@@ -367,16 +335,37 @@ class Upstream:
             raise self._error(target, AGENT_UNAVAILABLE, "only http(s) URLs with a host work")
         return url
 
-    def _headers(self, target: Target, headers: Mapping[str, str], accept: str) -> CIMultiDict[str]:
+    async def _headers(
+        self, target: Target, headers: Mapping[str, str], accept: str
+    ) -> CIMultiDict[str]:
         out: CIMultiDict[str] = CIMultiDict()
         for name, value in headers.items():
             if name.lower() not in _FRAMING:
                 out.add(name, value)
+        if self.auth is not None:
+            if self.auth.forwards_client_auth(target.agent_id):
+                client = getattr(headers, "client_authorization", None)
+                if client:
+                    out["Authorization"] = client
+            else:
+                try:
+                    out.update(await self.auth.headers(target.agent_id))
+                except RpcError as exc:  # no usable credential: say so in this module's shape
+                    reason = exc.data.get("reason", exc.message) if exc.data else exc.message
+                    raise self._error(target, exc.code, reason) from None
         out["Content-Type"] = "application/json"
         out["Accept"] = accept
         if target.version == "1.0":
             out["A2A-Version"] = "1.0"
         return out
+
+    def _refused_token(
+        self, target: Target, resp: aiohttp.ClientResponse, sent: CIMultiDict[str], retried: bool
+    ) -> bool:
+        """A 401 to the first try with an OAuth2 token: drop the token (ask again once)."""
+        if retried or resp.status != 401 or self.auth is None:
+            return False
+        return self.auth.invalidate(target.agent_id, sent.get("Authorization"))
 
     async def _read_body(self, target: Target, resp: aiohttp.ClientResponse) -> bytes:
         if resp.content_length is not None and resp.content_length > self.max_body_bytes:
@@ -418,13 +407,17 @@ class Upstream:
                 f"{status}: redirected{shown}; redirects are not followed",
             )
         try:
-            obj = self._parse(raw)
-        except _NotJson as exc:
-            raise self._error(target, AGENT_UNAVAILABLE, f"{status}: {exc}") from None
-        except _Unacceptable as exc:
-            raise self._error(target, INVALID_AGENT_RESPONSE, f"{status}: {exc}") from None
+            obj: Any = self._parse(raw)
+        except (_NotJson, _Unacceptable) as exc:
+            obj = exc
         if _is_response(obj):
             return obj
+        if resp.status in (401, 403):  # not a JSON-RPC error: the HTTP layer refused the call
+            raise self._error(target, AGENT_UNAVAILABLE, f"{status}: {_REFUSED}")
+        if isinstance(obj, _NotJson):
+            raise self._error(target, AGENT_UNAVAILABLE, f"{status}: {obj}")
+        if isinstance(obj, _Unacceptable):
+            raise self._error(target, INVALID_AGENT_RESPONSE, f"{status}: {obj}")
         if resp.status >= 500:
             raise self._error(target, AGENT_UNAVAILABLE, f"{status} without a JSON-RPC answer")
         raise self._error(

@@ -89,65 +89,6 @@ def assert_error(err: RpcError, code: int, target: Target, *reason_parts: str) -
     assert "Traceback" not in err.data["reason"]
 
 
-# --- forward_headers ---------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("incoming", "version", "expected"),
-    [
-        ({}, "0.3", {}),
-        ({}, "1.0", {"A2A-Version": "1.0"}),
-        ({"A2A-Version": "1.0"}, "0.3", {}),
-        ({"A2A-Version": "0.3"}, "1.0", {"A2A-Version": "1.0"}),
-        (
-            {"X-A2A-Extensions": "urn:a, urn:b"},
-            "1.0",
-            {"A2A-Version": "1.0", "A2A-Extensions": "urn:a, urn:b"},
-        ),
-        ({"A2A-Extensions": "urn:a"}, "0.3", {"X-A2A-Extensions": "urn:a"}),
-        (
-            {"a2a-extensions": "urn:a,urn:b", "x-a2a-extensions": "urn:b, urn:c"},
-            "0.3",
-            {"X-A2A-Extensions": "urn:a, urn:b, urn:c"},
-        ),
-        ({"A2A-Extensions": " , "}, "0.3", {}),
-        (
-            {
-                "Authorization": "Bearer secret",
-                "Proxy-Authorization": "Basic x",
-                "Cookie": "session=1",
-                "Host": "router.example",
-                "Content-Length": "12",
-                "Content-Type": "application/json",
-                "Connection": "keep-alive",
-                "Keep-Alive": "timeout=5",
-                "Transfer-Encoding": "chunked",
-                "TE": "trailers",
-                "Upgrade": "h2c",
-                "X-Api-Key": "k",
-                "traceparent": "00-abc-def-01",
-                "Accept-Language": "de",
-            },
-            "0.3",
-            {"traceparent": "00-abc-def-01", "Accept-Language": "de"},
-        ),
-        ({"Connection": "close, traceparent", "traceparent": "00-abc-def-01"}, "0.3", {}),
-    ],
-)
-def test_forward_headers(incoming: dict[str, str], version: str, expected: dict[str, str]) -> None:
-    assert forward_headers(incoming, version) == expected  # type: ignore[arg-type]
-
-
-def test_forward_headers_repeated_headers() -> None:
-    incoming = CIMultiDict(
-        [("A2A-Extensions", "urn:a"), ("A2A-Extensions", "urn:b"), ("Cookie", "x")]
-    )
-    assert forward_headers(incoming, "1.0") == {
-        "A2A-Extensions": "urn:a, urn:b",
-        "A2A-Version": "1.0",
-    }
-
-
 # --- call --------------------------------------------------------------------------------------
 
 
