@@ -233,6 +233,8 @@ class AgentPolicyRow(SQLModel, table=True):
     tenant: str | None = Field(default=None, max_length=256)
     rules: list[dict[str, Any]] = Field(default_factory=list, sa_column=Column(JSON))
     created_at: datetime = Field(sa_type=DateTime(timezone=True))
+    updated_at: datetime = Field(sa_type=DateTime(timezone=True))
+    updated_by: str = Field(default="", max_length=256)
 
 
 class AgentCredentialRow(SQLModel, table=True):
