@@ -36,8 +36,9 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 #: POST routes that only read (they take a body but change nothing): the read token suffices.
 READ_POSTS = frozenset({f"{PREFIX}/route/explain"})
-#: Reads only an admin may make: the API keys of clients and the audit log.
-ADMIN_READS = (f"{PREFIX}/clients", f"{PREFIX}/audit")
+#: Reads only an admin may make: clients' API keys, the audit log, the access policies (and
+#: agents' outbound credentials, `.../credentials`).
+ADMIN_READS = (f"{PREFIX}/clients", f"{PREFIX}/audit", f"{PREFIX}/policies")
 #: Routes that never need a token: the API's description and its page.
 PUBLIC = frozenset({f"{PREFIX}/openapi.json", f"{PREFIX}/docs"})
 PUBLIC_PREFIX = f"{PREFIX}/docs/static/"
@@ -49,7 +50,9 @@ def access(method: str, path: str) -> Access:
     and the audit log)."""
     if path in PUBLIC or path.startswith(PUBLIC_PREFIX):
         return "public"
-    if any(path == p or path.startswith(p + "/") for p in ADMIN_READS):
+    if any(path == p or path.startswith(p + "/") for p in ADMIN_READS) or path.endswith(
+        "/credentials"
+    ):
         return "admin"
     if method in ("GET", "HEAD", "OPTIONS") or path in READ_POSTS:
         return "read"

@@ -117,8 +117,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     configure_logging(level)
     log = logging.getLogger("switchboard")
-    if not settings.admin_token:
+    if not settings.admin_token and settings.client_auth == "none":
         log.warning("SWITCHBOARD_ADMIN_TOKEN is not set: the admin API is read-only")
+    if settings.client_auth == "none" and not _loopback(settings.host):
+        log.warning(
+            "!!! SWITCHBOARD_CLIENT_AUTH=none while listening on %s: anyone who reaches this "
+            "port may call every agent and read every task; set SWITCHBOARD_CLIENT_AUTH "
+            "(docs/security.md) !!!",
+            settings.host,
+        )
     _use_uvloop(log)
     try:
         web.run_app(
@@ -214,6 +221,16 @@ def _check_database_url(url: str) -> None:
             "use sqlite:///PATH or postgresql://...",
             status=2,
         )
+
+
+def _loopback(host: str) -> bool:
+    """Whether ``host`` (the bind address) only listens on the loopback interface."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _check_sqlite_file(url: str) -> None:

@@ -125,6 +125,7 @@ class Router:
                 base, pinned = call.base_url, call.pinned
                 card = await codec.v01_card(self.registry, self.settings, base, pinned)
                 return Reply(result_body(rpc.id, card))
+            self._check_tenant(call, rpc)
             answer = await self._dispatch(call, who, rpc, client)
             if client is not None and isinstance(answer, Reply):
                 answer = Reply(client.answer(answer.body), answer.headers)
@@ -156,6 +157,19 @@ class Router:
         if self.settings.client_auth == "none":
             return ""
         return principal.scope(self.settings.task_scope)
+
+    def _check_tenant(self, call: Call, rpc: Request) -> None:
+        """A 1.0 request's ``tenant`` must be the caller's own (with client authentication
+        on; admins may name any): -32602 otherwise, which says nothing about that tenant."""
+        tenant = rpc.params.get("tenant") if rpc.version == "1.0" else None
+        caller = call.caller
+        if (
+            tenant
+            and self.settings.client_auth != "none"
+            and not caller.is_admin
+            and tenant != caller.tenant
+        ):
+            raise wire.params_error([("tenant", "must be the caller's own tenant, or left out")])
 
     def _may_use(self, who: Caller, agent_id: str) -> bool:
         """Whether ``agent_id`` is registered and the caller may use it (else, to the caller,

@@ -106,8 +106,15 @@ async def test_api_key_callers_are_isolated_and_the_sdk_authenticates_from_the_c
         assert [t["id"] for t in listed["tasks"]] == [task.id]
 
         # the same context ID chosen by two callers: two conversations
-        first = (await _rpc(http, url, "SendMessage", _message("a", contextId="c-1"), alice)).json()
-        second = (await _rpc(http, url, "SendMessage", _message("b", contextId="c-1"), bob)).json()
+        first = (
+            await _rpc(
+                http, url, "SendMessage", _message("hello from alice", contextId="c-1"), alice
+            )
+        ).json()
+        second = (
+            await _rpc(http, url, "SendMessage", _message("hello from bob", contextId="c-1"), bob)
+        ).json()
+        assert "result" in first and "result" in second, (first, second)
         tasks = [first["result"]["task"], second["result"]["task"]]
         assert tasks[0]["contextId"] == tasks[1]["contextId"] == "c-1"
         mine = (await _rpc(http, url, "GetTask", {"id": tasks[1]["id"]}, alice)).json()
@@ -152,8 +159,9 @@ async def test_policies_shape_routing_cards_and_the_catalog(
         unknown = (
             await _rpc(http, url + "agents/no-such", "SendMessage", _message("x"), other)
         ).json()
-        assert pinned["error"]["code"] == unknown["error"]["code"]
-        assert pinned["error"]["message"] == unknown["error"]["message"]
+        # the answer for a hidden agent is the one for an unknown id (each names the id sent)
+        hidden_said = str(pinned["error"]).replace("secret-echo", "no-such")
+        assert hidden_said == str(unknown["error"])
 
         # the router's card, the extended card and the catalog show what each may use
         def skills(card: dict[str, Any]) -> list[str]:
@@ -187,10 +195,24 @@ async def test_jwt_callers(
 
         async def call(token: str) -> httpx.Response:
             headers = {"A2A-Version": "1.0", "Authorization": f"Bearer {token}"}
-            body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": _message("hi")}
+            body = {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "SendMessage",
+                "params": _message("echo this please"),
+            }
             return await http.post(url, json=body, headers=headers)
 
         assert "result" in (await call(good)).json()
+        # a 1.0 request acts in the caller's own tenant only
+        headers = {"A2A-Version": "1.0", "Authorization": f"Bearer {good}"}
+        for tenant, answered in (("acme", "result"), ("globex", "error")):
+            params = {**_message("echo this please"), "tenant": tenant}
+            body = {"jsonrpc": "2.0", "id": 2, "method": "SendMessage", "params": params}
+            got = (await http.post(url, json=body, headers=headers)).json()
+            assert answered in got, got
+            if answered == "error":
+                assert got["error"]["code"] == -32602 and "globex" not in got["error"]["message"]
         for bad in (
             issuer.token(sub="carol", exp=int(time.time()) - 3600),
             issuer.token(sub="carol", aud="someone-else"),

@@ -54,7 +54,7 @@ async def test_put_get_delete_never_show_the_secret(
     assert view["has_secret"] is True and view["forward_client_auth"] is False
     assert view["updated_by"] == "admin-token" and view["problem"] is None
 
-    resp = await api.get(PATH.format("weather"))
+    resp = await api.get(PATH.format("weather"), headers=AUTH)
     assert SECRET not in await resp.text()
     assert await answer(resp, 200) == view
 
@@ -75,7 +75,7 @@ async def test_put_get_delete_never_show_the_secret(
     CredentialView.model_validate(view)
 
     await answer(await api.delete(PATH.format("weather"), headers=AUTH), 204)
-    gone = await answer(await api.get(PATH.format("weather")), 404)
+    gone = await answer(await api.get(PATH.format("weather"), headers=AUTH), 404)
     assert (
         gone["error"]["code"] == "not_found"
         and "no outbound credential" in gone["error"]["message"]
@@ -89,7 +89,7 @@ async def test_unknown_agent(api: TestClient) -> None:
     body = {"kind": "header", "value": SECRET}
     for resp in (
         await api.put(PATH.format("nobody"), json=body, headers=AUTH),
-        await api.get(PATH.format("nobody")),
+        await api.get(PATH.format("nobody"), headers=AUTH),
         await api.delete(PATH.format("nobody"), headers=AUTH),
     ):
         error = (await answer(resp, 404))["error"]
@@ -102,7 +102,7 @@ async def test_removing_the_agent_removes_its_credential(api: TestClient) -> Non
     await answer(await api.delete("/api/v1/agents/weather", headers=AUTH), 204)
     card = {"card": card_v1("https://elsewhere.example.com"), "id": "weather"}
     await answer(await api.post("/api/v1/agents", json=card, headers=AUTH), 201)
-    await answer(await api.get(PATH.format("weather")), 404)
+    await answer(await api.get(PATH.format("weather"), headers=AUTH), 404)
     # this process may still hold the old one in memory: it does not count for the new agent
     since = api.app[REGISTRY].get("weather").created_at
     assert api.app[CREDENTIALS].get("weather", agent_created_at=since) is None
@@ -139,7 +139,7 @@ async def test_validation(api: TestClient, body: Any, code: str, field: str | No
     assert error["code"] == code
     if field is not None:
         assert error["details"]["field"] == field
-    await answer(await api.get(PATH.format("weather")), 404)  # nothing stored
+    await answer(await api.get(PATH.format("weather"), headers=AUTH), 404)  # nothing stored
 
 
 async def test_not_json_and_auth(api: TestClient) -> None:

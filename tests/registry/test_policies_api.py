@@ -60,7 +60,7 @@ ALL = "/api/v1/policies"
 async def test_set_show_list_and_delete_a_policy(switchboard: TestClient) -> None:
     await _register(switchboard)
     # no policy yet: the default one (shared, no rules)
-    resp = await switchboard.get("/api/v1/policies/wx")
+    resp = await switchboard.get("/api/v1/policies/wx", headers=AUTH)
     assert await _answer(switchboard, resp, 200, ONE) == {
         "agent_id": "wx",
         "tenant": None,
@@ -68,7 +68,9 @@ async def test_set_show_list_and_delete_a_policy(switchboard: TestClient) -> Non
         "updated_at": None,
         "updated_by": None,
     }
-    assert await _answer(switchboard, await switchboard.get(ALL), 200, ALL) == {"policies": []}
+    assert await _answer(switchboard, await switchboard.get(ALL, headers=AUTH), 200, ALL) == {
+        "policies": []
+    }
 
     body = {"tenant": "acme", "rules": [{"groups": ["ops"], "skills": ["forecast"]}, {}]}
     resp = await switchboard.put("/api/v1/policies/wx", json=body, headers=AUTH)
@@ -79,10 +81,10 @@ async def test_set_show_list_and_delete_a_policy(switchboard: TestClient) -> Non
         {"tenants": [], "groups": [], "subjects": [], "skills": []},
     ]
     assert policy["updated_by"] == "admin-token" and policy["updated_at"]
-    assert await _answer(switchboard, await switchboard.get("/api/v1/policies/wx"), 200, ONE) == (
-        policy
-    )
-    listing = await _answer(switchboard, await switchboard.get(ALL), 200, ALL)
+    assert await _answer(
+        switchboard, await switchboard.get("/api/v1/policies/wx", headers=AUTH), 200, ONE
+    ) == (policy)
+    listing = await _answer(switchboard, await switchboard.get(ALL, headers=AUTH), 200, ALL)
     assert listing == {"policies": [policy]}
     policies = switchboard.app[POLICIES]
     assert not policies.visible(CAROL, "wx")
@@ -104,7 +106,11 @@ async def test_unknown_agents_and_bad_bodies_are_refused(switchboard: TestClient
     error = await _error(switchboard, resp, 404, "not_found", ONE)
     assert "ghost" in error["message"]
     await _error(
-        switchboard, await switchboard.get("/api/v1/policies/ghost"), 404, "not_found", ONE
+        switchboard,
+        await switchboard.get("/api/v1/policies/ghost", headers=AUTH),
+        404,
+        "not_found",
+        ONE,
     )
     await _register(switchboard)
     for body, code in (
@@ -136,7 +142,9 @@ async def test_writes_need_the_admin_token(switchboard: TestClient) -> None:
 async def test_registration_names_a_tenant(switchboard: TestClient) -> None:
     agent = await _register(switchboard, tenant="acme")
     assert agent["id"] == "wx"
-    policy = await _answer(switchboard, await switchboard.get("/api/v1/policies/wx"), 200, ONE)
+    policy = await _answer(
+        switchboard, await switchboard.get("/api/v1/policies/wx", headers=AUTH), 200, ONE
+    )
     assert (policy["tenant"], policy["rules"]) == ("acme", [])
     policies = switchboard.app[POLICIES]
     assert policies.visible(ALICE, "wx") and not policies.visible(CAROL, "wx")
@@ -147,7 +155,9 @@ async def test_registration_names_a_tenant(switchboard: TestClient) -> None:
     assert (await switchboard.delete("/api/v1/agents/wx", headers=AUTH)).status == 204
     assert policies.get("wx") is not None
     await _register(switchboard, tenant="globex")
-    policy = await _answer(switchboard, await switchboard.get("/api/v1/policies/wx"), 200, ONE)
+    policy = await _answer(
+        switchboard, await switchboard.get("/api/v1/policies/wx", headers=AUTH), 200, ONE
+    )
     assert policy["tenant"] == "globex" and policy["rules"][0]["groups"] == ["ops"]
 
     # without a tenant (or null) nothing is written
@@ -161,7 +171,7 @@ async def test_a_bad_tenant_registers_nothing(switchboard: TestClient) -> None:
         resp = await switchboard.post("/api/v1/agents", json=body, headers=AUTH)
         error = await _error(switchboard, resp, 400, "invalid_policy", "/api/v1/agents")
         assert "tenant" in error["message"]
-    assert (await switchboard.get("/api/v1/agents/wx")).status == 404
+    assert (await switchboard.get("/api/v1/agents/wx", headers=AUTH)).status == 404
 
 
 async def test_replicas_see_each_others_policies(aiohttp_client: Any, db_url: str) -> None:
@@ -174,5 +184,5 @@ async def test_replicas_see_each_others_policies(aiohttp_client: Any, db_url: st
     assert await a.app[POLICIES].sync() is True  # what a's sync loop does every interval
     assert not a.app[POLICIES].visible(CAROL, "wx")
     assert await a.app[POLICIES].sync() is False
-    listing = await (await a.get(ALL)).json()
+    listing = await (await a.get(ALL, headers=AUTH)).json()
     assert [p["tenant"] for p in listing["policies"]] == ["acme"]
