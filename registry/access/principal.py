@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Literal
 
+from aiohttp import web
+
 __all__ = [
     "ADMIN",
     "ANONYMOUS",
@@ -28,8 +30,6 @@ ADMIN = "admin"
 READER = "reader"
 """The role that may read the whole catalog through the admin API."""
 ROLES = frozenset({ADMIN, READER})
-PRINCIPAL_KEY = "switchboard.principal"
-"""Where the authentication middleware leaves a request's :class:`Principal` (``request[...]``)."""
 
 Method = Literal["none", "api-key", "jwt", "admin-token", "read-token"]
 """How a principal was authenticated (``none``: client authentication is off)."""
@@ -88,3 +88,7 @@ class Principal:
 
 ANONYMOUS = Principal(subject="anonymous")
 """The caller when client authentication is off: one shared space, every agent open."""
+
+
+PRINCIPAL_KEY = web.RequestKey("principal", Principal)
+"""Where the authentication middleware leaves a request's :class:`Principal` (``request[...]``)."""
