@@ -5,6 +5,7 @@ agents (docs/security.md)."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -17,6 +18,7 @@ from aiohttp.test_utils import TestServer
 
 from registry.api import REGISTRY
 from router.app import create_app
+from tests.peers03 import client03_lines
 from tests.support.helpers import base, make_settings
 from tests.support.issuer import serve_issuer
 from tests.support.sdk_clients import answer, ask, send
@@ -94,6 +96,7 @@ async def test_api_key_callers_are_isolated_and_the_sdk_authenticates_from_the_c
         for method, params in (
             ("GetTask", {"id": task.id}),
             ("CancelTask", {"id": task.id}),
+            ("SubscribeToTask", {"id": task.id}),
             ("SendMessage", _message("more", taskId=task.id)),
         ):
             got = (await _rpc(http, url, method, params, bob)).json()
@@ -180,6 +183,21 @@ async def test_policies_shape_routing_cards_and_the_catalog(
         assert hidden.status_code == 404
         public = await http.get(url + ".well-known/agent-card.json")
         assert skills(public.json()) == []
+
+
+async def test_an_sdk_03_client_authenticates_from_the_card(
+    aiohttp_server: Any, sqlite_url: str, http: httpx.AsyncClient, sdk03_python: Path
+) -> None:
+    server = await _switchboard(aiohttp_server, sqlite_url)
+    async with serve_sdk_agent(executor=TaskEchoExecutor()) as agent_url:
+        await server.app[REGISTRY].register_url(agent_url, "tasks")
+        key = await _key(http, server, "dora", tenant="acme")
+        sent = await client03_lines(
+            sdk03_python, base(server), "send", text="echo this please", credential=f"apiKey={key}"
+        )
+        assert sent[-1].get("kind") == "task", sent
+        refused = await client03_lines(sdk03_python, base(server), "send", text="echo this")
+        assert refused[-1]["error"].get("status") == 401, refused
 
 
 @pytest.mark.parametrize("discovery", [True, False])

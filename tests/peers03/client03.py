@@ -6,7 +6,7 @@ Usage::
         [--file-bytes B64 --mime M] [--file-uri URI --mime M] [--file-name N] [--data JSON]
         [--metadata JSON] [--request-metadata JSON] [--accepted-output-modes a,b]
         [--extensions a,b] [--header 'Name: value']... [--history-length N]
-        [--card-path PATH] [--stream] [--timeout S]
+        [--card-path PATH] [--stream] [--timeout S] [--credential SCHEME=VALUE]...
 
 OP is ``send``, ``stream``, ``get``, ``cancel``, ``resubscribe`` or ``card``. The card is
 resolved with ``A2ACardResolver`` from CARD_BASE_URL; the client built by ``ClientFactory``
@@ -31,7 +31,9 @@ from typing import Any
 
 import httpx
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+from a2a.client.auth import AuthInterceptor, CredentialService
 from a2a.client.errors import A2AClientHTTPError, A2AClientJSONRPCError
+from a2a.client.middleware import ClientCallContext
 from a2a.types import (
     DataPart,
     FilePart,
@@ -87,6 +89,19 @@ def build_message(args: argparse.Namespace) -> Message:
     )
 
 
+class Credentials(CredentialService):
+    """The credential of each security scheme the card names (``--credential``), which the
+    SDK's AuthInterceptor sends as the scheme says."""
+
+    def __init__(self, by_scheme: dict[str, str]) -> None:
+        self.by_scheme = by_scheme
+
+    async def get_credentials(
+        self, security_scheme_name: str, context: ClientCallContext | None
+    ) -> str | None:
+        return self.by_scheme.get(security_scheme_name)
+
+
 def csv(value: str | None) -> list[str]:
     return [item.strip() for item in (value or "").split(",") if item.strip()]
 
@@ -108,7 +123,9 @@ async def run(args: argparse.Namespace) -> None:
             accepted_output_modes=csv(args.accepted_output_modes),
             extensions=csv(args.extensions),
         )
-        client = ClientFactory(config).create(card)
+        credentials = dict(c.split("=", 1) for c in args.credential)
+        interceptors = [AuthInterceptor(Credentials(credentials))] if credentials else None
+        client = ClientFactory(config).create(card, interceptors=interceptors)
         events: AsyncIterator[Any]
         if args.op in ("send", "stream"):
             request_metadata = json.loads(args.request_metadata) if args.request_metadata else None
@@ -158,6 +175,7 @@ def main() -> int:
     parser.add_argument("--accepted-output-modes")
     parser.add_argument("--extensions")
     parser.add_argument("--header", action="append", default=[])
+    parser.add_argument("--credential", action="append", default=[])
     parser.add_argument("--history-length", type=int)
     parser.add_argument("--card-path")
     parser.add_argument("--stream", action="store_true")
