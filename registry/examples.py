@@ -15,11 +15,11 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import delete
-from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 
 from registry.records import utcnow
 from registry.store import Store, bump
+from registry.synced import Synced
 from registry.tables import CatalogStateRow, SkillExampleRow
 
 VERSION_KEY = "examples_version"
@@ -58,8 +58,10 @@ def _example(row: SkillExampleRow) -> Example:
     )
 
 
-class LearnedExamples:
+class LearnedExamples(Synced):
     """Every learned example in memory, over the ``skill_examples`` table."""
+
+    VERSION_KEY = VERSION_KEY
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -77,22 +79,8 @@ class LearnedExamples:
 
     async def load(self) -> None:
         """Create the counter if missing and read every example."""
-        try:
-            async with self.store.session() as session, session.begin():
-                if await session.get(CatalogStateRow, VERSION_KEY) is None:
-                    session.add(CatalogStateRow(key=VERSION_KEY, value=0))
-        except IntegrityError:
-            pass  # another process created it first
+        await self.create_counter()
         await self._reload()
-
-    async def sync(self) -> bool:
-        """Reload when another process changed the examples; True if it did."""
-        async with self.store.session() as session:
-            row = await session.get(CatalogStateRow, VERSION_KEY)
-        if row is not None and row.value != self.version:
-            await self._reload()
-            return True
-        return False
 
     async def _reload(self) -> None:
         async with self.store.session() as session:

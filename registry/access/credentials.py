@@ -33,6 +33,7 @@ from registry.access.secrets import KEY_SETTINGS, SecretBox, SecretError
 from registry.errors import NotFound, RegistryError, agent_not_found
 from registry.records import as_utc, iso, utcnow
 from registry.store import Store, bump
+from registry.synced import Synced
 from registry.tables import AgentCredentialRow, AgentRow, CatalogStateRow
 
 __all__ = [
@@ -322,13 +323,15 @@ def _bad(name: str, problem: str) -> CredentialError:
 # --- the store -------------------------------------------------------------------------------
 
 
-class AgentCredentials:
+class AgentCredentials(Synced):
     """Every agent's outbound credential in memory, over the ``agent_credentials`` table.
 
     ``box`` encrypts and decrypts the secrets (set it before :meth:`load`); without one,
     storing a credential with a secret fails (409 naming SWITCHBOARD_SECRET_KEY) and stored
     secrets cannot be used.
     """
+
+    VERSION_KEY = VERSION_KEY
 
     def __init__(self, store: Store, box: SecretBox | None = None) -> None:
         self.store = store
@@ -357,23 +360,9 @@ class AgentCredentials:
     async def load(self) -> None:
         """Create the counter if missing, re-encrypt secrets under an older key with the
         first key (rotation), and read every credential."""
-        try:
-            async with self.store.session() as session, session.begin():
-                if await session.get(CatalogStateRow, VERSION_KEY) is None:
-                    session.add(CatalogStateRow(key=VERSION_KEY, value=0))
-        except IntegrityError:
-            pass  # another process created it first
+        await self.create_counter()
         await self.reencrypt()
         await self._reload()
-
-    async def sync(self) -> bool:
-        """Reload when another process changed the credentials; True if it did."""
-        async with self.store.session() as session:
-            row = await session.get(CatalogStateRow, VERSION_KEY)
-        if row is not None and row.value != self.version:
-            await self._reload()
-            return True
-        return False
 
     async def reencrypt(self) -> int:
         """Encrypt again with the first key every secret stored under another (key rotation);

@@ -48,6 +48,7 @@ from registry.errors import RegistryError
 from registry.records import as_utc, iso, utcnow
 from registry.settings import Settings
 from registry.store import Store, bump
+from registry.synced import Synced
 from registry.tables import AgentPolicyRow, CatalogStateRow
 
 __all__ = [
@@ -234,13 +235,15 @@ def _policy(row: AgentPolicyRow) -> Policy:
 # --- the policies ----------------------------------------------------------------------------
 
 
-class Policies:
+class Policies(Synced):
     """Every agent's policy in memory, over the ``agent_policies`` table.
 
     ``enforced`` (default: client authentication is on, ``settings.client_auth != "none"``)
     False lets every caller see and use everything. Queries are synchronous and read memory
     only; writes go to the database first, then reload.
     """
+
+    VERSION_KEY = VERSION_KEY
 
     def __init__(self, store: Store, settings: Settings, *, enforced: bool | None = None) -> None:
         self.store = store
@@ -306,22 +309,8 @@ class Policies:
 
     async def load(self) -> None:
         """Create the counter if missing and read every policy (at start)."""
-        try:
-            async with self.store.session() as session, session.begin():
-                if await session.get(CatalogStateRow, VERSION_KEY) is None:
-                    session.add(CatalogStateRow(key=VERSION_KEY, value=0))
-        except IntegrityError:
-            pass  # another process created it first
+        await self.create_counter()
         await self._reload()
-
-    async def sync(self) -> bool:
-        """Reload when another process changed the policies; True if it did."""
-        async with self.store.session() as session:
-            row = await session.get(CatalogStateRow, VERSION_KEY)
-        if row is not None and row.value != self.version:
-            await self._reload()
-            return True
-        return False
 
     async def _reload(self) -> None:
         async with self.store.session() as session:
