@@ -147,6 +147,11 @@ def _card_response(request: web.Request, card: dict[str, Any], modified: datetim
         "Cache-Control": f"public, max-age={_CARD_MAX_AGE}",
         "Vary": VERSION_HEADER,
     }
+    if request.app[GATE].authenticator.client_auth:
+        # the card shows what the caller may use: a shared cache must not hand it on
+        headers["Vary"] = f"{VERSION_HEADER}, Authorization, X-API-Key"
+        if "Authorization" in request.headers or "X-API-Key" in request.headers:
+            headers["Cache-Control"] = f"private, max-age={_CARD_MAX_AGE}"
     if_none_match = request.headers.get("If-None-Match")
     if _etag_matches(if_none_match, etag) or (
         if_none_match is None and _not_modified_since(request, modified)

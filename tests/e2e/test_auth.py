@@ -173,6 +173,8 @@ async def test_policies_shape_routing_cards_and_the_catalog(
         for key, seen in ((finance, ["sdk-echo"]), (other, [])):
             card = await http.get(url + ".well-known/agent-card.json", headers={"X-API-Key": key})
             assert skills(card.json()) == seen
+            assert card.headers["Cache-Control"].startswith("private")  # per caller
+            assert "X-API-Key" in card.headers["Vary"]
             extended = (await _rpc(http, url, "GetExtendedAgentCard", {}, key)).json()
             assert skills(extended["result"]) == seen
             listing = await http.get(base(server) + "/api/v1/agents", headers={"X-API-Key": key})
