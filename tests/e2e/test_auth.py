@@ -233,6 +233,14 @@ async def test_jwt_callers(
             assert answered in got, got
             if answered == "error":
                 assert got["error"]["code"] == -32602 and "globex" not in got["error"]["message"]
+        # the admin API's roles come from the token's roles claim
+        policy = base(server) + "/api/v1/policies/tasks"
+        for roles, status in ((["admin"], 200), ([], 403)):
+            token = issuer.token(sub="ops", roles=roles)
+            answer = await http.put(
+                policy, json={"tenant": None}, headers={"Authorization": f"Bearer {token}"}
+            )
+            assert answer.status_code == status, answer.text
         for bad in (
             issuer.token(sub="carol", exp=int(time.time()) - 3600),
             issuer.token(sub="carol", aud="someone-else"),
