@@ -146,6 +146,19 @@ async def switchboard(
         yield base, proc
 
 
+async def client_key(base: str, subject: str = "bench") -> str:
+    """A new API key for a client (``POST /api/v1/clients`` with the admin token)."""
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    async with (
+        aiohttp.ClientSession(headers=headers) as http,
+        http.post(f"{base}/api/v1/clients", json={"subject": subject}) as resp,
+    ):
+        if resp.status != 201:
+            raise RuntimeError(f"making an API key failed: {resp.status} {await resp.text()}")
+        made: dict[str, str] = await resp.json()
+        return made["key"]
+
+
 async def register(base: str, body: dict[str, object]) -> dict[str, object]:
     """``POST /api/v1/agents`` with the admin token; the created agent."""
     headers = {"Authorization": f"Bearer {TOKEN}"}

@@ -3,7 +3,9 @@
 Contestants, each its own process on 127.0.0.1, measured one after another at each
 concurrency level by a separate load process (closed loop, keep-alive): direct to the agent;
 Switchboard's ``POST /`` (skill matched); Switchboard's pinned ``POST /agents/{id}``;
-nginx ``proxy_pass`` when installed.
+nginx ``proxy_pass`` when installed; and (unary only) ``POST /`` of a Switchboard with
+client authentication on, called with an API key (``router+key``: the cost of checking the
+key, one database read per request, and of the caller's own task scope).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 from bench import nginx as nginx_mod
 from bench.load import run_load
 from bench.options import Options
-from bench.procs import echo_agent, register, switchboard
+from bench.procs import client_key, echo_agent, register, switchboard
 from bench.report import Check, Section, Table, median, ratio
 
 TEXT = "echo hello benchmark"
@@ -48,12 +50,25 @@ async def contestants(
     return urls
 
 
+async def authenticated(
+    opts: Options, stack: contextlib.AsyncExitStack, agent: str
+) -> tuple[str, dict[str, str]]:
+    """A Switchboard with ``SWITCHBOARD_CLIENT_AUTH=api-key`` in front of ``agent``: its
+    endpoint and the headers of a client with a key."""
+    router, _proc = await stack.enter_async_context(switchboard(opts.tmp, client_auth="api-key"))
+    await register(router, {"url": agent, "id": "echo"})
+    return f"{router}/", {"X-API-Key": await client_key(router)}
+
+
 async def run(opts: Options) -> Section:
     """Measure every contestant at each concurrency level."""
     section = Section("1. unary proxy (SendMessage, A2A 1.0)")
     levels = (1, 4) if opts.quick else (1, 16, 64)
     async with contextlib.AsyncExitStack() as stack:
         urls = await contestants(opts, stack, section.notes)
+        keyed_url, keyed = await authenticated(opts, stack, urls["direct"].rstrip("/"))
+        urls["router+key"] = keyed_url
+        extra = {"router+key": keyed}
         spec = {
             "kind": "unary",
             "headers": {"A2A-Version": "1.0"},
@@ -64,7 +79,9 @@ async def run(opts: Options) -> Section:
         for level in levels:
             row = results[level] = {}
             for name, url in urls.items():
-                out = await run_load({**spec, "url": url, "concurrency": level})
+                headers = {**spec["headers"], **extra.get(name, {})}
+                load = {**spec, "url": url, "concurrency": level, "headers": headers}
+                out = await run_load(load)
                 rounds = out["rounds"]
                 row[name] = {k: median(rounds, k) for k in ("rps", "p50_ms", "p99_ms", "errors")}
     table = Table(

@@ -13,6 +13,7 @@ caches nothing: a key revoked through any replica is refused at once by all of t
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from sqlalchemy import and_, or_
+from sqlalchemy import and_, bindparam, or_
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select, update
 
@@ -122,7 +123,12 @@ def _iso(value: datetime | None) -> str | None:
     return None if value is None else iso(value)
 
 
-def _info(row: ApiKeyRow) -> ApiKeyInfo:
+_TABLE: Any = ApiKeyRow.__table__
+_BY_ID = select(_TABLE).where(_TABLE.c.id == bindparam("id"))
+
+
+def _info(row: Any) -> ApiKeyInfo:
+    """The info of a key's row (an ORM row or a core result row)."""
     return ApiKeyInfo(
         id=row.id,
         prefix=row.prefix,
@@ -178,6 +184,7 @@ class ApiKeys:
     def __init__(self, store: Store, *, clock: Callable[[], datetime] = utcnow) -> None:
         self.store = store
         self.clock = clock
+        self._reading: dict[str, asyncio.Future[Any]] = {}  # key id -> the read in flight
 
     # --- operators ----------------------------------------------------------------------------
 
@@ -341,8 +348,7 @@ class ApiKeys:
                 "malformed",
                 "the API key is malformed: send the whole key as it was given (sbk_<id>_<secret>)",
             )
-        async with self.store.session() as session:
-            row = await session.get(ApiKeyRow, match.group(1))
+        row = await self._row(match.group(1))
         if row is None or not hmac.compare_digest(digest(key), row.key_sha256):
             raise AuthError("unknown_key", "the API key is not valid")
         info = _info(row)
@@ -354,6 +360,26 @@ class ApiKeys:
         return info.principal()
 
     # --- internals ----------------------------------------------------------------------------
+
+    async def _row(self, key_id: str) -> Any:
+        """The row of ``key_id``, read for this request: requests of one key that arrive
+        while a read is in flight share it; a finished read is never reused (no cache)."""
+        read = self._reading.get(key_id)
+        if read is None or read.done():
+            read = asyncio.ensure_future(self._read(key_id))
+            self._reading[key_id] = read
+
+            def forget(done: asyncio.Future[Any]) -> None:
+                if self._reading.get(key_id) is done:
+                    del self._reading[key_id]
+
+            read.add_done_callback(forget)
+        return await asyncio.shield(read)
+
+    async def _read(self, key_id: str) -> Any:
+        # one core SELECT on a pooled connection: half the cost of an ORM session
+        async with self.store.engine.connect() as conn:
+            return (await conn.execute(_BY_ID, {"id": key_id})).first()
 
     async def _insert(
         self,

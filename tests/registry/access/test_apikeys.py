@@ -9,9 +9,10 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 
 from registry.access.apikeys import ApiKeys
 from registry.access.errors import AuthError
@@ -311,3 +312,25 @@ async def test_concurrent_rotations_make_one_successor(
     assert (refused[0].status, refused[0].code) == (409, "key_rotated")
     assert (await keys.get(old.id)).rotated_to == made[0][0].id
     assert len((await keys.list()).items) == 2
+
+
+async def test_concurrent_requests_of_one_key_share_a_read_and_none_is_kept(
+    keys: ApiKeys, store: Store
+) -> None:
+    _, key = await keys.create("alice", by="admin-token")
+    reads: list[str] = []
+
+    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if "FROM api_keys" in statement:
+            reads.append(statement)
+
+    engine = store.engine.sync_engine
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        principals = await asyncio.gather(*(keys.authenticate(key) for _ in range(20)))
+        assert {p.subject for p in principals} == {"alice"}
+        assert 1 <= len(reads) < 20  # shared while in flight
+        await keys.revoke(key.split("_", 2)[1], by="admin-token")
+        assert await _reason(keys, key) == "revoked"  # a finished read is never reused
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
