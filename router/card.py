@@ -54,11 +54,13 @@ def router_card(
     description: str,
     grant: Grant = EVERYTHING,
 ) -> dict[str, Any]:
-    """The router's own card at ``base_url``: every interface URL is the router's endpoint
-    (``base_url/``), its skills the union of the skills of the routable agents that ``grant``
-    allows (deduplicated by id: the first agent's name and description, every agent's tags,
-    examples and modes)."""
+    """The router's own card at ``base_url``: its JSON-RPC interfaces at ``base_url/``, its
+    HTTP+JSON ones at ``base_url`` (for 1.0 and 0.3; 0.3 clients read
+    ``additionalInterfaces``), its skills the union of the skills of the routable agents that
+    ``grant`` allows (deduplicated by id: the first agent's name and description, every
+    agent's tags, examples and modes)."""
     endpoint = f"{base_url.rstrip('/')}/"
+    rest_url = base_url.rstrip("/")  # the HTTP+JSON paths (/message:send, /v1/...) are below
     skills: dict[str, dict[str, Any]] = {}
     inputs: dict[str, None] = {}
     outputs: dict[str, None] = {}
@@ -82,6 +84,10 @@ def router_card(
         "supportedInterfaces": [
             {"url": endpoint, "protocolBinding": "JSONRPC", "protocolVersion": version}
             for version in ROUTER_PROTOCOL_VERSIONS
+        ]
+        + [
+            {"url": rest_url, "protocolBinding": "HTTP+JSON", "protocolVersion": version}
+            for version in ROUTER_PROTOCOL_VERSIONS
         ],
         "version": _router_version(),
         "capabilities": {
@@ -101,6 +107,10 @@ def router_card(
         # A2A 0.3 clients read these (1.x clients ignore them when supportedInterfaces is set)
         "url": endpoint,
         "preferredTransport": "JSONRPC",
+        "additionalInterfaces": [
+            {"url": endpoint, "transport": "JSONRPC"},
+            {"url": rest_url, "transport": "HTTP+JSON"},
+        ],
         "protocolVersion": "0.3.0",
     }
 

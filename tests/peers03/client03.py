@@ -7,6 +7,7 @@ Usage::
         [--metadata JSON] [--request-metadata JSON] [--accepted-output-modes a,b]
         [--extensions a,b] [--header 'Name: value']... [--history-length N]
         [--card-path PATH] [--stream] [--timeout S] [--credential SCHEME=VALUE]...
+        [--transport JSONRPC|HTTP+JSON]
 
 OP is ``send``, ``stream``, ``get``, ``cancel``, ``resubscribe`` or ``card``. The card is
 resolved with ``A2ACardResolver`` from CARD_BASE_URL; the client built by ``ClientFactory``
@@ -122,6 +123,7 @@ async def run(args: argparse.Namespace) -> None:
             streaming=args.op in ("stream", "resubscribe") or args.stream,
             accepted_output_modes=csv(args.accepted_output_modes),
             extensions=csv(args.extensions),
+            supported_transports=[args.transport] if args.transport else ["JSONRPC"],
         )
         credentials = dict(c.split("=", 1) for c in args.credential)
         interceptors = [AuthInterceptor(Credentials(credentials))] if credentials else None
@@ -180,6 +182,7 @@ def main() -> int:
     parser.add_argument("--card-path")
     parser.add_argument("--stream", action="store_true")
     parser.add_argument("--timeout", type=float, default=60.0)
+    parser.add_argument("--transport", help="the binding to use from the card (JSONRPC)")
     args = parser.parse_args()
     if args.op in ("get", "cancel", "resubscribe") and not args.task_id:
         parser.error(f"{args.op} needs --task-id")

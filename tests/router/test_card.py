@@ -126,6 +126,12 @@ async def test_router_card_serves_both_sdk_generations(demo: Registry) -> None:
     ] == [
         (f"{BASE}/", "JSONRPC", "1.0"),
         (f"{BASE}/", "JSONRPC", "0.3"),
+        (BASE, "HTTP+JSON", "1.0"),
+        (BASE, "HTTP+JSON", "0.3"),
+    ]
+    assert card["additionalInterfaces"] == [
+        {"url": f"{BASE}/", "transport": "JSONRPC"},
+        {"url": BASE, "transport": "HTTP+JSON"},
     ]
     assert (card["url"], card["preferredTransport"], card["protocolVersion"]) == (
         f"{BASE}/",
