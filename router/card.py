@@ -168,10 +168,12 @@ def agent_card_via_router(
     """The agent's card (any shape: 1.0, 0.3, 0.2, 0.1) as reached through the router.
 
     Every interface URL becomes ``base_url/agents/{id}``, the router's per-agent endpoint;
-    each interface keeps its protocol version. Interfaces the router cannot relay (other
-    bindings, unknown versions) are left out. A 1.0 card of an agent without a 0.3 interface
-    gets one at the router (which translates, see docs/translation.md); every 1.0 card gets
-    the 0.3 fields (``url``, ``preferredTransport``, ``protocolVersion``) for 0.3 clients.
+    each interface keeps its protocol version, and each JSON-RPC one without a tenant gets an
+    HTTP+JSON sibling (0.3 clients: in ``additionalInterfaces``), which the router serves.
+    Interfaces the router cannot relay (other bindings, unknown versions) are left out. A 1.0
+    card of an agent without a 0.3 interface gets one at the router (which translates, see
+    docs/translation.md); every 1.0 card gets the 0.3 fields (``url``,
+    ``preferredTransport``, ``protocolVersion``, ``additionalInterfaces``) for 0.3 clients.
     Signatures are removed; everything else is the agent's own. :class:`NotFound` when the
     agent has no JSON-RPC interface the router can relay.
     """
@@ -219,13 +221,22 @@ def _rewrite_v1(card: dict[str, Any], record: AgentRecord, endpoint: str) -> Non
     legacy = jsonrpc_interface(record, "0.3")
     if legacy is None and kept:  # the router translates: its endpoint serves 0.3 clients too
         kept.append({"url": endpoint, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"})
-    card["supportedInterfaces"] = kept
+    rest = [  # the router serves HTTP+JSON for every version it relays (not under a tenant)
+        {**interface, "protocolBinding": "HTTP+JSON"}
+        for interface in kept
+        if not interface.get("tenant")
+    ]
+    card["supportedInterfaces"] = kept + rest
     for name in ("url", "preferredTransport", "protocolVersion", "additionalInterfaces"):
         card.pop(name, None)
     if kept:  # for a2a-sdk 0.3 clients, which read only these
         card["url"] = endpoint
         card["preferredTransport"] = "JSONRPC"
         card["protocolVersion"] = legacy.protocol_version if legacy else "0.3.0"
+        card["additionalInterfaces"] = [
+            {"url": endpoint, "transport": "JSONRPC"},
+            {"url": endpoint, "transport": "HTTP+JSON"},
+        ]
 
 
 def _rewrite_legacy(card: dict[str, Any], endpoint: str) -> None:
@@ -239,7 +250,7 @@ def _rewrite_legacy(card: dict[str, Any], endpoint: str) -> None:
             for i in additional
             if isinstance(i, dict) and _is_jsonrpc(i.get("transport"))
         ]
-        card["additionalInterfaces"] = rewritten[:1]
+        card["additionalInterfaces"] = [*rewritten[:1], {"url": endpoint, "transport": "HTTP+JSON"}]
 
 
 _SEGMENT = re.compile(r"([^.\[\]]+)|\[(\d+)\]")

@@ -111,7 +111,8 @@ def _config_in(config: dict[str, Any]) -> dict[str, Any]:
 def result_out(op: Op, result: Any, *, stream: bool = False) -> Any:
     """A 0.3 JSON-RPC result as the ``/v1`` answer: a send's task or message wrapped
     (``{"task"}``/``{"message"}``), a stream event wrapped as a ``StreamResponse``, a task
-    as a proto ``Task``; anything else (a card, a push config) as it is."""
+    as a proto ``Task``; anything else as it is (the extended card too: the 0.3 SDK serves
+    and reads the card's JSON on ``/v1/card``)."""
     if not isinstance(result, dict):
         return result
     kind = result.get("kind")

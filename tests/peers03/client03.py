@@ -9,10 +9,13 @@ Usage::
         [--card-path PATH] [--stream] [--timeout S] [--credential SCHEME=VALUE]...
         [--transport JSONRPC|HTTP+JSON]
 
-OP is ``send``, ``stream``, ``get``, ``cancel``, ``resubscribe`` or ``card``. The card is
-resolved with ``A2ACardResolver`` from CARD_BASE_URL; the client built by ``ClientFactory``
-then posts to the URL inside the card, as real clients do. ``send --stream`` is ``stream``.
-``--metadata`` goes on the message, ``--request-metadata`` on the request params.
+OP is ``send``, ``stream``, ``get``, ``cancel``, ``resubscribe``, ``card`` or
+``extended-card`` (the client's ``get_card``: the extended card when the card offers
+one). The card is resolved with ``A2ACardResolver`` from CARD_BASE_URL; the client built by
+``ClientFactory`` then posts to the URL inside the card, as real clients do. ``send --stream``
+is ``stream``. ``--transport`` picks the card's interface of that binding (the 0.3 SDK's REST
+transport applies no interceptors: authenticate it with ``--header``). ``--metadata`` goes
+on the message, ``--request-metadata`` on the request params.
 
 Each response or stream event is printed as one JSON line (the raw event: a task, message,
 status-update or artifact-update; the card for ``card``), flushed at once; exit 0. A failure
@@ -48,7 +51,7 @@ from a2a.types import (
     TextPart,
 )
 
-OPS = ("send", "stream", "get", "cancel", "resubscribe", "card")
+OPS = ("send", "stream", "get", "cancel", "resubscribe", "card", "extended-card")
 
 
 def out(obj: Any) -> None:
@@ -134,6 +137,9 @@ async def run(args: argparse.Namespace) -> None:
             events = client.send_message(build_message(args), request_metadata=request_metadata)
         elif args.op == "resubscribe":
             events = client.resubscribe(TaskIdParams(id=args.task_id))
+        elif args.op == "extended-card":  # Client.get_card: the extended card when offered
+            out(await client.get_card())
+            return
         elif args.op == "get":
             out(
                 await client.get_task(

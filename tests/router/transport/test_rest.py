@@ -107,6 +107,12 @@ async def test_the_sdk_rest_client_through_the_router(
             base(server) + "/agents/tasks/message:send", json=_message("pinned"), headers=V1
         )
         assert pinned.status_code == 200 and "task" in pinned.json(), pinned.text
+        # the agent's card through the router offers HTTP+JSON at its per-agent endpoint
+        executor.release()
+        agent = await _rest_client(http, base(server) + "/agents/tasks")
+        events = [event async for event in agent.send_message(ask("anything at all"))]
+        got = await agent.get_task(GetTaskRequest(id=events[0].task.id))
+        assert "anything at all" in answer(got)
 
 
 async def test_errors_in_the_bindings_format(
@@ -177,6 +183,29 @@ async def test_client_auth_through_the_gate(
         assert extended.status_code == 200 and extended.json()["name"]
 
 
+async def test_the_sdk_03_rest_client_with_client_auth(
+    aiohttp_server: Any, sqlite_url: str, http: httpx.AsyncClient, sdk03_python: Path
+) -> None:
+    server = await _switchboard(aiohttp_server, sqlite_url, client_auth="api-key")
+    url = base(server)
+    async with serve_sdk_agent(executor=TaskEchoExecutor()) as agent_url:
+        await server.app[REGISTRY].register_url(agent_url, "tasks")
+        made = await http.post(url + "/api/v1/clients", json={"subject": "carol"}, headers=ADMIN)
+        key = made.json()["key"]
+        # the 0.3 SDK's REST transport applies no interceptors: the key goes as a header
+        options = {"transport": "HTTP+JSON", "headers": {"X-API-Key": key}}
+        sent = await client03_lines(sdk03_python, url, "send", text="echo with a key", **options)
+        assert sent[-1].get("kind") == "task", sent
+        card = await client03_lines(sdk03_python, url, "extended-card", **options)
+        assert card[-1].get("name") and card[-1]["securitySchemes"]["apiKey"]["in"] == "header", (
+            card
+        )
+        refused = await client03_lines(
+            sdk03_python, url, "send", text="echo", transport="HTTP+JSON"
+        )
+        assert refused[-1]["error"].get("status") == 401, refused
+
+
 async def test_the_sdk_03_client_on_rest(
     aiohttp_server: Any, sqlite_url: str, http: httpx.AsyncClient, sdk03_python: Path
 ) -> None:
@@ -199,3 +228,20 @@ async def test_the_sdk_03_client_on_rest(
         assert kinds[0] == "task" and "status-update" in kinds, streamed
         raw = await http.get(base(server) + "/v1/tasks/nope")
         assert raw.status_code == 404 and raw.json()["error"]["status"] == "NOT_FOUND"
+        stream = await http.post(base(server) + "/v1/tasks/nope:subscribe")
+        assert stream.status_code == 404, stream.text  # 0.3's error event, before any data
+        wrong = await http.get(base(server) + "/v1/tasks/nope", headers=V1)
+        assert wrong.json()["error"]["details"][0]["reason"] == "VERSION_NOT_SUPPORTED"
+
+
+async def test_rate_limits_in_the_bindings_format(
+    aiohttp_server: Any, sqlite_url: str, http: httpx.AsyncClient
+) -> None:
+    server = await _switchboard(aiohttp_server, sqlite_url, rate_limit_rps=0.01, rate_limit_burst=1)
+    url = base(server) + "/tasks/nope"
+    assert (await http.get(url, headers=V1)).status_code == 404
+    limited = await http.get(url, headers=V1)
+    assert limited.status_code == 429 and limited.headers["Retry-After"]
+    error = limited.json()["error"]
+    assert (error["code"], error["status"]) == (429, "RESOURCE_EXHAUSTED")
+    assert error["details"][0]["reason"] == "RATE_LIMITED"
