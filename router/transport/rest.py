@@ -48,7 +48,7 @@ from router.protocol.versions import VERSION_HEADER, Op, Version
 from router.transport import jsonrpc
 from router.transport.gate import Gate, Refused
 
-__all__ = ["error_response", "refused", "serve"]
+__all__ = ["error_response", "refused", "rest_error_body", "serve"]
 
 log = logging.getLogger(__name__)
 
