@@ -54,11 +54,13 @@ def router_card(
     description: str,
     grant: Grant = EVERYTHING,
 ) -> dict[str, Any]:
-    """The router's own card at ``base_url``: every interface URL is the router's endpoint
-    (``base_url/``), its skills the union of the skills of the routable agents that ``grant``
-    allows (deduplicated by id: the first agent's name and description, every agent's tags,
-    examples and modes)."""
+    """The router's own card at ``base_url``: its JSON-RPC interfaces at ``base_url/``, its
+    HTTP+JSON ones at ``base_url`` (for 1.0 and 0.3; 0.3 clients read
+    ``additionalInterfaces``), its skills the union of the skills of the routable agents that
+    ``grant`` allows (deduplicated by id: the first agent's name and description, every
+    agent's tags, examples and modes)."""
     endpoint = f"{base_url.rstrip('/')}/"
+    rest_url = base_url.rstrip("/")  # the HTTP+JSON paths (/message:send, /v1/...) are below
     skills: dict[str, dict[str, Any]] = {}
     inputs: dict[str, None] = {}
     outputs: dict[str, None] = {}
@@ -82,6 +84,10 @@ def router_card(
         "supportedInterfaces": [
             {"url": endpoint, "protocolBinding": "JSONRPC", "protocolVersion": version}
             for version in ROUTER_PROTOCOL_VERSIONS
+        ]
+        + [
+            {"url": rest_url, "protocolBinding": "HTTP+JSON", "protocolVersion": version}
+            for version in ROUTER_PROTOCOL_VERSIONS
         ],
         "version": _router_version(),
         "capabilities": {
@@ -101,6 +107,10 @@ def router_card(
         # A2A 0.3 clients read these (1.x clients ignore them when supportedInterfaces is set)
         "url": endpoint,
         "preferredTransport": "JSONRPC",
+        "additionalInterfaces": [
+            {"url": endpoint, "transport": "JSONRPC"},
+            {"url": rest_url, "transport": "HTTP+JSON"},
+        ],
         "protocolVersion": "0.3.0",
     }
 
@@ -158,10 +168,12 @@ def agent_card_via_router(
     """The agent's card (any shape: 1.0, 0.3, 0.2, 0.1) as reached through the router.
 
     Every interface URL becomes ``base_url/agents/{id}``, the router's per-agent endpoint;
-    each interface keeps its protocol version. Interfaces the router cannot relay (other
-    bindings, unknown versions) are left out. A 1.0 card of an agent without a 0.3 interface
-    gets one at the router (which translates, see docs/translation.md); every 1.0 card gets
-    the 0.3 fields (``url``, ``preferredTransport``, ``protocolVersion``) for 0.3 clients.
+    each interface keeps its protocol version, and each JSON-RPC one without a tenant gets an
+    HTTP+JSON sibling (0.3 clients: in ``additionalInterfaces``), which the router serves.
+    Interfaces the router cannot relay (other bindings, unknown versions) are left out. A 1.0
+    card of an agent without a 0.3 interface gets one at the router (which translates, see
+    docs/translation.md); every 1.0 card gets the 0.3 fields (``url``,
+    ``preferredTransport``, ``protocolVersion``, ``additionalInterfaces``) for 0.3 clients.
     Signatures are removed; everything else is the agent's own. :class:`NotFound` when the
     agent has no JSON-RPC interface the router can relay.
     """
@@ -209,13 +221,22 @@ def _rewrite_v1(card: dict[str, Any], record: AgentRecord, endpoint: str) -> Non
     legacy = jsonrpc_interface(record, "0.3")
     if legacy is None and kept:  # the router translates: its endpoint serves 0.3 clients too
         kept.append({"url": endpoint, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"})
-    card["supportedInterfaces"] = kept
+    rest = [  # the router serves HTTP+JSON for every version it relays (not under a tenant)
+        {**interface, "protocolBinding": "HTTP+JSON"}
+        for interface in kept
+        if not interface.get("tenant")
+    ]
+    card["supportedInterfaces"] = kept + rest
     for name in ("url", "preferredTransport", "protocolVersion", "additionalInterfaces"):
         card.pop(name, None)
     if kept:  # for a2a-sdk 0.3 clients, which read only these
         card["url"] = endpoint
         card["preferredTransport"] = "JSONRPC"
         card["protocolVersion"] = legacy.protocol_version if legacy else "0.3.0"
+        card["additionalInterfaces"] = [
+            {"url": endpoint, "transport": "JSONRPC"},
+            {"url": endpoint, "transport": "HTTP+JSON"},
+        ]
 
 
 def _rewrite_legacy(card: dict[str, Any], endpoint: str) -> None:
@@ -229,7 +250,7 @@ def _rewrite_legacy(card: dict[str, Any], endpoint: str) -> None:
             for i in additional
             if isinstance(i, dict) and _is_jsonrpc(i.get("transport"))
         ]
-        card["additionalInterfaces"] = rewritten[:1]
+        card["additionalInterfaces"] = [*rewritten[:1], {"url": endpoint, "transport": "HTTP+JSON"}]
 
 
 _SEGMENT = re.compile(r"([^.\[\]]+)|\[(\d+)\]")

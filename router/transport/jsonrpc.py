@@ -37,7 +37,15 @@ from router.protocol.versions import VERSION_HEADER, Op, Version, client_version
 from router.transport.gate import Gate, Refused
 from router.transport.sse import SseWriter
 
-__all__ = ["json_answer", "public_origin", "read_request", "request_version", "serve"]
+__all__ = [
+    "json_answer",
+    "public_origin",
+    "read_raw_body",
+    "read_request",
+    "request_version",
+    "serve",
+    "write_events",
+]
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +116,7 @@ async def serve(
         return json_answer(answer.body, answer.headers)
     if release is not None:
         answer.add_closer(_async(release))
-    return await _events(request, answer, settings.sse_keepalive)
+    return await write_events(request, answer, settings.sse_keepalive)
 
 
 def _async(release: Callable[[], None]) -> Callable[[], Awaitable[None]]:
@@ -139,7 +147,7 @@ async def read_request(
     and parse its JSON-RPC request of A2A ``version``
     (:func:`~router.protocol.envelope.parse_request`; legacy dialects are read by
     ``dialects``, :func:`router.compat.dialects.served_call` by default)."""
-    body = await _read_body(request, max_bytes)
+    body = await read_raw_body(request, max_bytes)
     header = request.headers.get(VERSION_HEADER)
     return parse_request(body, version, header, max_depth=max_depth, dialects=dialects)
 
@@ -168,7 +176,7 @@ async def _request_id(router: Router, request: web.Request) -> Any:
     return rpc.id
 
 
-async def _read_body(request: web.Request, max_bytes: int) -> bytes:
+async def read_raw_body(request: web.Request, max_bytes: int) -> bytes:
     """The body, decoded (:func:`registry.bodies.read_body`); -32700 if it cannot be read."""
     try:
         return await read_body(request, max_bytes)
@@ -193,7 +201,7 @@ def _body_error(error: BodyError) -> RpcError:
     return RpcError(PARSE, error.message, data, reason=_BODY_REASONS[error.problem])
 
 
-async def _events(
+async def write_events(
     request: web.Request, stream: EventStream, keepalive: float | None
 ) -> web.StreamResponse:
     """Write ``stream`` as Server-Sent Events until it ends or the client goes away."""

@@ -2,6 +2,9 @@
 
 - ``POST /`` and ``POST /agents/{agent_id}`` (with or without a trailing slash): JSON-RPC
   (see :mod:`router.transport.jsonrpc`).
+- The HTTP+JSON binding's paths (:data:`router.protocol.restpaths.ROUTES`: ``POST
+  /message:send``, ``GET /tasks/{id}``, ``/v1/...`` for 0.3, ...) at the root and under
+  ``/agents/{agent_id}`` (see :mod:`router.transport.rest`).
 - ``GET /.well-known/agent-card.json`` (and the legacy ``agent.json``): the router's card.
 - ``GET /agents/{agent_id}/.well-known/agent-card.json``: that agent's card with every URL
   pointing at the router. Both cards are re-signed with the router's key.
@@ -28,9 +31,10 @@ from router.choose.grants import EVERYTHING
 from router.forward.handler import Router
 from router.protocol.errors import RpcError
 from router.protocol.fieldnames import json_names
+from router.protocol.restpaths import ROUTES, RestRoute
 from router.protocol.versions import VERSION_HEADER, Op, Version, client_version
 from router.signing import CardSigner
-from router.transport import jsonrpc
+from router.transport import jsonrpc, rest
 from router.transport.apimodels import Explain, ExplainRequest
 from router.transport.gate import GATE, Refused
 from router.transport.jsonrpc import request_version
@@ -49,6 +53,10 @@ def add_router_routes(app: web.Application) -> None:
     app.router.add_post("/", a2a_endpoint)
     for agent_path in ("/agents/{agent_id}", "/agents/{agent_id}/"):
         app.router.add_post(agent_path, a2a_agent_endpoint)
+    for route in ROUTES:
+        handler = _rest_endpoint(route)
+        app.router.add_route(route.verb, route.path, handler)
+        app.router.add_route(route.verb, "/agents/{agent_id}" + route.path, handler)
     for path in _WELL_KNOWN:
         for slash in ("", "/"):
             app.router.add_get(path + slash, get_router_card)
@@ -79,6 +87,22 @@ async def _a2a(request: web.Request, pinned: str | None) -> web.StreamResponse:
         return refused.response
     router = request.app[ROUTER]
     return await jsonrpc.serve(router, request, pinned, caller=caller, gate=gate)
+
+
+def _rest_endpoint(route: RestRoute) -> Any:
+    """The handler of one HTTP+JSON path (pinned to an agent under ``/agents/{agent_id}``)."""
+
+    async def endpoint(request: web.Request) -> web.StreamResponse:
+        gate = request.app[GATE]
+        try:
+            caller = await gate.admit(request)
+        except Refused as refused:
+            return rest.refused(refused)
+        pinned = request.match_info.get("agent_id")
+        router = request.app[ROUTER]
+        return await rest.serve(router, request, route, pinned, caller=caller, gate=gate)
+
+    return endpoint
 
 
 async def get_router_card(request: web.Request) -> web.Response:

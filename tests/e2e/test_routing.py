@@ -76,8 +76,14 @@ async def test_router_card_serves_both_sdk_generations(
     card = await A2ACardResolver(http, base(switchboard)).get_agent_card()
     skills = {skill.id for skill in card.skills}
     assert {"convert-currency", "translate-text", "caption-image"} <= skills
-    urls = {(i.url, i.protocol_version) for i in card.supported_interfaces}
-    assert urls == {(base(switchboard) + "/", "1.0"), (base(switchboard) + "/", "0.3")}
+    urls = {(i.url, i.protocol_binding, i.protocol_version) for i in card.supported_interfaces}
+    root = base(switchboard)
+    assert urls == {
+        (root + "/", "JSONRPC", "1.0"),
+        (root + "/", "JSONRPC", "0.3"),
+        (root, "HTTP+JSON", "1.0"),
+        (root, "HTTP+JSON", "0.3"),
+    }
     raw = (await http.get(base(switchboard) + "/.well-known/agent-card.json")).json()
     assert raw["url"] == base(switchboard) + "/" and raw["protocolVersion"].startswith("0.3")
     jwks = (await http.get(base(switchboard) + "/.well-known/jwks.json")).json()

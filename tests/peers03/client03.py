@@ -7,11 +7,15 @@ Usage::
         [--metadata JSON] [--request-metadata JSON] [--accepted-output-modes a,b]
         [--extensions a,b] [--header 'Name: value']... [--history-length N]
         [--card-path PATH] [--stream] [--timeout S] [--credential SCHEME=VALUE]...
+        [--transport JSONRPC|HTTP+JSON]
 
-OP is ``send``, ``stream``, ``get``, ``cancel``, ``resubscribe`` or ``card``. The card is
-resolved with ``A2ACardResolver`` from CARD_BASE_URL; the client built by ``ClientFactory``
-then posts to the URL inside the card, as real clients do. ``send --stream`` is ``stream``.
-``--metadata`` goes on the message, ``--request-metadata`` on the request params.
+OP is ``send``, ``stream``, ``get``, ``cancel``, ``resubscribe``, ``card`` or
+``extended-card`` (the client's ``get_card``: the extended card when the card offers
+one). The card is resolved with ``A2ACardResolver`` from CARD_BASE_URL; the client built by
+``ClientFactory`` then posts to the URL inside the card, as real clients do. ``send --stream``
+is ``stream``. ``--transport`` picks the card's interface of that binding (the 0.3 SDK's REST
+transport applies no interceptors: authenticate it with ``--header``). ``--metadata`` goes
+on the message, ``--request-metadata`` on the request params.
 
 Each response or stream event is printed as one JSON line (the raw event: a task, message,
 status-update or artifact-update; the card for ``card``), flushed at once; exit 0. A failure
@@ -47,7 +51,7 @@ from a2a.types import (
     TextPart,
 )
 
-OPS = ("send", "stream", "get", "cancel", "resubscribe", "card")
+OPS = ("send", "stream", "get", "cancel", "resubscribe", "card", "extended-card")
 
 
 def out(obj: Any) -> None:
@@ -122,6 +126,7 @@ async def run(args: argparse.Namespace) -> None:
             streaming=args.op in ("stream", "resubscribe") or args.stream,
             accepted_output_modes=csv(args.accepted_output_modes),
             extensions=csv(args.extensions),
+            supported_transports=[args.transport] if args.transport else ["JSONRPC"],
         )
         credentials = dict(c.split("=", 1) for c in args.credential)
         interceptors = [AuthInterceptor(Credentials(credentials))] if credentials else None
@@ -132,6 +137,9 @@ async def run(args: argparse.Namespace) -> None:
             events = client.send_message(build_message(args), request_metadata=request_metadata)
         elif args.op == "resubscribe":
             events = client.resubscribe(TaskIdParams(id=args.task_id))
+        elif args.op == "extended-card":  # Client.get_card: the extended card when offered
+            out(await client.get_card())
+            return
         elif args.op == "get":
             out(
                 await client.get_task(
@@ -180,6 +188,7 @@ def main() -> int:
     parser.add_argument("--card-path")
     parser.add_argument("--stream", action="store_true")
     parser.add_argument("--timeout", type=float, default=60.0)
+    parser.add_argument("--transport", help="the binding to use from the card (JSONRPC)")
     args = parser.parse_args()
     if args.op in ("get", "cancel", "resubscribe") and not args.task_id:
         parser.error(f"{args.op} needs --task-id")

@@ -126,6 +126,12 @@ async def test_router_card_serves_both_sdk_generations(demo: Registry) -> None:
     ] == [
         (f"{BASE}/", "JSONRPC", "1.0"),
         (f"{BASE}/", "JSONRPC", "0.3"),
+        (BASE, "HTTP+JSON", "1.0"),
+        (BASE, "HTTP+JSON", "0.3"),
+    ]
+    assert card["additionalInterfaces"] == [
+        {"url": f"{BASE}/", "transport": "JSONRPC"},
+        {"url": BASE, "transport": "HTTP+JSON"},
     ]
     assert (card["url"], card["preferredTransport"], card["protocolVersion"]) == (
         f"{BASE}/",
@@ -228,7 +234,12 @@ def test_v1_card_points_at_the_router_and_loses_its_signatures() -> None:
     assert raw == before  # the stored card is not touched
     endpoint = f"{BASE}/agents/currency"
     # the agent speaks 1.0 only; the router translates for 0.3 clients, so it offers 0.3 too
-    assert interfaces(card) == [(endpoint, "JSONRPC", "1.0"), (endpoint, "JSONRPC", "0.3")]
+    assert interfaces(card) == [
+        (endpoint, "JSONRPC", "1.0"),
+        (endpoint, "JSONRPC", "0.3"),
+        (endpoint, "HTTP+JSON", "1.0"),  # the router serves HTTP+JSON for each
+        (endpoint, "HTTP+JSON", "0.3"),
+    ]
     assert "signatures" not in card
     assert (card["url"], card["preferredTransport"], card["protocolVersion"]) == (
         endpoint,
@@ -237,7 +248,13 @@ def test_v1_card_points_at_the_router_and_loses_its_signatures() -> None:
     )
     assert card["x-vendor"] == {"kept": True}
     assert card["provider"] == raw["provider"]  # not an interface URL: the agent's own
-    added = ("supportedInterfaces", "url", "preferredTransport", "protocolVersion")
+    added = (
+        "supportedInterfaces",
+        "url",
+        "preferredTransport",
+        "protocolVersion",
+        "additionalInterfaces",
+    )
     assert {k: v for k, v in card.items() if k not in added} == {
         k: v for k, v in raw.items() if k not in ("supportedInterfaces", "signatures")
     }
@@ -267,7 +284,12 @@ def test_v1_card_with_both_versions_keeps_each_and_adds_the_03_fields() -> None:
     raw.update(url="http://127.0.0.1:8001/v03", preferredTransport="JSONRPC", protocolVersion="0.3")
     card = agent_card_via_router(record("echo", raw), raw, BASE)
     endpoint = f"{BASE}/agents/echo"
-    assert interfaces(card) == [(endpoint, "JSONRPC", "1.0"), (endpoint, "JSONRPC", "0.3")]
+    assert interfaces(card) == [
+        (endpoint, "JSONRPC", "1.0"),
+        (endpoint, "JSONRPC", "0.3"),
+        (endpoint, "HTTP+JSON", "1.0"),  # the router serves HTTP+JSON for each
+        (endpoint, "HTTP+JSON", "0.3"),
+    ]
     assert (card["url"], card["preferredTransport"], card["protocolVersion"]) == (
         endpoint,
         "JSONRPC",
@@ -280,7 +302,12 @@ def test_v1_card_with_both_versions_keeps_each_and_adds_the_03_fields() -> None:
     raw["supportedInterfaces"] = raw["supportedInterfaces"][:1]
     card = agent_card_via_router(record("echo", raw), raw, BASE)
     assert (card["url"], card["protocolVersion"]) == (endpoint, "0.3.0")
-    assert interfaces(card) == [(endpoint, "JSONRPC", "1.0"), (endpoint, "JSONRPC", "0.3")]
+    assert interfaces(card) == [
+        (endpoint, "JSONRPC", "1.0"),
+        (endpoint, "JSONRPC", "0.3"),
+        (endpoint, "HTTP+JSON", "1.0"),  # the router serves HTTP+JSON for each
+        (endpoint, "HTTP+JSON", "0.3"),
+    ]
 
 
 def test_v03_card_points_at_the_router() -> None:
@@ -294,15 +321,21 @@ def test_v03_card_points_at_the_router() -> None:
     endpoint = f"{BASE}/agents/translate"
     assert card["url"] == endpoint
     assert card["protocolVersion"] == "0.3.0" and card["preferredTransport"] == "JSONRPC"
-    assert card["additionalInterfaces"] == [{"url": endpoint, "transport": "JSONRPC"}]
+    assert card["additionalInterfaces"] == [
+        {"url": endpoint, "transport": "JSONRPC"},
+        {"url": endpoint, "transport": "HTTP+JSON"},
+    ]
     assert "signatures" not in card and "supportedInterfaces" not in card
     legacy = check_v03(card)
     assert legacy.url == endpoint
     # a 1.x client converts it to one 0.3 interface at the router
     parsed = check_v1_via_resolver(card)
-    assert [(i.url, i.protocol_version) for i in parsed.supported_interfaces] == [
-        (endpoint, "0.3.0"),
-        (endpoint, "0.3.0"),
+    assert [
+        (i.url, i.protocol_binding, i.protocol_version) for i in parsed.supported_interfaces
+    ] == [
+        (endpoint, "JSONRPC", "0.3.0"),
+        (endpoint, "JSONRPC", "0.3.0"),
+        (endpoint, "HTTP+JSON", "0.3.0"),
     ]
 
 
@@ -316,7 +349,10 @@ def test_v03_card_whose_main_transport_is_not_jsonrpc() -> None:
     card = agent_card_via_router(record("invoices", raw), raw, BASE)
     endpoint = f"{BASE}/agents/invoices"
     assert (card["url"], card["preferredTransport"]) == (endpoint, "JSONRPC")
-    assert card["additionalInterfaces"] == [{"url": endpoint, "transport": "JSONRPC"}]
+    assert card["additionalInterfaces"] == [
+        {"url": endpoint, "transport": "JSONRPC"},
+        {"url": endpoint, "transport": "HTTP+JSON"},
+    ]
     check_v03(card)
 
 
@@ -354,5 +390,10 @@ def test_rewritten_cards_round_trip_through_the_sdk() -> None:
         card = agent_card_via_router(record("a", raw), raw, BASE)
         back = MessageToDict(check_v1(card))
         assert {i["url"] for i in back["supportedInterfaces"]} == {f"{BASE}/agents/a"}
-        assert [i["protocolVersion"] for i in back["supportedInterfaces"]] == ["1.0", "0.3"]
+        assert [i["protocolVersion"] for i in back["supportedInterfaces"]] == [
+            "1.0",
+            "0.3",
+            "1.0",
+            "0.3",
+        ]
         assert back["skills"] == card["skills"]

@@ -1,0 +1,212 @@
+"""A2A 0.3's HTTP+JSON bodies: the ProtoJSON of the 0.3 ``a2a.proto``, to and from the 0.3
+JSON-RPC shapes the router serves.
+
+The 0.3 REST binding (the official SDK's ``/v1`` paths) does not carry the JSON-RPC objects:
+a ``SendMessageRequest`` holds the message under ``message`` with its parts under ``content``
+(``{"text"}``, ``{"file": {"fileWithUri"|"fileWithBytes", "mimeType", "name"}}``,
+``{"data": {"data"}}``), roles and task states are enum names (``ROLE_USER``,
+``TASK_STATE_CANCELLED``), answers are wrapped (``{"task"}`` or ``{"message"}``; stream events
+also ``{"statusUpdate"}``, ``{"artifactUpdate"}``) and carry no ``kind``. The SDK's client
+parses answers strictly, so only the proto's fields are written.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from router.protocol.versions import Op
+
+__all__ = ["request_in", "result_out"]
+
+_ROLE_IN = {"ROLE_USER": "user", "ROLE_AGENT": "agent", 1: "user", 2: "agent"}
+_ROLE_OUT = {"user": "ROLE_USER", "agent": "ROLE_AGENT"}
+_STATE_OUT = {
+    "submitted": "TASK_STATE_SUBMITTED",
+    "working": "TASK_STATE_WORKING",
+    "input-required": "TASK_STATE_INPUT_REQUIRED",
+    "auth-required": "TASK_STATE_AUTH_REQUIRED",
+    "completed": "TASK_STATE_COMPLETED",
+    "canceled": "TASK_STATE_CANCELLED",
+    "failed": "TASK_STATE_FAILED",
+    "rejected": "TASK_STATE_REJECTED",
+    "unknown": "TASK_STATE_UNSPECIFIED",
+}
+
+
+# --- requests: ProtoJSON -> 0.3 JSON-RPC params ----------------------------------------------
+
+
+def request_in(method: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The 0.3 JSON-RPC params of a ``/v1`` request body: a ``SendMessageRequest`` for the
+    sends; for the others the path says everything (a cancel's ``name`` is ignored). A
+    shape this does not know is passed on as it is, for the params check to judge."""
+    if method not in ("message/send", "message/stream"):
+        return {}
+    params: dict[str, Any] = {}
+    message = body.get("message", body.get("request"))
+    params["message"] = _message_in(message) if isinstance(message, dict) else message
+    config = body.get("configuration")
+    if isinstance(config, dict):
+        params["configuration"] = _config_in(config)
+    elif config is not None:
+        params["configuration"] = config
+    if "metadata" in body:
+        params["metadata"] = body["metadata"]
+    return params
+
+
+def _message_in(message: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"kind": "message"}
+    for key in ("messageId", "contextId", "taskId", "metadata", "extensions"):
+        if message.get(key) not in (None, ""):
+            out[key] = message[key]
+    role = message.get("role")
+    out["role"] = _ROLE_IN.get(role, role) if isinstance(role, str | int) else role
+    parts = message.get("content", message.get("parts", []))
+    out["parts"] = (
+        [_part_in(p) if isinstance(p, dict) else p for p in parts]
+        if isinstance(parts, list)
+        else parts
+    )
+    return out
+
+
+def _part_in(part: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any]
+    if "text" in part:
+        out = {"kind": "text", "text": part["text"]}
+    elif isinstance(part.get("file"), dict):
+        file = part["file"]
+        inner: dict[str, Any] = {}
+        if "fileWithUri" in file:
+            inner["uri"] = file["fileWithUri"]
+        if "fileWithBytes" in file:
+            inner["bytes"] = file["fileWithBytes"]
+        if file.get("mimeType"):
+            inner["mimeType"] = file["mimeType"]
+        if file.get("name"):
+            inner["name"] = file["name"]
+        out = {"kind": "file", "file": inner}
+    elif isinstance(part.get("data"), dict):
+        out = {"kind": "data", "data": part["data"].get("data", {})}
+    else:
+        return part
+    if "metadata" in part:
+        out["metadata"] = part["metadata"]
+    return out
+
+
+def _config_in(config: dict[str, Any]) -> dict[str, Any]:
+    out = {
+        k: config[k] for k in ("acceptedOutputModes", "historyLength", "blocking") if k in config
+    }
+    if "pushNotification" in config:
+        out["pushNotificationConfig"] = config["pushNotification"]
+    return out
+
+
+# --- answers: 0.3 JSON-RPC results -> ProtoJSON ----------------------------------------------
+
+
+def result_out(op: Op, result: Any, *, stream: bool = False) -> Any:
+    """A 0.3 JSON-RPC result as the ``/v1`` answer: a send's task or message wrapped
+    (``{"task"}``/``{"message"}``), a stream event wrapped as a ``StreamResponse``, a task
+    as a proto ``Task``; anything else as it is (the extended card too: the 0.3 SDK serves
+    and reads the card's JSON on ``/v1/card``)."""
+    if not isinstance(result, dict):
+        return result
+    kind = result.get("kind")
+    if op in (Op.SEND, Op.STREAM, Op.SUBSCRIBE) or stream:
+        if kind == "message":
+            return {"message": _message_out(result)}
+        if kind == "status-update":
+            return {"statusUpdate": _status_update_out(result)}
+        if kind == "artifact-update":
+            return {"artifactUpdate": _artifact_update_out(result)}
+        return {"task": _task_out(result)}
+    if op in (Op.GET, Op.CANCEL) or kind == "task":
+        return _task_out(result)
+    return result
+
+
+def _some(source: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    return {key: source[key] for key in keys if source.get(key) is not None}
+
+
+def _task_out(task: dict[str, Any]) -> dict[str, Any]:
+    out = _some(task, ("id", "contextId", "metadata"))
+    if isinstance(task.get("status"), dict):
+        out["status"] = _status_out(task["status"])
+    if isinstance(task.get("artifacts"), list):
+        out["artifacts"] = [_artifact_out(a) for a in task["artifacts"] if isinstance(a, dict)]
+    if isinstance(task.get("history"), list):
+        out["history"] = [_message_out(m) for m in task["history"] if isinstance(m, dict)]
+    return out
+
+
+def _status_out(status: dict[str, Any]) -> dict[str, Any]:
+    state = status.get("state")
+    out: dict[str, Any] = {"state": _STATE_OUT.get(state, "TASK_STATE_UNSPECIFIED")}
+    if isinstance(status.get("message"), dict):
+        out["message"] = _message_out(status["message"])
+    if status.get("timestamp"):
+        out["timestamp"] = status["timestamp"]
+    return out
+
+
+def _message_out(message: dict[str, Any]) -> dict[str, Any]:
+    out = _some(message, ("messageId", "contextId", "taskId", "metadata", "extensions"))
+    role = message.get("role")
+    out["role"] = _ROLE_OUT.get(role, "ROLE_UNSPECIFIED") if isinstance(role, str) else role
+    parts = message.get("parts")
+    out["content"] = (
+        [_part_out(p) for p in parts if isinstance(p, dict)] if isinstance(parts, list) else []
+    )
+    return out
+
+
+def _artifact_out(artifact: dict[str, Any]) -> dict[str, Any]:
+    out = _some(artifact, ("artifactId", "name", "description", "metadata", "extensions"))
+    parts = artifact.get("parts")
+    out["parts"] = (
+        [_part_out(p) for p in parts if isinstance(p, dict)] if isinstance(parts, list) else []
+    )
+    return out
+
+
+def _part_out(part: dict[str, Any]) -> dict[str, Any]:
+    kind = part.get("kind")
+    out: dict[str, Any]
+    if kind == "file" and isinstance(part.get("file"), dict):
+        file = part["file"]
+        inner: dict[str, Any] = {}
+        if "uri" in file:
+            inner["fileWithUri"] = file["uri"]
+        elif "bytes" in file:
+            inner["fileWithBytes"] = file["bytes"]
+        if file.get("mimeType"):
+            inner["mimeType"] = file["mimeType"]
+        if file.get("name"):
+            inner["name"] = file["name"]
+        out = {"file": inner}
+    elif kind == "data":
+        out = {"data": {"data": part.get("data") if isinstance(part.get("data"), dict) else {}}}
+    else:
+        out = {"text": part.get("text", "")}
+    if isinstance(part.get("metadata"), dict):
+        out["metadata"] = part["metadata"]
+    return out
+
+
+def _status_update_out(event: dict[str, Any]) -> dict[str, Any]:
+    out = _some(event, ("taskId", "contextId", "final", "metadata"))
+    if isinstance(event.get("status"), dict):
+        out["status"] = _status_out(event["status"])
+    return out
+
+
+def _artifact_update_out(event: dict[str, Any]) -> dict[str, Any]:
+    out = _some(event, ("taskId", "contextId", "append", "lastChunk", "metadata"))
+    if isinstance(event.get("artifact"), dict):
+        out["artifact"] = _artifact_out(event["artifact"])
+    return out
