@@ -13,6 +13,7 @@ rate bucket for all, if a rate is set).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from aiohttp import web
@@ -23,7 +24,7 @@ from registry.access.principal import ANONYMOUS, Principal
 from router.protocol.errors import RATE_LIMITED, UNAUTHENTICATED, RpcError, error_body
 from router.protocol.versions import VERSION_HEADER, Version
 
-__all__ = ["GATE", "Gate", "Limits", "Refused"]
+__all__ = ["GATE", "Denied", "Gate", "Limits", "Refused"]
 
 
 class Limits(Protocol):
@@ -40,6 +41,18 @@ class Limits(Protocol):
     def close_stream(self, key: str) -> None:
         """Give a stream slot back."""
         ...
+
+
+class Denied(Exception):
+    """A caller refused by :meth:`Gate.check` or :meth:`Gate.take_stream`: the ``error`` to
+    answer with, the HTTP ``status`` it means (401, 503 or 429) and the ``headers`` to add
+    (``WWW-Authenticate``, ``Retry-After``); each transport answers it in its own binding."""
+
+    def __init__(self, error: RpcError, status: int, headers: dict[str, str]) -> None:
+        super().__init__(error.message)
+        self.error = error
+        self.status = status
+        self.headers = headers
 
 
 class Refused(Exception):
@@ -59,15 +72,22 @@ class Gate:
 
     async def admit(self, request: web.Request) -> Principal:
         """The caller of ``request``; :class:`Refused` (401, 503 or 429) when it may not call."""
+        try:
+            return await self.check(request.headers)
+        except Denied as denied:
+            raise Refused(_answer(request, denied)) from None
+
+    async def check(self, headers: Mapping[str, str]) -> Principal:
+        """The caller whose credentials ``headers`` carry (any transport's: HTTP headers, gRPC
+        metadata), its rate taken; :class:`Denied` when it may not call."""
         caller = ANONYMOUS
         if self.authenticator.client_auth:
             try:
-                found = await self.authenticator.authenticate(request.headers)
+                found = await self.authenticator.authenticate(headers)
             except AuthError as error:
-                raise self._unauthorized(request, error.reason, error.message) from None
+                raise self._unauthorized(error.reason, error.message) from None
             if found is None:
                 raise self._unauthorized(
-                    request,
                     "missing",
                     "this endpoint needs credentials: " + "; ".join(_ways(self.authenticator)),
                 )
@@ -75,7 +95,7 @@ class Gate:
         if self.limits is not None:
             wait = self.limits.take(_key(caller))
             if wait is not None:
-                raise _too_many(request, wait, "requests per second")
+                raise _too_many(wait, "requests per second")
         return caller
 
     async def identify(self, request: web.Request) -> Principal:
@@ -91,19 +111,27 @@ class Gate:
     def open_stream(self, request: web.Request, caller: Principal) -> None:
         """Take one of the caller's stream slots (:meth:`close_stream` gives it back);
         :class:`Refused` (429) when it holds its most."""
+        try:
+            self.take_stream(caller)
+        except Denied as denied:
+            raise Refused(_answer(request, denied)) from None
+
+    def take_stream(self, caller: Principal) -> None:
+        """:meth:`open_stream` for any transport: :class:`Denied` (429) when the caller holds
+        its most streams."""
         if self.limits is not None and not self.limits.open_stream(_key(caller)):
-            raise _too_many(request, 1.0, "open streams")
+            raise _too_many(1.0, "open streams")
 
     def close_stream(self, caller: Principal) -> None:
         """Give back the stream slot :meth:`open_stream` took."""
         if self.limits is not None:
             self.limits.close_stream(_key(caller))
 
-    def _unauthorized(self, request: web.Request, reason: str, message: str) -> Refused:
+    def _unauthorized(self, reason: str, message: str) -> Denied:
         status = 503 if reason == "unavailable" else 401
         error = RpcError(UNAUTHENTICATED, message, {"reason": reason}, reason="UNAUTHENTICATED")
         headers = {"WWW-Authenticate": self.authenticator.challenge()} if status == 401 else {}
-        return Refused(_answer(request, error, status, headers))
+        return Denied(error, status, headers)
 
 
 GATE = web.AppKey("gate", Gate)
@@ -123,7 +151,7 @@ def _key(caller: Principal) -> str:
     return f"{caller.tenant or ''}\x1f{caller.subject}"
 
 
-def _too_many(request: web.Request, wait: float, what: str) -> Refused:
+def _too_many(wait: float, what: str) -> Denied:
     seconds = max(1, math.ceil(wait))
     error = RpcError(
         RATE_LIMITED,
@@ -131,12 +159,10 @@ def _too_many(request: web.Request, wait: float, what: str) -> Refused:
         {"retryAfter": seconds, "limit": what},
         reason="RATE_LIMITED",
     )
-    return Refused(_answer(request, error, 429, {"Retry-After": str(seconds)}))
+    return Denied(error, 429, {"Retry-After": str(seconds)})
 
 
-def _answer(
-    request: web.Request, error: RpcError, status: int, headers: dict[str, str]
-) -> web.Response:
+def _answer(request: web.Request, denied: Denied) -> web.Response:
     version: Version = "1.0" if request.headers.get(VERSION_HEADER, "").startswith("1") else "0.3"
-    body: dict[str, Any] = error_body(version, None, error)
-    return web.json_response(body, status=status, headers=headers)
+    body: dict[str, Any] = error_body(version, None, denied.error)
+    return web.json_response(body, status=denied.status, headers=denied.headers)
