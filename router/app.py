@@ -49,7 +49,7 @@ from router.tables import SCHEMA
 from router.transport.feedback import EXAMPLES, add_feedback_routes
 from router.transport.gate import GATE, Gate
 from router.transport.ratelimit import CallerLimits
-from router.transport.routes import ROUTER, SIGNER, add_router_routes
+from router.transport.routes import GRPC_ENDPOINT, ROUTER, SIGNER, GrpcEndpoint, add_router_routes
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +108,9 @@ def create_app(settings: Settings) -> web.Application:
     app.cleanup_ctx.append(_catalog_sync)
     app.cleanup_ctx.append(_upstream_pool)
     app.cleanup_ctx.append(_scheduled_refresh)
+    if settings.grpc_port is not None:
+        app[GRPC_ENDPOINT] = GrpcEndpoint()
+        app.cleanup_ctx.append(_grpc_binding)  # last: started when the router is ready
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/.well-known/jwks.json", jwks)
@@ -207,6 +210,25 @@ async def _upstream_pool(app: web.Application) -> AsyncIterator[None]:
         yield
     finally:
         await upstream.close()
+
+
+async def _grpc_binding(app: web.Application) -> AsyncIterator[None]:
+    """The A2A gRPC binding on ``SWITCHBOARD_GRPC_PORT`` (the ``grpc`` extra, imported only
+    then); calls in flight get ``SWITCHBOARD_SHUTDOWN_GRACE`` seconds at shutdown."""
+    try:
+        from router.transport.grpcserver import GrpcServer
+    except ImportError as error:
+        raise RuntimeError(
+            "SWITCHBOARD_GRPC_PORT is set but gRPC is not installed: "
+            "pip install 'a2a-switchboard[grpc]'"
+        ) from error
+    server = GrpcServer(app[ROUTER], app[GATE], app[SETTINGS])
+    app[GRPC_ENDPOINT].port = await server.start()
+    try:
+        yield
+    finally:
+        app[GRPC_ENDPOINT].port = None
+        await server.stop(app[SETTINGS].shutdown_grace)
 
 
 async def _catalog_sync(app: web.Application) -> AsyncIterator[None]:

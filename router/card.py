@@ -53,12 +53,14 @@ def router_card(
     name: str,
     description: str,
     grant: Grant = EVERYTHING,
+    grpc_target: str | None = None,
 ) -> dict[str, Any]:
     """The router's own card at ``base_url``: its JSON-RPC interfaces at ``base_url/``, its
     HTTP+JSON ones at ``base_url`` (for 1.0 and 0.3; 0.3 clients read
-    ``additionalInterfaces``), its skills the union of the skills of the routable agents that
-    ``grant`` allows (deduplicated by id: the first agent's name and description, every
-    agent's tags, examples and modes)."""
+    ``additionalInterfaces``), with ``grpc_target`` (``host:port``) its A2A 1.0 gRPC one
+    there; its skills the union of the skills of the routable agents that ``grant`` allows
+    (deduplicated by id: the first agent's name and description, every agent's tags,
+    examples and modes)."""
     endpoint = f"{base_url.rstrip('/')}/"
     rest_url = base_url.rstrip("/")  # the HTTP+JSON paths (/message:send, /v1/...) are below
     skills: dict[str, dict[str, Any]] = {}
@@ -88,7 +90,12 @@ def router_card(
         + [
             {"url": rest_url, "protocolBinding": "HTTP+JSON", "protocolVersion": version}
             for version in ROUTER_PROTOCOL_VERSIONS
-        ],
+        ]
+        + (
+            [{"url": grpc_target, "protocolBinding": "GRPC", "protocolVersion": "1.0"}]
+            if grpc_target
+            else []
+        ),
         "version": _router_version(),
         "capabilities": {
             "streaming": True,

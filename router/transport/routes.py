@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import format_datetime, parsedate_to_datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 from aiohttp import web
 
@@ -41,6 +43,17 @@ from router.transport.jsonrpc import request_version
 
 ROUTER = web.AppKey("router", Router)
 SIGNER = web.AppKey("signer", CardSigner)
+
+
+@dataclass
+class GrpcEndpoint:
+    """The gRPC binding's port once it listens (:mod:`router.transport.grpcserver`), for the
+    router's card; None while it does not."""
+
+    port: int | None = None
+
+
+GRPC_ENDPOINT = web.AppKey("grpc_endpoint", GrpcEndpoint)
 
 _WELL_KNOWN = ("/.well-known/agent-card.json", "/.well-known/agent.json")
 _CARD_MAX_AGE = 60
@@ -117,9 +130,20 @@ async def get_router_card(request: web.Request) -> web.Response:
         name=settings.router_name,
         description=settings.router_description,
         grant=request.app[ROUTER].grants(caller),
+        grpc_target=_grpc_target(request),
     )
     changed = [agent.updated_at for agent in registry.routable_agents()]
     return _card_response(request, card, max(changed, default=_STARTED))
+
+
+def _grpc_target(request: web.Request) -> str | None:
+    """``host:port`` of the gRPC binding, on the host clients reach the card at; None when
+    it is not served."""
+    endpoint = request.app.get(GRPC_ENDPOINT)
+    if endpoint is None or endpoint.port is None:
+        return None
+    host = urlsplit(base_url(request)).hostname or request.app[SETTINGS].host
+    return f"[{host}]:{endpoint.port}" if ":" in host else f"{host}:{endpoint.port}"
 
 
 async def get_agent_card(request: web.Request) -> web.Response:
