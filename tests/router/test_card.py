@@ -145,6 +145,19 @@ async def test_router_card_serves_both_sdk_generations(demo: Registry) -> None:
     json.dumps(card)
 
 
+async def test_router_card_lists_the_grpc_interface_when_served(demo: Registry) -> None:
+    card = router_card(
+        demo, BASE, name="Switchboard", description="d", grpc_target="router.example:50051"
+    )
+    parsed = check_v1(card)
+    assert (
+        "router.example:50051",
+        "GRPC",
+        "1.0",
+    ) in [(i.url, i.protocol_binding, i.protocol_version) for i in parsed.supported_interfaces]
+    assert card["preferredTransport"] == "JSONRPC"  # 0.3 clients keep JSON-RPC
+
+
 async def test_router_card_capabilities_declare_the_routing_extension(demo: Registry) -> None:
     card = build(demo)
     capabilities = card["capabilities"]
