@@ -175,6 +175,10 @@ async def test_bad_requests_get_the_json_rpc_bindings_checks_as_statuses(
             await stub.GetTask(a2a_pb2.GetTaskRequest(id="x"), metadata=(("a2a-version", "0.3"),))
         assert failed.value.code() == grpc.StatusCode.FAILED_PRECONDITION
         assert _status(failed.value)[1].reason == "VERSION_NOT_SUPPORTED"
+        with pytest.raises(grpc.aio.AioRpcError) as failed:  # no client auth: no extended card
+            await stub.GetExtendedAgentCard(a2a_pb2.GetExtendedAgentCardRequest(), metadata=V1)
+        assert failed.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert _status(failed.value)[1].reason == "EXTENDED_AGENT_CARD_NOT_CONFIGURED"
         with pytest.raises(grpc.aio.AioRpcError) as failed:  # a stream refused before it starts
             async for _ in stub.SubscribeToTask(a2a_pb2.SubscribeToTaskRequest(id="nope")):
                 pass
@@ -214,6 +218,9 @@ async def test_client_auth_over_grpc_metadata(
             await stub.ListTasks(a2a_pb2.ListTasksRequest(), metadata=(*V1, ("x-api-key", "bad")))
         assert failed.value.code() == grpc.StatusCode.UNAUTHENTICATED
         assert _status(failed.value)[1].reason == "UNAUTHENTICATED"
+        auth = (*V1, ("x-api-key", keys["alice"]))
+        card = await stub.GetExtendedAgentCard(a2a_pb2.GetExtendedAgentCardRequest(), metadata=auth)
+        assert card.name == "Switchboard" and [s.id for s in card.skills] == ["sdk-echo"]
         # one stream slot: a second stream is refused while the first is open, and the slot
         # comes back when the client cancels the first
         closed = asyncio.Event()
@@ -226,7 +233,6 @@ async def test_client_auth_over_grpc_metadata(
             closed.set()
 
         limits.close_stream = close_stream  # type: ignore[method-assign]
-        auth = (*V1, ("x-api-key", keys["alice"]))
         first = stub.SendStreamingMessage(ask("hold the line"), metadata=auth)
         assert (await first.read()).HasField("task")
         second = stub.SendStreamingMessage(ask("me too"), metadata=auth)
