@@ -40,7 +40,13 @@ from router.forward.call import Call, EventStream, Reply
 from router.forward.handler import Router
 from router.forward.upstream import CLIENT_HEADERS
 from router.protocol.envelope import Request, parse_request
-from router.protocol.errors import INTERNAL, VERSION_NOT_SUPPORTED, RpcError, error_object
+from router.protocol.errors import (
+    INTERNAL,
+    INVALID_PARAMS,
+    VERSION_NOT_SUPPORTED,
+    RpcError,
+    error_object,
+)
 from router.protocol.versions import VERSION_HEADER, client_version
 from router.transport.gate import Denied, Gate
 from router.transport.grpcwire import RPCS, Rpc, error_status, result_message, rpc_body
@@ -174,8 +180,14 @@ class GrpcServer:
                 {"requestedVersion": version.strip(), "supportedVersions": ["1.0"]},
             )
         settings = self.settings
+        try:
+            body = rpc_body(rpc, request)
+        except (json_format.Error, ValueError) as problem:  # e.g. NaN in a Struct value
+            raise RpcError(
+                INVALID_PARAMS, f"The {rpc.name} request has no JSON form: {problem}", {}
+            ) from None
         return parse_request(
-            rpc_body(rpc, request),
+            body,
             "1.0",
             "1.0",
             max_depth=settings.max_json_depth,

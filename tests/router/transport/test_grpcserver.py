@@ -171,6 +171,12 @@ async def test_bad_requests_get_the_json_rpc_bindings_checks_as_statuses(
         assert failed.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         _, info = _status(failed.value)
         assert info.reason == "INVALID_PARAMS"
+        not_json = ask("x")
+        not_json.metadata["score"] = float("nan")  # JSON has no NaN
+        with pytest.raises(grpc.aio.AioRpcError) as failed:
+            await stub.SendMessage(not_json, metadata=V1)
+        assert failed.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "NaN" in failed.value.details() or "nan" in failed.value.details()
         with pytest.raises(grpc.aio.AioRpcError) as failed:
             await stub.GetTask(a2a_pb2.GetTaskRequest(id="x"), metadata=(("a2a-version", "0.3"),))
         assert failed.value.code() == grpc.StatusCode.FAILED_PRECONDITION
