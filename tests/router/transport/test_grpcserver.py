@@ -258,4 +258,4 @@ async def test_off_by_default(aiohttp_client: Any, sqlite_url: str) -> None:
     switchboard = await aiohttp_client(create_app(make_settings(sqlite_url)))
     assert GRPC_ENDPOINT not in switchboard.app
     card = await (await switchboard.get("/.well-known/agent-card.json")).json()
-    assert {i["protocolBinding"] for i in card["supportedInterfaces"]} == {"JSONRPC"}
+    assert "GRPC" not in {i["protocolBinding"] for i in card["supportedInterfaces"]}
