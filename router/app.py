@@ -50,6 +50,7 @@ from router.transport.feedback import EXAMPLES, add_feedback_routes
 from router.transport.gate import GATE, Gate
 from router.transport.ratelimit import CallerLimits
 from router.transport.routes import ROUTER, SIGNER, add_router_routes
+from router.transport.webhooks import add_push_routes
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +109,7 @@ def create_app(settings: Settings) -> web.Application:
     app.cleanup_ctx.append(_catalog_sync)
     app.cleanup_ctx.append(_upstream_pool)
     app.cleanup_ctx.append(_scheduled_refresh)
+    app.cleanup_ctx.append(_push_outbox)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/.well-known/jwks.json", jwks)
@@ -118,6 +120,7 @@ def create_app(settings: Settings) -> web.Application:
     add_credential_routes(app)
     add_router_routes(app)
     add_feedback_routes(app)
+    add_push_routes(app)
     return app
 
 
@@ -207,6 +210,21 @@ async def _upstream_pool(app: web.Application) -> AsyncIterator[None]:
         yield
     finally:
         await upstream.close()
+
+
+async def _push_outbox(app: web.Application) -> AsyncIterator[None]:
+    """Deliver the push outbox in the background (this replica's notifications at once,
+    other replicas' and retries when due)."""
+    outbox = app[ROUTER].outbox
+    await outbox.start()
+    task = asyncio.create_task(outbox.run())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await outbox.close()
 
 
 async def _catalog_sync(app: web.Application) -> AsyncIterator[None]:
