@@ -67,4 +67,5 @@ async def check_webhook(url: str, policy: AddressPolicy, resolve: Resolve = _sys
 
 def _push_phrasing(message: str) -> str:
     """The SSRF guard's message, naming the push allow-list instead of the crawler's."""
-    return "webhook URL refused: " + message.replace("SWITCHBOARD_ALLOW_NETWORKS", PUSH_ALLOW_ENV)
+    message = message.replace("SWITCHBOARD_ALLOW_NETWORKS", PUSH_ALLOW_ENV)
+    return "webhook URL refused: " + message.replace("Refusing to fetch", "Refusing to deliver to")
