@@ -174,6 +174,11 @@ def check_send_params(version: Version, params: Mapping[str, Any]) -> None:
         _configuration_violations(version, config, violations)
         push = _PUSH_CONFIG_KEY[version]
         check_object(config.get(push), f"configuration.{push}", violations)
+        other = _PUSH_CONFIG_KEY["1.0" if version == "0.3" else "0.3"]
+        if config.get(other) is not None:  # never forwarded as an unknown member
+            violations.append(
+                (f"configuration.{other}", f"is not an A2A {version} field: use {push}")
+            )
     if violations:
         raise params_error(violations)
 

@@ -198,7 +198,7 @@ async def _key(http: httpx.AsyncClient, server: TestServer, subject: str) -> str
 async def test_another_principal_can_neither_read_nor_set_a_tasks_configs(
     aiohttp_server: Any, db_url: str, http: httpx.AsyncClient
 ) -> None:
-    hook, webhook = await _webhook(aiohttp_server)
+    _, webhook = await _webhook(aiohttp_server)
     server = await _switchboard(aiohttp_server, db_url, client_auth="api-key")
     async with serve_sdk_agent(executor=TaskEchoExecutor(), push=PushStore()) as agent_url:
         await server.app[REGISTRY].register_url(agent_url, "pusher")
