@@ -321,8 +321,8 @@ class Router:
 
     async def _bind_push(self, pending: SendPush | None, rpc: Request, reply: Reply) -> None:
         """Give a push config given on a send the task the send's answer names."""
-        if pending is not None and isinstance(reply.body, dict) and "result" in reply.body:
-            await self.push.bind_send(pending, rpc, reply.body["result"])
+        if pending is not None and isinstance(reply.body, dict):
+            await self.push.bind_send(pending, rpc, reply.body)
 
     @contextlib.asynccontextmanager
     async def _first_turn(

@@ -295,11 +295,16 @@ class PushRelay:
         out_config = {**configuration, key: push_config_to(mine, rpc.version)}
         return {**params, "configuration": out_config}, SendPush(config)
 
-    async def bind_send(self, pending: SendPush, rpc: Request, result: Any) -> None:
-        """Give the config of a send its router task, from the send's answer."""
-        for task_id, _state in result_task_states(rpc.version, Op.SEND, result):
-            await self.configs.bind(pending.config.receiver_key, task_id)
+    async def bind_send(self, pending: SendPush, rpc: Request, answer: dict[str, Any]) -> None:
+        """Give the config of a send its router task, from the send's answer; a send that
+        failed (or made no task) leaves no config behind."""
+        key = pending.config.receiver_key
+        for task_id, _state in result_task_states(rpc.version, Op.SEND, answer.get("result")):
+            await self.configs.bind(key, task_id)
             return
+        config = await self.configs.by_receiver(key)
+        if config is not None and config.task_id is None:
+            await self.configs.discard(key)
 
     # --- the receiver ------------------------------------------------------------------------
 
@@ -315,7 +320,8 @@ class PushRelay:
         config = await self.configs.by_receiver(receiver_key)
         if config is None:
             raise ReceiverRefused(404, "no such push notification receiver")
-        if token is None or not hmac.compare_digest(token, config.receiver_token):
+        expected = config.receiver_token.encode()
+        if token is None or not hmac.compare_digest(token.encode(), expected):
             raise ReceiverRefused(401, f"wrong or missing {TOKEN_HEADER}")
         try:
             event = loads_limited(body, max_depth=self.max_depth)

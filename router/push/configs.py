@@ -151,6 +151,13 @@ class PushConfigs:
             await session.delete(row)
         return config
 
+    async def discard(self, receiver_key: str) -> None:
+        """Remove the config with this receiver (a send's config whose send failed)."""
+        async with self.store.session() as session, session.begin():
+            row = await session.get(PushConfigRow, receiver_key)
+            if row is not None:
+                await session.delete(row)
+
     async def by_receiver(self, receiver_key: str) -> PushConfig | None:
         """The config whose receiver URL ends in ``receiver_key``, or None."""
         async with self.store.session() as session:

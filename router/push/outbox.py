@@ -137,15 +137,20 @@ class Outbox:
         assert row_id is not None
         return row_id
 
-    async def _due(self, now: datetime) -> list[PushOutboxRow]:
+    @staticmethod
+    def _blocked() -> Any:
+        """Whether an earlier row of the same task is still pending."""
         earlier = aliased(PushOutboxRow)
-        blocked = exists().where(
+        return exists().where(
             and_(
                 earlier.task_id == PushOutboxRow.task_id,
                 earlier.state == "pending",
                 earlier.id < PushOutboxRow.id,
             )
         )
+
+    async def _due(self, now: datetime) -> list[PushOutboxRow]:
+        blocked = self._blocked()
         query = (
             select(PushOutboxRow)
             .where(col(PushOutboxRow.state) == "pending")
@@ -238,16 +243,20 @@ class Outbox:
             )
 
     async def next_due(self) -> datetime | None:
-        """When the soonest pending row is due, or None."""
+        """When the soonest row another round could claim is due (its retry time, or the end
+        of another replica's lease), or None. Rows held back by an earlier one of their task
+        are not counted: they follow it."""
         query = (
-            select(PushOutboxRow.next_at)
+            select(PushOutboxRow.next_at, PushOutboxRow.lease_until)
             .where(col(PushOutboxRow.state) == "pending")
+            .where(~self._blocked())
             .order_by(col(PushOutboxRow.next_at))
-            .limit(1)
+            .limit(_BATCH)
         )
         async with self.store.session() as session:
-            value = (await session.exec(query)).first()
-        return None if value is None else as_utc(value)
+            rows = (await session.exec(query)).all()
+        times = [as_utc(max(n, lease) if lease is not None else n) for n, lease in rows]
+        return min(times, default=None)
 
     async def run(self, poll: float = 5.0) -> None:
         """Deliver until cancelled: a round whenever something is enqueued here, when the

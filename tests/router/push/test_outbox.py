@@ -122,11 +122,14 @@ async def test_a_tasks_notifications_are_delivered_in_order(
     try:
         assert await outbox.deliver_due() == 2  # task-1's first fails, task-2's goes
         assert await outbox.deliver_due() == 0  # task-1's second waits for its first
+        due = await outbox.next_due()  # the retry of the first, not the held-back second
+        assert due is not None and (due - clock()).total_seconds() == 0.5
         clock.advance(1)
         assert await outbox.deliver_due() == 1
         assert await outbox.deliver_due() == 1
     finally:
         await outbox.close()
+        assert await outbox.next_due() is None
     task_1 = [body["n"] for _, _, body in hook.got if body["n"] != 3]
     assert task_1 == [1, 1, 2]
     assert await outbox.states("task-1") == [("delivered", 2), ("delivered", 1)]
