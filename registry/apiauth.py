@@ -36,9 +36,9 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 #: POST routes that only read (they take a body but change nothing): the read token suffices.
 READ_POSTS = frozenset({f"{PREFIX}/route/explain"})
-#: Reads only an admin may make: clients' API keys, the audit log, the access policies (and
-#: agents' outbound credentials, `.../credentials`).
-ADMIN_READS = (f"{PREFIX}/clients", f"{PREFIX}/audit", f"{PREFIX}/policies")
+#: Reads only an admin may make: clients' API keys, the audit log, the access policies, the
+#: push notifications' dead letters (and agents' outbound credentials, `.../credentials`).
+ADMIN_READS = (f"{PREFIX}/clients", f"{PREFIX}/audit", f"{PREFIX}/policies", f"{PREFIX}/push")
 #: Routes that never need a token: the API's description and its page.
 PUBLIC = frozenset({f"{PREFIX}/openapi.json", f"{PREFIX}/docs"})
 PUBLIC_PREFIX = f"{PREFIX}/docs/static/"

@@ -115,6 +115,14 @@ class Settings(BaseSettings):
     upstream_max_connections: int = Field(1000, gt=0)
     upstream_max_connections_per_agent: int = Field(100, gt=0)
     sse_keepalive: float = Field(15.0, gt=0)
+
+    # push notifications relayed to clients' webhooks (see router.push, docs/push.md)
+    push_allow_networks: Annotated[list[Network], NoDecode] = Field(default_factory=list)
+    push_receiver_url: str | None = None
+    push_max_attempts: int = Field(8, ge=1, le=100)
+    push_retry_base: float = Field(1.0, gt=0)
+    push_retry_cap: float = Field(300.0, gt=0)
+    push_timeout: float = Field(10.0, gt=0)
     shutdown_grace: float = Field(8.0, gt=0)
 
     # choosing the agent by meaning (see router.choose.semantic, docs/routing.md)
@@ -233,14 +241,21 @@ class Settings(BaseSettings):
         """The client authentication modes on (empty: ``none``)."""
         return frozenset() if self.client_auth == "none" else frozenset(self.client_auth.split(","))
 
-    @field_validator("allow_networks", "trusted_jku", "seeds", "jwt_algorithms", mode="before")
+    @field_validator(
+        "allow_networks",
+        "push_allow_networks",
+        "trusted_jku",
+        "seeds",
+        "jwt_algorithms",
+        mode="before",
+    )
     @classmethod
     def _split_commas(cls, value: object, info: ValidationInfo) -> object:
         """Lists come from the environment as comma-separated text; networks may have host
         bits set (``10.0.0.1/8`` means ``10.0.0.0/8``)."""
         if isinstance(value, str):
             value = [part.strip() for part in value.split(",") if part.strip()]
-        if info.field_name == "allow_networks" and isinstance(value, list):
+        if info.field_name in ("allow_networks", "push_allow_networks") and isinstance(value, list):
             return [ipaddress.ip_network(item, strict=False) for item in value]
         return value
 

@@ -50,6 +50,7 @@ from router.transport.feedback import EXAMPLES, add_feedback_routes
 from router.transport.gate import GATE, Gate
 from router.transport.ratelimit import CallerLimits
 from router.transport.routes import GRPC_ENDPOINT, ROUTER, SIGNER, GrpcEndpoint, add_router_routes
+from router.transport.webhooks import add_push_routes
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +109,7 @@ def create_app(settings: Settings) -> web.Application:
     app.cleanup_ctx.append(_catalog_sync)
     app.cleanup_ctx.append(_upstream_pool)
     app.cleanup_ctx.append(_scheduled_refresh)
+    app.cleanup_ctx.append(_push_outbox)
     if settings.grpc_port is not None:
         app[GRPC_ENDPOINT] = GrpcEndpoint()
         app.cleanup_ctx.append(_grpc_binding)  # last: started when the router is ready
@@ -121,6 +123,7 @@ def create_app(settings: Settings) -> web.Application:
     add_credential_routes(app)
     add_router_routes(app)
     add_feedback_routes(app)
+    add_push_routes(app)
     return app
 
 
@@ -229,6 +232,21 @@ async def _grpc_binding(app: web.Application) -> AsyncIterator[None]:
     finally:
         app[GRPC_ENDPOINT].port = None
         await server.stop(app[SETTINGS].shutdown_grace)
+
+
+async def _push_outbox(app: web.Application) -> AsyncIterator[None]:
+    """Deliver the push outbox in the background (this replica's notifications at once,
+    other replicas' and retries when due)."""
+    outbox = app[ROUTER].outbox
+    await outbox.start()
+    task = asyncio.create_task(outbox.run())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await outbox.close()
 
 
 async def _catalog_sync(app: web.Application) -> AsyncIterator[None]:

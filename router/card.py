@@ -99,7 +99,7 @@ def router_card(
         "version": _router_version(),
         "capabilities": {
             "streaming": True,
-            "pushNotifications": False,
+            "pushNotifications": True,  # relayed (docs/push.md)
             "extensions": [
                 {
                     "uri": ROUTING_EXTENSION,

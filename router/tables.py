@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Column, DateTime, UniqueConstraint
+from sqlalchemy import JSON, Column, DateTime, Index, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from registry.tables import TABLES as REGISTRY_TABLES
@@ -94,12 +94,65 @@ class RouterTaskEntry(SQLModel, table=True):
     updated_at: datetime = Field(sa_type=DateTime(timezone=True), index=True)
 
 
+class PushConfigRow(SQLModel, table=True):
+    """A client's push notification config (:mod:`router.push.configs`), keyed by the relay's
+    receiver: ``receiver_key`` (the unguessable path of the router's endpoint the agent posts
+    to) and ``receiver_token`` (checked on every notification). The client's router task and
+    config id (NULL while a config given on a send waits for its task), its webhook, token and
+    ``authentication`` (1.0 shape), the A2A version it was set in (notifications are delivered
+    in that shape), the owner scope itself (notifications' IDs are rewritten in it), the agent,
+    and whether the agent accepted the router's config (``relayed``)."""
+
+    __tablename__ = "router_push_configs"
+    __table_args__ = (UniqueConstraint("task_id", "config_id"),)
+
+    receiver_key: str = Field(primary_key=True, max_length=64)
+    receiver_token: str = Field(max_length=64)
+    task_id: str | None = Field(default=None, max_length=MAX_ID_LENGTH)
+    config_id: str | None = Field(default=None, max_length=MAX_ID_LENGTH)
+    scope: str = Field(sa_type=Text)
+    agent_id: str = Field(max_length=64)
+    version: str = Field(max_length=8)
+    url: str = Field(max_length=2048)
+    token: str | None = Field(default=None, max_length=1024)
+    authentication: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+    relayed: bool = False
+    created_at: datetime = Field(sa_type=DateTime(timezone=True))
+
+
+class PushOutboxRow(SQLModel, table=True):
+    """One notification to deliver to a client's webhook (:mod:`router.push.outbox`): the
+    body and headers as they will be sent, its state (``pending``, ``delivered``, ``dead``),
+    attempts, when it is next due, and the lease of the replica delivering it. Rows of one
+    task are delivered in ``id`` order."""
+
+    __tablename__ = "router_push_outbox"
+    __table_args__ = (Index("ix_router_push_outbox_due", "state", "next_at"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    task_id: str = Field(index=True, max_length=MAX_ID_LENGTH)
+    config_id: str = Field(max_length=MAX_ID_LENGTH)
+    url: str = Field(max_length=2048)
+    headers: dict[str, str] = Field(sa_column=Column(JSON, nullable=False))
+    body: dict[str, Any] = Field(sa_column=Column(JSON, nullable=False))
+    state: str = Field(default="pending", max_length=16)
+    attempts: int = 0
+    next_at: datetime = Field(sa_type=DateTime(timezone=True))
+    leased_by: str | None = Field(default=None, max_length=64)
+    lease_until: datetime | None = Field(default=None, sa_type=DateTime(timezone=True))
+    last_error: str | None = Field(default=None, max_length=512)
+    created_at: datetime = Field(sa_type=DateTime(timezone=True))
+    updated_at: datetime = Field(sa_type=DateTime(timezone=True))
+
+
 TABLES: tuple[type[SQLModel], ...] = (
     SigningKeyRow,
     IdSecretRow,
     RouterContextEntry,
     TaskAliasBinding,
     RouterTaskEntry,
+    PushConfigRow,
+    PushOutboxRow,
 )
 
 SCHEMA: tuple[type[SQLModel], ...] = REGISTRY_TABLES + TABLES

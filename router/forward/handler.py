@@ -38,6 +38,7 @@ from router.compat import codec, translate
 from router.compat.aliases import TaskAliases
 from router.compat.codec import ClientCodec
 from router.forward.call import Call, EventStream, Reply
+from router.forward.push import PushRelay, SendPush
 from router.forward.relay import Relay, extensions_header, one_event
 from router.forward.upstream import Upstream, forward_headers
 from router.ids.idmap import IdMap
@@ -50,7 +51,6 @@ from router.protocol.errors import (
     BAD_ROUTING_HINT,
     EXTENDED_CARD_NOT_CONFIGURED,
     INTERNAL,
-    PUSH_NOT_SUPPORTED,
     TASK_NOT_FOUND,
     RpcError,
     error_body,
@@ -66,6 +66,8 @@ from router.protocol.versions import (
     method_name,
     version_of,
 )
+from router.push.configs import PushConfigs
+from router.push.outbox import Backoff, Outbox
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +104,18 @@ class Router:
             policy=AddressPolicy(settings.allow_networks),  # agents' cards choose the address
         )
         self.relay = Relay(self.upstream, settings.max_streams, self._record)
+        push_policy = AddressPolicy(settings.push_allow_networks)  # clients choose webhooks
+        self.outbox = Outbox(
+            registry.store,
+            push_policy,
+            backoff=Backoff(settings.push_retry_base, settings.push_retry_cap,
+                            settings.push_max_attempts),
+            timeout=settings.push_timeout,
+        )  # fmt: skip
+        self.push = PushRelay(
+            PushConfigs(registry.store), self.outbox, self.ids, self.upstream, push_policy,
+            receiver_base=settings.push_receiver_url, max_depth=settings.max_json_depth,
+        )  # fmt: skip
         self._openings: dict[tuple[str, str, str], asyncio.Lock] = {}
         self.grants: Callable[[Principal], Grant] = lambda principal: EVERYTHING
         """What a caller may use (the app sets the access policies' grants)."""
@@ -188,11 +202,23 @@ class Router:
             return Reply(result_body(rpc.id, await self._list(call, who, rpc)))
         if rpc.op is Op.EXTENDED_CARD:
             return Reply(result_body(rpc.id, self._extended_card(call, who, rpc)))
-        raise RpcError(
-            PUSH_NOT_SUPPORTED,
-            "Switchboard does not relay push notifications; use message/stream or polling",
-            {"method": rpc.method},
+        return Reply(result_body(rpc.id, await self._push_config(call, who, rpc)))
+
+    async def _push_config(self, call: Call, who: Caller, rpc: Request) -> Any:
+        """A push notification config method, about one of the caller's tasks (another's:
+        -32001, as for GetTask)."""
+        task_id = wire.task_id_param(rpc.version, rpc.op, rpc.params)
+        ref = await self._owner(who, task_id, call.pinned)
+        choice = self.matcher.target_for(rpc.version, ref.agent_id, grant=who.grant)
+        capable = choice.agent.card.capabilities.push_notifications
+        return await self.push.config_call(
+            rpc, ref, choice.target, capable, call.base_url, who.ids.scope
         )
+
+    def push_target(self, agent_id: str) -> Any:
+        """Where the router asks ``agent_id`` for a task (the push receiver's whole-task
+        fetch for 0.3 clients)."""
+        return self.matcher.target_for("1.0", agent_id).target
 
     def _extended_card(self, call: Call, who: Caller, rpc: Request) -> dict[str, Any]:
         """The router's card as the caller may see it (the skills of the agents it may use),
@@ -278,14 +304,25 @@ class Router:
         async with contextlib.AsyncExitStack() as turn:
             await turn.enter_async_context(self._first_turn(who, context_id, choice.agent.id))
             rewriter = Rewriter(who.ids, rpc.version, choice.agent.id, context_id)
-            params = await rewriter.request_to_upstream(rpc.op, rpc.params)
+            params, pending = await self.push.on_send(
+                rpc, rpc.params, who.ids.scope, choice.agent.id,
+                choice.agent.card.capabilities.push_notifications, call.base_url,
+            )  # fmt: skip
+            params = await rewriter.request_to_upstream(rpc.op, params)
             if rpc.op is not Op.STREAM:
                 task_id = message.get("taskId") or None  # a task the router knows
-                return await self._call(call, rpc, choice, rewriter, params, task_id)
+                reply = await self._call(call, rpc, choice, rewriter, params, task_id)
+                await self._bind_push(pending, rpc, reply)
+                return reply
             answer = await self._stream(call, rpc, choice, rewriter, params, client)
             if isinstance(answer, EventStream):
                 answer.add_closer(turn.pop_all().aclose)  # the first turn lasts the stream
             return answer
+
+    async def _bind_push(self, pending: SendPush | None, rpc: Request, reply: Reply) -> None:
+        """Give a push config given on a send the task the send's answer names."""
+        if pending is not None and isinstance(reply.body, dict):
+            await self.push.bind_send(pending, rpc, reply.body)
 
     @contextlib.asynccontextmanager
     async def _first_turn(

@@ -25,7 +25,6 @@ from router.protocol.errors import (
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     PARSE,
-    PUSH_NOT_SUPPORTED,
     RpcError,
     valid_id,
 )
@@ -97,9 +96,9 @@ def parse_request(
 
     Raises :class:`RpcError`: -32700 (not JSON, nested too deep), -32600 (a
     batch, not an object, bad ``jsonrpc``/``id``/``method``/``params``), -32601 (no such
-    method in ``version``), -32602 (invalid params, each field named by its path), -32003 (a
-    push notification config in a send). The extended card methods are :attr:`Op.EXTENDED_CARD`
-    calls (the router answers them itself).
+    method in ``version``), -32602 (invalid params, each field named by its path). The
+    extended card methods are :attr:`Op.EXTENDED_CARD` calls (the router answers them
+    itself).
     """
     document = _parse(body, max_depth)
     request_id = _request_id(document)
@@ -287,25 +286,20 @@ def _fix_for(method: str, version: Version, other: Version) -> str:
 
 def _check_params(version: Version, op: Op, method: str, params: dict[str, Any]) -> dict[str, Any]:
     """The params of ``op``, with proto field names read as JSON names
-    (:func:`router.protocol.fieldnames.json_names`). RpcError: -32003 for a push notification config
-    method (not supported: said before any check of its params) or one in a send, -32602
+    (:func:`router.protocol.fieldnames.json_names`). RpcError -32602
     naming each bad field by its path; see :func:`router.protocol.payloads.check_send_params`,
-    :func:`router.protocol.payloads.check_task_params` and
+    :func:`router.protocol.payloads.check_task_params`,
+    :func:`router.protocol.payloads.check_push_config_params` and
     :func:`router.protocol.payloads.list_tasks_query`."""
-    if op is Op.PUSH_CONFIG:
-        raise RpcError(
-            PUSH_NOT_SUPPORTED,
-            "Push Notification is not supported: Switchboard does not relay push "
-            "notifications; use streaming or polling",
-            {"method": method},
-        )
     params, clashes = json_names(version, op.value, params)
     if clashes:
         raise wire.params_error(clashes)
     if op in (Op.SEND, Op.STREAM):
         wire.check_send_params(version, params)
-    elif op in (Op.GET, Op.CANCEL, Op.SUBSCRIBE):
+    elif op in (Op.GET, Op.CANCEL, Op.SUBSCRIBE, Op.PUSH_CONFIG):
         wire.check_task_params(version, op, params)
+        if op is Op.PUSH_CONFIG:
+            wire.check_push_config_params(version, method, params)
     elif op is Op.LIST:
         list_tasks_query(params)
     return params

@@ -49,6 +49,12 @@ _CONFIGURATION: dict[str, Names] = {
 _TOP: dict[tuple[str, str], Names] = {  # (version, op): see router.protocol.envelope.Op
     ("1.0", "get"): {"history_length": "historyLength"},
     ("0.3", "get"): {"history_length": "historyLength"},
+    ("1.0", "push-config"): {"task_id": "taskId"},
+    ("0.3", "push-config"): {
+        "task_id": "taskId",
+        "push_notification_config": "pushNotificationConfig",
+        "push_notification_config_id": "pushNotificationConfigId",
+    },
     ("1.0", "list"): {
         "context_id": "contextId",
         "page_size": "pageSize",

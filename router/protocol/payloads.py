@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from router.protocol.errors import INVALID_PARAMS, PUSH_NOT_SUPPORTED, RpcError
+from router.protocol.errors import INVALID_PARAMS, RpcError
 from router.protocol.versions import ROLE_NUMBERS, ROLES, Op, Version
 
 __all__ = [
@@ -141,17 +141,10 @@ def _message_violations(
     check_object(message.get("metadata"), "message.metadata", violations)
 
 
-# configuration members that ask the agent to push to a client's webhook (camelCase and the
-# proto names, which ProtoJSON parsers accept too)
-_PUSH_CONFIG_KEYS = (
-    "pushNotificationConfig",
-    "taskPushNotificationConfig",
-    "push_notification_config",
-    "task_push_notification_config",
-)
-_FOLLOW: dict[Version, str] = {
-    "0.3": "message/stream, tasks/resubscribe or tasks/get",
-    "1.0": "SendStreamingMessage, SubscribeToTask or GetTask",
+# the member of a send's configuration that carries a push notification config
+_PUSH_CONFIG_KEY: dict[Version, str] = {
+    "0.3": "pushNotificationConfig",
+    "1.0": "taskPushNotificationConfig",
 }
 
 
@@ -162,10 +155,10 @@ def check_send_params(version: Version, params: Mapping[str, Any]) -> None:
     ``metadata`` and ``message.metadata`` (objects), ``configuration`` (an object),
     ``configuration.acceptedOutputModes`` (an array of strings),
     ``configuration.historyLength`` (a non-negative int32), ``configuration.blocking`` (0.3)
-    / ``configuration.returnImmediately`` (1.0) (booleans). Then -32003
-    (PushNotificationNotSupported) naming the field when the configuration carries a push
-    notification config: the router does not relay push notifications (its card says so),
-    and an agent pushing to the client's webhook would bypass the ID rewriting.
+    / ``configuration.returnImmediately`` (1.0) (booleans), the push notification config
+    (0.3 ``configuration.pushNotificationConfig``, 1.0
+    ``configuration.taskPushNotificationConfig``: an object; the router checks its members
+    when it stores it, :mod:`router.forward.push`).
     """
     violations: list[tuple[str, str]] = []
     message = params.get("message")
@@ -179,18 +172,15 @@ def check_send_params(version: Version, params: Mapping[str, Any]) -> None:
         violations.append(("configuration", f"must be an object, not {json_type(config)}"))
     elif isinstance(config, dict):
         _configuration_violations(version, config, violations)
+        push = _PUSH_CONFIG_KEY[version]
+        check_object(config.get(push), f"configuration.{push}", violations)
+        other = _PUSH_CONFIG_KEY["1.0" if version == "0.3" else "0.3"]
+        if config.get(other) is not None:  # never forwarded as an unknown member
+            violations.append(
+                (f"configuration.{other}", f"is not an A2A {version} field: use {push}")
+            )
     if violations:
         raise params_error(violations)
-    if isinstance(config, dict):
-        for key in _PUSH_CONFIG_KEYS:
-            if config.get(key) is not None:
-                field = f"configuration.{key}"
-                raise RpcError(
-                    PUSH_NOT_SUPPORTED,
-                    f"Switchboard does not relay push notifications: remove {field} and "
-                    f"follow the task with {_FOLLOW[version]}",
-                    {"field": field},
-                )
 
 
 def _configuration_violations(
@@ -413,6 +403,24 @@ def check_task_params(version: Version, op: Op, params: Mapping[str, Any]) -> st
     if violations:
         raise params_error(violations)
     return task_id
+
+
+def check_push_config_params(version: Version, method: str, params: Mapping[str, Any]) -> None:
+    """The checks of a push notification config call beyond its task: a 0.3 ``set`` needs a
+    ``pushNotificationConfig`` object; the config id (1.0 ``id``, 0.3
+    ``pushNotificationConfigId``) is a string when given. -32602 naming the field."""
+    violations: list[tuple[str, str]] = []
+    if method == "tasks/pushNotificationConfig/set":
+        inner = params.get("pushNotificationConfig")
+        if not isinstance(inner, dict):
+            violations.append(("pushNotificationConfig", missing_or(inner, "an object")))
+    else:
+        field = "pushNotificationConfigId" if version == "0.3" else "id"
+        value = params.get(field)
+        if value is not None and not isinstance(value, str):
+            violations.append((field, f"must be a string, not {json_type(value)}"))
+    if violations:
+        raise params_error(violations)
 
 
 def task_id_param(version: Version, op: Op, params: Mapping[str, Any]) -> str:

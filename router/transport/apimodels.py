@@ -68,3 +68,24 @@ class FeedbackResult(ApiModel):
     before: Decision
     after: Decision
     warning: str | None = None
+
+
+class DeadLetter(BaseModel):
+    """A push notification given up after its retry budget (no headers: they hold the
+    client's credentials)."""
+
+    id: int
+    taskId: str
+    configId: str
+    url: str = Field(description="The client's webhook (without user:password@).")
+    attempts: int
+    lastError: str | None
+    createdAt: str
+    failedAt: str
+    body: dict[str, Any] = Field(description="The notification as it would have been sent.")
+
+
+class DeadLetters(BaseModel):
+    """The dead letters, newest first."""
+
+    deadLetters: list[DeadLetter]

@@ -591,16 +591,16 @@ async def test_states_from_get_and_cancel_are_recorded_for_list_tasks(
     assert bad["error"]["code"] == -32602
 
 
-async def test_push_configuration_is_refused_not_forwarded(
+async def test_a_push_config_for_an_agent_without_push_is_refused_not_forwarded(
     switchboard: TestServer, http: httpx.AsyncClient
 ) -> None:
     message = _message("convert 1 USD to EUR")
     params = {
         "message": message,
-        "configuration": {"taskPushNotificationConfig": {"url": "http://x"}},
+        "configuration": {"taskPushNotificationConfig": {"url": "https://93.184.216.34/h"}},
     }
     answer_ = await _rpc(http, base(switchboard) + "/", "SendMessage", params)
-    assert answer_["error"]["code"] == -32003, answer_
+    assert answer_["error"]["code"] == -32003, answer_  # push is not synthesized (yet)
 
 
 async def test_per_agent_card_drops_fields_the_agents_signature_did_not_cover(

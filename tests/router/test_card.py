@@ -162,7 +162,7 @@ async def test_router_card_capabilities_declare_the_routing_extension(demo: Regi
     card = build(demo)
     capabilities = card["capabilities"]
     assert capabilities["streaming"] is True
-    assert capabilities["pushNotifications"] is False
+    assert capabilities["pushNotifications"] is True  # relayed (docs/push.md)
     (extension,) = capabilities["extensions"]
     assert extension["uri"] == ROUTING_EXTENSION == "urn:a2a-switchboard:routing:v1"
     assert extension["required"] is False

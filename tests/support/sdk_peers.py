@@ -9,6 +9,7 @@ import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import uvicorn
 from a2a.helpers.proto_helpers import (
     get_message_text,
@@ -16,10 +17,16 @@ from a2a.helpers.proto_helpers import (
     new_text_message,
 )
 from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
-from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.server.tasks import (
+    BasePushNotificationSender,
+    InMemoryPushNotificationConfigStore,
+    InMemoryTaskStore,
+    TaskUpdater,
+)
 from a2a.types import (
     AgentCapabilities,
     AgentCard,
@@ -27,6 +34,7 @@ from a2a.types import (
     AgentSkill,
     Part,
     Role,
+    TaskPushNotificationConfig,
     TaskState,
 )
 from a2a.utils.signing import create_agent_card_signer
@@ -118,6 +126,23 @@ class TaskEchoExecutor(AgentExecutor):
         await TaskUpdater(queue, task_id, context_id).cancel()
 
 
+class PushStore(InMemoryPushNotificationConfigStore):
+    """The SDK's push config store, keeping every config an agent was given (``given``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.given: list[dict[str, Any]] = []
+
+    async def set_info(
+        self,
+        task_id: str,
+        notification_config: TaskPushNotificationConfig,
+        context: ServerCallContext,
+    ) -> TaskPushNotificationConfig:
+        self.given.append(MessageToDict(notification_config))
+        return await super().set_info(task_id, notification_config, context)
+
+
 def _describe(part: Part) -> str:
     if part.HasField("text"):
         return part.text
@@ -166,17 +191,27 @@ def sdk_app(
     compat: bool = False,
     executor: AgentExecutor | None = None,
     rpc_path: str = "/a2a",
+    push: tuple[PushStore, httpx.AsyncClient] | None = None,
 ) -> Starlette:
     """A Starlette app serving ``card`` and JSON-RPC at ``rpc_path`` like a real SDK agent.
 
     With ``signing_key`` the card is signed by the SDK's own signer (through the SDK's
     ``card_modifier`` hook) and the public key is served at ``/.well-known/jwks.json``.
-    ``executor`` defaults to :class:`EchoExecutor` (one message per message).
+    ``executor`` defaults to :class:`EchoExecutor` (one message per message). With ``push``
+    (a config store and the HTTP client to post with) it sends push notifications.
     """
+    push_fields: dict[str, Any] = {}
+    if push is not None:
+        store, client = push
+        push_fields = {
+            "push_config_store": store,
+            "push_sender": BasePushNotificationSender(client, store),
+        }
     handler = DefaultRequestHandler(
         agent_executor=executor or EchoExecutor(),
         task_store=InMemoryTaskStore(),
         agent_card=card,
+        **push_fields,
     )
     modifier = None
     routes: list[Any] = []
@@ -216,6 +251,7 @@ async def serve_sdk_agent(
     compat: bool = False,
     executor: AgentExecutor | None = None,
     rpc_path: str = "/a2a",
+    push: PushStore | None = None,
     **card_overrides: Any,
 ) -> AsyncIterator[str]:
     """Run an SDK echo agent on a random 127.0.0.1 port; yield its base URL.
@@ -223,7 +259,8 @@ async def serve_sdk_agent(
     With ``signing_key`` its card is signed by the SDK, with ``jku`` = its own JWKS URL; with
     ``compat`` it also serves A2A 0.3 on the same URL (and says so in its card); ``executor``
     replaces the message echo (e.g. :class:`TaskEchoExecutor`); ``rpc_path`` is where it
-    serves JSON-RPC (``/``: at its base URL, as clients posting to ``<url>/`` need).
+    serves JSON-RPC (``/``: at its base URL, as clients posting to ``<url>/`` need); with
+    ``push`` (its config store) it declares and sends push notifications.
     """
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -240,8 +277,16 @@ async def serve_sdk_agent(
             for version in versions
         ],
     )
+    if push is not None:
+        card_overrides.setdefault(
+            "capabilities", AgentCapabilities(streaming=True, push_notifications=True)
+        )
     card = echo_card(base_url, **card_overrides)
-    app = sdk_app(card, signing_key, jku, compat=compat, executor=executor, rpc_path=rpc_path)
+    sender = httpx.AsyncClient(timeout=5.0) if push is not None else None
+    app = sdk_app(
+        card, signing_key, jku, compat=compat, executor=executor, rpc_path=rpc_path,
+        push=(push, sender) if push is not None and sender is not None else None,
+    )  # fmt: skip
     config = uvicorn.Config(app, log_level="warning", lifespan="off")
     server = uvicorn.Server(config)
     server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
@@ -252,3 +297,5 @@ async def serve_sdk_agent(
         server.should_exit = True
         await task
         sock.close()
+        if sender is not None:
+            await sender.aclose()

@@ -639,20 +639,30 @@ async def test_valid_calls_of_every_op(post: Post) -> None:
         assert body["id"] == method
 
 
-async def test_push_config_methods_are_unsupported_before_their_params_are_checked(
-    post: Post,
-) -> None:
+async def test_push_config_methods_have_their_params_checked(post: Post) -> None:
     calls = [
-        ("0.3", "tasks/pushNotificationConfig/set", {"taskId": "t"}),
-        ("1.0", "DeleteTaskPushNotificationConfig", {"taskId": "t", "id": "c"}),
-        ("1.0", "GetTaskPushNotificationConfig", {"task_id": "t", "id": "c"}),  # proto names
-        ("1.0", "ListTaskPushNotificationConfigs", {}),  # no params at all
-    ]
-    for version, method, params in calls:
+        ("0.3", "tasks/pushNotificationConfig/set", {"taskId": "t"}, "pushNotificationConfig"),
+        ("0.3", "tasks/pushNotificationConfig/get", {"id": "t", "pushNotificationConfigId": 3},
+         "pushNotificationConfigId"),
+        ("1.0", "GetTaskPushNotificationConfig", {"taskId": "t", "id": ["c"]}, "id"),
+        ("1.0", "ListTaskPushNotificationConfigs", {}, "taskId"),  # no params at all
+    ]  # fmt: skip
+    for version, method, params, field in calls:
         request = {"jsonrpc": "2.0", "id": method, "method": method, "params": params}
         body = await post(request, version)
-        assert body["id"] == method and body["error"]["code"] == -32003, body
-        assert body["error"]["message"].startswith("Push Notification is not supported")
+        assert body["id"] == method and body["error"]["code"] == -32602, body
+        assert field in said(body["error"])
+    good = [
+        ("0.3", "tasks/pushNotificationConfig/set",
+         {"taskId": "t", "pushNotificationConfig": {"url": "https://c.example/h"}}),
+        ("1.0", "DeleteTaskPushNotificationConfig", {"taskId": "t", "id": "c"}),
+        ("1.0", "GetTaskPushNotificationConfig", {"task_id": "t", "id": "c"}),  # proto names
+    ]  # fmt: skip
+    for version, method, params in good:
+        request = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+        body = await post(request, version)
+        assert "result" in body, (method, body)
+        assert body["result"]["op"] == "push-config", body
 
 
 async def test_proto_field_names_are_read_as_json_names(post: Post) -> None:
@@ -707,19 +717,13 @@ async def test_params_checks_name_the_full_field_path(post: Post) -> None:
     assert body["error"]["data"][-1]["fieldViolations"][0]["field"] == "statusTimestampAfter"
 
 
-async def test_a_push_notification_config_in_a_send_is_refused(post: Post) -> None:
+async def test_a_push_notification_config_in_a_send_must_be_an_object(post: Post) -> None:
     request = _send_v03(id=41)
-    hook = {"url": "https://client.example/hook"}
-    request["params"]["configuration"] = {"pushNotificationConfig": hook}
+    request["params"]["configuration"] = {"pushNotificationConfig": "https://c.example/h"}
     body = await post(request)
-    assert body["id"] == 41
-    assert body["error"]["code"] == -32003
-    assert facts(body["error"]["data"]) == {"field": "configuration.pushNotificationConfig"}
+    assert (body["id"], body["error"]["code"]) == (41, -32602)
+    assert body["error"]["data"]["fields"] == ["configuration.pushNotificationConfig"]
     request = _send_v1(id=42)
-    request["params"]["configuration"] = {"taskPushNotificationConfig": hook}
+    request["params"]["configuration"] = {"taskPushNotificationConfig": {"url": "https://h"}}
     body = await post(request, "1.0")
-    assert (body["id"], body["error"]["code"]) == (42, -32003)
-    assert body["error"]["data"][0]["reason"] == "PUSH_NOTIFICATION_NOT_SUPPORTED"
-    assert facts(body["error"]["data"][0]["metadata"]) == {
-        "field": "configuration.taskPushNotificationConfig"
-    }
+    assert body["result"]["op"] == "send", body  # checked when the router stores it
