@@ -1,14 +1,20 @@
 """Run the official A2A conformance suite (a2a-tck) directly and through Switchboard.
 
-``python -m bench.conformance --tck DIR [--tck-python PY] [--agent 1.0|both] [--out FILE]``
-starts an a2a-sdk 1.x agent (the test suite's task-echo agent, JSON-RPC at its base URL,
-serving A2A 1.0, or 1.0 and 0.3: by default what the suite's version needs), Switchboard in front
-of it (SQLite in a temporary directory, the agent registered as ``echo``, the default route
-pointing at it), and runs the suite three times, JSON-RPC only:
+``python -m bench.conformance --tck DIR [--tck-python PY] [--transport jsonrpc|rest|grpc]
+[--agent 1.0|both] [--out FILE]`` starts an a2a-sdk 1.x agent (:mod:`bench.tckagent`: the test
+suite's task-echo agent, JSON-RPC at its base URL plus the binding under test, serving A2A
+1.0, or 1.0 and 0.3: by default what the suite's version needs), Switchboard in front of it
+(SQLite in a temporary directory, the agent registered as ``echo``, the default route pointing
+at it, its gRPC port on for ``grpc``), and runs the suite three times on that one binding:
 
 - ``direct``: against the agent itself;
 - ``per-agent``: against ``/agents/echo`` (the card at ``/agents/echo/.well-known/...``);
 - ``root``: against the router's skill-routed root, with ``SWITCHBOARD_DEFAULT_AGENT=echo``.
+
+The suite picks each binding's URL from the card it fetches at the SUT URL, and runs only the
+chosen binding: the 1.0 suite with ``--transport=jsonrpc|http_json|grpc``, the 0.3 suite with
+``--transports=jsonrpc|rest`` and the matching ``--transport-strategy=prefer_...``. gRPC is
+run with the 1.0 suite only (the router serves 1.0's gRPC service, not 0.3's).
 
 ``DIR`` is a checkout of ``github.com/a2aproject/a2a-tck`` (branch ``1.0-dev`` for A2A 1.0,
 ``0.3.x`` for 0.3), with its dependencies installed in ``PY`` (default ``DIR/.venv/bin/python``:
@@ -56,31 +62,41 @@ def outcomes(junit: Path) -> dict[str, str]:
     return out
 
 
-def levels(report: Path) -> dict[str, dict[str, int]]:
+def levels(report: Path, transport: str = "jsonrpc") -> dict[str, dict[str, int]]:
     """Per requirement level (MUST, SHOULD, MAY): how many requirements have each status on
-    JSON-RPC, from the 1.0 suite's compatibility report."""
+    ``transport`` (the suite's name: ``jsonrpc``, ``http_json``, ``grpc``), from the 1.0
+    suite's compatibility report."""
     found: dict[str, Counter[str]] = {}
     data = json.loads(report.read_text())
     for requirement in data.get("per_requirement", {}).values():
-        status = requirement.get("transports", {}).get("jsonrpc")
+        status = requirement.get("transports", {}).get(transport)
         if status is not None:
             found.setdefault(str(requirement.get("level")), Counter())[str(status)] += 1
     return {level: dict(counts) for level, counts in sorted(found.items())}
 
 
+SUITE_TRANSPORT = {
+    "1.0": {"jsonrpc": "jsonrpc", "rest": "http_json", "grpc": "grpc"},
+    "0.3": {"jsonrpc": "jsonrpc", "rest": "rest"},
+}
+"""Per suite version, the runner's ``--transport`` -> the suite's name for that binding."""
+
+
 def run_suite(
-    tck: Path, python: Path, sut: str, label: str
+    tck: Path, python: Path, sut: str, label: str, transport: str = "jsonrpc"
 ) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
-    """Run the suite against ``sut`` (JSON-RPC); the outcome of every test, and the
-    requirements' statuses per level (1.0 suite only)."""
+    """Run the suite against ``sut`` on ``transport`` (``jsonrpc``, ``rest``, ``grpc``); the
+    outcome of every test, and the requirements' statuses per level (1.0 suite only)."""
     reports = Path(tempfile.mkdtemp(prefix=f"tck-{label}-"))
     junit = reports / "junit.xml"
     compatibility = reports / "compatibility"
-    if suite_version(tck) == "1.0":  # branch 1.0-dev
+    version = suite_version(tck)
+    name = SUITE_TRANSPORT[version][transport]
+    if version == "1.0":  # branch 1.0-dev
         target = [
             "tests/compatibility",
             f"--sut-host={sut}",
-            "--transport=jsonrpc",
+            f"--transport={name}",
             f"--compatibility-report={compatibility}",
         ]
     else:  # branch 0.3.x
@@ -89,8 +105,8 @@ def run_suite(
             "tests/optional",
             f"--sut-url={sut}",
             "--test-scope=all",
-            "--transports=jsonrpc",
-            "--transport-strategy=prefer_jsonrpc",
+            f"--transports={name}",
+            f"--transport-strategy=prefer_{name}",
         ]
     command = [
         str(python),
@@ -102,12 +118,14 @@ def run_suite(
         "no:cacheprovider",
         f"--junitxml={junit}",
     ]
-    print(f"[{label}] {sut}", flush=True)
-    subprocess.run(command, cwd=tck, check=False, capture_output=True, text=True)
+    print(f"[{label}] {sut} ({name})", flush=True)
+    done = subprocess.run(command, cwd=tck, check=False, capture_output=True, text=True)
+    (reports / "output.txt").write_text(done.stdout + done.stderr)
+    print(f"[{label}] the suite's output: {reports / 'output.txt'}", flush=True)
     report = compatibility.with_suffix(".json")
     return (
         outcomes(junit) if junit.exists() else {},
-        levels(report) if report.exists() else {},
+        levels(report, name) if report.exists() else {},
     )
 
 
@@ -125,15 +143,17 @@ async def _serve(app: web.Application) -> tuple[web.AppRunner, str]:
     return runner, f"http://127.0.0.1:{port}"
 
 
-async def main_async(tck: Path, python: Path, *, compat: bool) -> dict[str, Any]:
-    """The three runs (see the module docs); ``compat``: the agent serves 0.3 too."""
-    from tests.support.sdk_peers import TaskEchoExecutor, serve_sdk_agent
+async def main_async(
+    tck: Path, python: Path, *, compat: bool, transport: str = "jsonrpc"
+) -> dict[str, Any]:
+    """The three runs on ``transport`` (see the module docs); ``compat``: the agent serves
+    0.3 too."""
+    from bench.tckagent import serve_tck_agent
 
     results: dict[str, dict[str, str]] = {}
     by_level: dict[str, dict[str, dict[str, int]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        agent_kind = {"compat": compat, "executor": TaskEchoExecutor(), "rpc_path": "/"}
-        async with serve_sdk_agent(**agent_kind) as agent:
+        async with serve_tck_agent(transport, compat=compat) as agent:
             settings = Settings(
                 database_url=f"sqlite:///{tmp}/switchboard.db",
                 data_dir=tmp,
@@ -142,17 +162,23 @@ async def main_async(tck: Path, python: Path, *, compat: bool) -> dict[str, Any]
                 refresh=False,
                 allow_networks=["127.0.0.0/8"],
                 seeds=[],
+                grpc_port=0 if transport == "grpc" else None,  # 0: a free port
             )
             runner, router = await _serve(create_app(settings))
             try:
                 await runner.app[REGISTRY].register_url(agent, "echo")
                 runs = {"direct": agent, "per-agent": f"{router}/agents/echo", "root": router}
                 for label, sut in runs.items():
-                    found = await asyncio.to_thread(run_suite, tck, python, sut, label)
+                    found = await asyncio.to_thread(run_suite, tck, python, sut, label, transport)
                     results[label], by_level[label] = found
             finally:
                 await runner.cleanup()
-    return {"runs": results, "levels": by_level, "summary": summarize(results)}
+    return {
+        "transport": transport,
+        "runs": results,
+        "levels": by_level,
+        "summary": summarize(results),
+    }
 
 
 def category(test: str) -> str:
@@ -189,6 +215,12 @@ def main() -> None:
     parser.add_argument("--tck-python", type=Path, help="the suite's Python (default: its .venv)")
     parser.add_argument("--out", type=Path, help="write the outcomes as JSON")
     parser.add_argument(
+        "--transport",
+        choices=("jsonrpc", "rest", "grpc"),
+        default="jsonrpc",
+        help="the binding tested (default jsonrpc; grpc with the 1.0 suite only)",
+    )
+    parser.add_argument(
         "--agent",
         choices=("1.0", "both"),
         help="the versions the agent serves (default: 1.0 for the 1.0 suite, both for 0.3; "
@@ -196,8 +228,13 @@ def main() -> None:
     )
     args = parser.parse_args()
     python = args.tck_python or args.tck / ".venv" / "bin" / "python"
-    compat = (args.agent or ("both" if suite_version(args.tck) == "0.3" else "1.0")) == "both"
-    report = asyncio.run(main_async(args.tck.resolve(), python, compat=compat))
+    version = suite_version(args.tck)
+    if args.transport not in SUITE_TRANSPORT[version]:
+        parser.error(f"--transport {args.transport} needs the 1.0 suite (branch 1.0-dev)")
+    compat = (args.agent or ("both" if version == "0.3" else "1.0")) == "both"
+    report = asyncio.run(
+        main_async(args.tck.resolve(), python, compat=compat, transport=args.transport)
+    )
     for label, part in report["summary"].items():
         counts = ", ".join(f"{k} {v}" for k, v in sorted(part["counts"].items()))
         print(f"{label}: {counts}")
