@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import subprocess
 import sys
 import tempfile
@@ -38,6 +39,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 from aiohttp import web
 
 from registry.api import REGISTRY
@@ -129,6 +131,28 @@ def run_suite(
     )
 
 
+BINDINGS = {"jsonrpc": "JSONRPC", "rest": "HTTP+JSON", "grpc": "GRPC"}
+"""The runner's ``--transport`` -> the binding's name in agent cards."""
+
+
+def offers(card: dict[str, Any], transport: str) -> bool:
+    """Whether ``card`` lists an interface of ``transport`` (1.0 ``supportedInterfaces``, or
+    0.3 ``preferredTransport`` / ``additionalInterfaces``): the suite needs one to run."""
+    binding = BINDINGS[transport]
+    found = [i.get("protocolBinding") for i in card.get("supportedInterfaces") or []]
+    found += [i.get("transport") for i in card.get("additionalInterfaces") or []]
+    found.append(card.get("preferredTransport"))
+    return binding in found
+
+
+async def card_offers(sut: str, transport: str, version: str) -> bool:
+    """Whether the card at ``sut`` (fetched as the suite fetches it) lists ``transport``."""
+    headers = {"A2A-Version": "1.0"} if version == "1.0" else {}
+    url = f"{sut}/.well-known/agent-card.json"
+    async with aiohttp.ClientSession() as session, session.get(url, headers=headers) as answer:
+        return answer.status == 200 and offers(await answer.json(), transport)
+
+
 def suite_version(tck: Path) -> str:
     """The A2A version a checkout of the suite tests: 1.0 (branch ``1.0-dev``), else 0.3."""
     return "1.0" if (tck / "tests" / "compatibility").is_dir() else "0.3"
@@ -152,6 +176,7 @@ async def main_async(
 
     results: dict[str, dict[str, str]] = {}
     by_level: dict[str, dict[str, dict[str, int]]] = {}
+    not_offered: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
         async with serve_tck_agent(transport, compat=compat) as agent:
             settings = Settings(
@@ -169,12 +194,17 @@ async def main_async(
                 await runner.app[REGISTRY].register_url(agent, "echo")
                 runs = {"direct": agent, "per-agent": f"{router}/agents/echo", "root": router}
                 for label, sut in runs.items():
+                    if not await card_offers(sut, transport, suite_version(tck)):
+                        print(f"[{label}] {sut}: its card lists no {BINDINGS[transport]}")
+                        not_offered.append(label)  # the suite would only fail to start
+                        continue
                     found = await asyncio.to_thread(run_suite, tck, python, sut, label, transport)
                     results[label], by_level[label] = found
             finally:
                 await runner.cleanup()
     return {
         "transport": transport,
+        "not_offered": not_offered,
         "runs": results,
         "levels": by_level,
         "summary": summarize(results),
@@ -208,6 +238,26 @@ def summarize(results: dict[str, dict[str, str]]) -> dict[str, Any]:
     return summary
 
 
+def table(summary: dict[str, Any]) -> str:
+    """The Markdown table of ``summary``: passed / failed (errors count as failed) per
+    category and run, as docs/conformance.md shows them."""
+    labels = list(summary)
+    names = sorted({name for part in summary.values() for name in part["categories"]})
+
+    def cell(found: dict[str, int] | None) -> tuple[int, int]:
+        found = found or {}
+        return found.get("passed", 0), found.get("failed", 0) + found.get("error", 0)
+
+    lines = ["| Category | " + " | ".join(labels) + " |", "|---" * (len(labels) + 1) + "|"]
+    for name in names:
+        cells = [cell(summary[label]["categories"].get(name)) for label in labels]
+        if any(passed or failed for passed, failed in cells):  # categories that ran somewhere
+            lines.append(f"| {name} | " + " | ".join(f"{p} / {f}" for p, f in cells) + " |")
+    totals = [cell(summary[label]["counts"]) for label in labels]
+    lines.append("| **all** | " + " | ".join(f"**{p} / {f}**" for p, f in totals) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     """The command line (see the module docs)."""
     parser = argparse.ArgumentParser(prog="python -m bench.conformance", description=__doc__)
@@ -227,6 +277,8 @@ def main() -> None:
         "'--agent 1.0' with the 0.3 suite runs a 0.3 client in front of a 1.0-only agent)",
     )
     args = parser.parse_args()
+    for noisy in ("a2a", "opentelemetry", "asyncio"):  # the agent's logs of the suite's probes
+        logging.getLogger(noisy).setLevel(logging.CRITICAL)
     python = args.tck_python or args.tck / ".venv" / "bin" / "python"
     version = suite_version(args.tck)
     if args.transport not in SUITE_TRANSPORT[version]:
@@ -239,11 +291,15 @@ def main() -> None:
         counts = ", ".join(f"{k} {v}" for k, v in sorted(part["counts"].items()))
         print(f"{label}: {counts}")
         for name, found in part["categories"].items():
-            print(f"  [{name}] passed {found.get('passed', 0)} of {sum(found.values())}")
+            failed = found.get("failed", 0) + found.get("error", 0)
+            print(f"  [{name}] passed {found.get('passed', 0)}, failed {failed}")
         for level, found in report["levels"].get(label, {}).items():
             print(f"  requirements {level}: {found}")
         for name, what in part["differs"].items():
             print(f"  {name}: direct {what['direct']}, {label} {what[label]}")
+    for label in report["not_offered"]:
+        print(f"{label}: not run, its card lists no {BINDINGS[args.transport]} interface")
+    print(table(report["summary"]))
     if args.out:
         args.out.write_text(json.dumps(report, indent=2) + "\n")
     sys.exit(0)
