@@ -42,6 +42,7 @@ def request_in(method: str, body: dict[str, Any]) -> dict[str, Any]:
     shape this does not know is passed on as it is, for the params check to judge."""
     if method not in ("message/send", "message/stream"):
         return {}
+    body = _json_names(body)
     params: dict[str, Any] = {}
     message = body.get("message", body.get("request"))
     params["message"] = _message_in(message) if isinstance(message, dict) else message
@@ -53,6 +54,32 @@ def request_in(method: str, body: dict[str, Any]) -> dict[str, Any]:
     if "metadata" in body:
         params["metadata"] = body["metadata"]
     return params
+
+
+_OPAQUE = frozenset({"metadata", "data"})
+"""Members whose values are the client's own (``Struct``s): their keys are never renamed."""
+
+
+def _json_names(value: Any) -> Any:
+    """``value`` with proto field names (``message_id``) read as their JSON names
+    (``messageId``), as a ProtoJSON parser must accept both; the members of
+    :data:`_OPAQUE` members are left as they are."""
+    if isinstance(value, list):
+        return [_json_names(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        name = _camel(key) if isinstance(key, str) else key
+        if name in out and name != key:  # both spellings sent: the JSON name wins
+            continue
+        out[name] = item if name in _OPAQUE else _json_names(item)
+    return out
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(word[:1].upper() + word[1:] for word in rest)
 
 
 def _message_in(message: dict[str, Any]) -> dict[str, Any]:

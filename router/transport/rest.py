@@ -131,10 +131,15 @@ async def _read(request: web.Request, route: RestRoute, max_bytes: int, depth: i
         if route.version == "0.3":
             body = protojson03.request_in(route.method, body)
     params = rest_params(route, request.match_info, request.query, body)
-    document = {"jsonrpc": "2.0", "id": None, "method": route.method, "params": params}
+    # an id of our own: the binding has none, and agents (the 0.3 SDK's) refuse a null one
+    document = {"jsonrpc": "2.0", "id": REQUEST_ID, "method": route.method, "params": params}
     return parse_request(
         _DUMPS(document).encode(), version, header, max_depth=depth + 1, dialects=served_call
     )
+
+
+REQUEST_ID = "rest"
+"""The JSON-RPC id of the call an HTTP+JSON request becomes (and is forwarded as)."""
 
 
 def _object(raw: bytes, depth: int, route: RestRoute) -> dict[str, Any]:

@@ -11,9 +11,7 @@ from typing import Any
 import httpx
 import pytest
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
-from a2a.client.auth.credentials import CredentialService
 from a2a.client.auth.interceptor import AuthInterceptor
-from a2a.client.client import ClientCallContext
 from aiohttp.test_utils import TestServer
 
 from registry.api import REGISTRY
@@ -21,23 +19,10 @@ from router.app import create_app
 from tests.peers03 import client03_lines
 from tests.support.helpers import base, make_settings
 from tests.support.issuer import serve_issuer
-from tests.support.sdk_clients import answer, ask, send
+from tests.support.sdk_clients import Keys, answer, ask, send
 from tests.support.sdk_peers import TaskEchoExecutor, serve_sdk_agent
 
 ADMIN = {"Authorization": "Bearer admin-secret"}
-
-
-class Keys(CredentialService):
-    """The credentials of one caller, by security scheme name (as the router's card names
-    them)."""
-
-    def __init__(self, **credentials: str) -> None:
-        self.credentials = credentials
-
-    async def get_credentials(
-        self, security_scheme_name: str, context: ClientCallContext | None
-    ) -> str | None:
-        return self.credentials.get(security_scheme_name)
 
 
 async def _switchboard(aiohttp_server: Any, database_url: str, **settings: Any) -> TestServer:

@@ -6,6 +6,8 @@ import uuid
 
 import httpx
 from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
+from a2a.client.auth.credentials import CredentialService
+from a2a.client.client import ClientCallContext
 from a2a.types import Message, Part, Role, SendMessageConfiguration, SendMessageRequest, Task
 
 
@@ -45,3 +47,16 @@ async def send(client: Client, request: SendMessageRequest) -> Task:
 def answer(task: Task) -> str:
     """The text of a task's artifacts."""
     return "".join(p.text for a in task.artifacts for p in a.parts if p.HasField("text"))
+
+
+class Keys(CredentialService):
+    """The credentials of one caller, by security scheme name (as the router's card names
+    them)."""
+
+    def __init__(self, **credentials: str) -> None:
+        self.credentials = credentials
+
+    async def get_credentials(
+        self, security_scheme_name: str, context: ClientCallContext | None
+    ) -> str | None:
+        return self.credentials.get(security_scheme_name)

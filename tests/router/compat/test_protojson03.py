@@ -68,3 +68,28 @@ def test_answers_are_written_in_the_03_proto_json() -> None:
     }
     card = {"name": "x", "url": "http://r/"}
     assert result_out(Op.EXTENDED_CARD, card) is card
+
+
+def test_proto_field_names_are_read_as_json_names_but_never_inside_structs() -> None:
+    body = {
+        "message": {
+            "message_id": "m1",
+            "context_id": "c1",
+            "role": "ROLE_USER",
+            "content": [
+                {"file": {"file_with_uri": "https://x/p.png", "mime_type": "image/png"}},
+                {"data": {"data": {"snake_key": 1}}, "metadata": {"my_key": 2}},
+            ],
+            "metadata": {"trace_id": "t"},
+        },
+        "configuration": {"accepted_output_modes": ["text/plain"], "history_length": 2},
+    }
+    params = request_in("message/send", body)
+    message = params["message"]
+    assert (message["messageId"], message["contextId"]) == ("m1", "c1")
+    assert message["metadata"] == {"trace_id": "t"}  # the client's own keys
+    assert message["parts"] == [
+        {"kind": "file", "file": {"uri": "https://x/p.png", "mimeType": "image/png"}},
+        {"kind": "data", "data": {"snake_key": 1}, "metadata": {"my_key": 2}},
+    ]
+    assert params["configuration"] == {"acceptedOutputModes": ["text/plain"], "historyLength": 2}

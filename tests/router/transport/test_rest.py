@@ -21,10 +21,9 @@ from aiohttp.test_utils import TestServer
 
 from registry.api import REGISTRY
 from router.app import create_app
-from tests.e2e.test_auth import Keys
-from tests.peers03 import client03_lines
+from tests.peers03 import agent03, client03_lines
 from tests.support.helpers import base, make_settings
-from tests.support.sdk_clients import answer, ask, send
+from tests.support.sdk_clients import Keys, answer, ask, send
 from tests.support.sdk_peers import TaskEchoExecutor, serve_sdk_agent
 
 V1 = {"A2A-Version": "1.0"}
@@ -232,6 +231,30 @@ async def test_the_sdk_03_client_on_rest(
         assert stream.status_code == 404, stream.text  # 0.3's error event, before any data
         wrong = await http.get(base(server) + "/v1/tasks/nope", headers=V1)
         assert wrong.json()["error"]["details"][0]["reason"] == "VERSION_NOT_SUPPORTED"
+
+
+async def test_the_sdk_03_rest_client_to_a_03_agent(
+    aiohttp_server: Any, sqlite_url: str, sdk03_python: Path
+) -> None:
+    """The call an HTTP+JSON request becomes reaches a 0.3 agent with an id (its SDK refuses
+    a null one), and proto field names (``message_id``) are read as JSON names."""
+    server = await _switchboard(aiohttp_server, sqlite_url)
+    async with agent03(sdk03_python) as agent:
+        await server.app[REGISTRY].register_url(agent.base_url, "echo03")
+        sent = await client03_lines(
+            sdk03_python, base(server), "send", text="echo over rest", transport="HTTP+JSON"
+        )
+        assert sent[-1].get("kind") in ("task", "message"), sent
+        async with httpx.AsyncClient() as http:
+            body = {
+                "message": {
+                    "message_id": "m-snake",
+                    "role": "ROLE_USER",
+                    "content": [{"text": "echo snake case"}],
+                }
+            }
+            answer = await http.post(base(server) + "/v1/message:send", json=body)
+        assert answer.status_code == 200, answer.text
 
 
 async def test_rate_limits_in_the_bindings_format(
