@@ -142,8 +142,8 @@ async def test_errors_in_the_bindings_format(
     assert by_query.status_code == 404
 
     push = await http.get(url + "/tasks/x/pushNotificationConfigs", headers=V1)
-    assert push.status_code == 400
-    assert push.json()["error"]["details"][0]["reason"] == "PUSH_NOTIFICATION_NOT_SUPPORTED"
+    assert push.status_code == 404  # the push relay (docs/push.md): no such task
+    assert push.json()["error"]["details"][0]["reason"] == "TASK_NOT_FOUND"
     extended = await http.get(url + "/extendedAgentCard", headers=V1)
     assert extended.status_code == 400
     assert extended.json()["error"]["details"][0]["reason"] == (
