@@ -263,12 +263,13 @@ class Outbox:
         soonest retry is due, and every ``poll`` seconds (rows of other replicas)."""
         while True:
             self.wake.clear()
+            wait = poll
             try:
                 await self.deliver_due()
-            except Exception:  # a database hiccup: try again next round
+                soonest = await self.next_due()
+            except Exception:  # a database hiccup: the loop goes on, next round in `poll` s
                 log.exception("push delivery round failed")
-            wait = poll
-            soonest = await self.next_due()
+                soonest = None
             if soonest is not None:
                 wait = max(0.0, min(poll, (soonest - self.clock()).total_seconds()))
             with contextlib.suppress(TimeoutError):
