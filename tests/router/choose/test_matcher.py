@@ -348,6 +348,28 @@ async def test_the_interface_of_the_clients_version_is_preferred(catalog: Catalo
         assert "translated" not in choice.reason
 
 
+async def test_http_json_interfaces_are_reached_json_rpc_preferred(catalog: Catalog) -> None:
+    rest = both_versions_card("http://127.0.0.1:8001")
+    for interface in rest["supportedInterfaces"]:
+        interface["protocolBinding"] = "HTTP+JSON"
+    await catalog.add("rest", rest)
+    mixed = both_versions_card("http://127.0.0.1:8002")
+    mixed["supportedInterfaces"][0]["protocolBinding"] = "HTTP+JSON"  # 1.0 over REST only
+    r03 = {"url": "http://127.0.0.1:8002/r03", "protocolBinding": "HTTP+JSON"}
+    mixed["supportedInterfaces"].append({**r03, "protocolVersion": "0.3"})
+    await catalog.add("mixed", mixed)
+    matcher = catalog.matcher()
+    choice = matcher.choose("1.0", Op.SEND, message("1.0", "echo hi"), pinned_agent="rest")
+    assert choice.target == Target("rest", "http://127.0.0.1:8001/v1", "1.0", binding="HTTP+JSON")
+    assert "over HTTP+JSON" in choice.reason and "translated" not in choice.reason
+    assert choice.to_json()["binding"] == "HTTP+JSON"
+    # the client's version first (no translation), then JSON-RPC before HTTP+JSON
+    choice = matcher.choose("1.0", Op.SEND, message("1.0", "echo hi"), pinned_agent="mixed")
+    assert (choice.target.version, choice.target.binding) == ("1.0", "HTTP+JSON")
+    choice = matcher.choose("0.3", Op.SEND, message("0.3", "echo hi"), pinned_agent="mixed")
+    assert (choice.target.url, choice.target.binding) == ("http://127.0.0.1:8002/v03", "JSONRPC")
+
+
 async def test_agents_without_a_jsonrpc_interface_are_dropped(catalog: Catalog) -> None:
     card = card_v1("http://127.0.0.1:8001")
     card["supportedInterfaces"][0]["protocolBinding"] = "GRPC"
