@@ -320,8 +320,9 @@ def rest_error(call: RestCall, status: int, body: Any) -> dict[str, Any] | None:
 
 def rest_status_error(call: RestCall, status: int) -> dict[str, Any] | None:
     """The JSON-RPC ``error`` object of an HTTP error status whose body says nothing usable,
-    when the status alone names an A2A error (404, 405, 409, 415, 422, 501, 502)."""
-    if status not in _BY_STATUS:
+    when the status alone names an A2A error (404, 405, 409, 415, 422, 501; not 400, which
+    any HTTP layer answers, nor a 502, which is a gateway's as often as the agent's)."""
+    if status not in _BY_STATUS or status in (400, 502):
         return None
     return {"code": _status_code(call, status), "message": f"the agent answered HTTP {status}"}
 

@@ -4,6 +4,8 @@ the official clients on JSON-RPC and on REST; the agent's errors in the client's
 
 from __future__ import annotations
 
+import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -18,14 +20,28 @@ from a2a.types import (
     TaskState,
 )
 from a2a.utils.errors import TaskNotCancelableError
+from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from registry.access.credentials import AgentCredentials, parse_credential
+from registry.access.secrets import SecretBox, generate_key
 from registry.api import REGISTRY
+from registry.crawler import Crawler
+from registry.netguard import AddressPolicy
+from registry.service import Registry
+from registry.store import Store
 from router.app import ROUTER, create_app
 from router.choose.choice import Target
-from router.protocol.errors import TASK_NOT_FOUND
+from router.forward.credentials import OutboundAuth
+from router.forward.upstream import Upstream, forward_headers
+from router.protocol.errors import (
+    AGENT_UNAVAILABLE,
+    INVALID_AGENT_RESPONSE,
+    TASK_NOT_FOUND,
+    RpcError,
+)
 from tests.peers03 import client03_lines
-from tests.support.helpers import base, make_settings
+from tests.support.helpers import base, card_v1, make_settings
 from tests.support.sdk_clients import answer, ask, send
 from tests.support.sdk_peers import TaskEchoExecutor, serve_sdk_agent
 
@@ -122,9 +138,9 @@ async def test_unknown_tasks_are_the_agents_error(aiohttp_server: Any, sqlite_ur
         ]
         assert [e["error"]["code"] for e in events] == [TASK_NOT_FOUND]
         # a method the binding has no path for
-        with pytest.raises(Exception, match="no path for") as raised:
+        with pytest.raises(RpcError, match="no path for") as raised:
             await upstream.call(target, "tasks/nope", {}, request_id=9, headers={})
-        assert raised.value.code == -32004  # type: ignore[attr-defined]
+        assert raised.value.code == -32004
 
 
 async def test_a_03_rest_only_agent(
@@ -165,3 +181,124 @@ async def test_a_03_rest_only_agent(
             )
             kinds = [line.get("kind") for line in streamed]
             assert kinds[0] == "task" and kinds.count("artifact-update") >= 3, streamed
+
+
+# --- the edge: what the JSON-RPC upstream guards, the REST leg guards too ----------------------
+
+
+class RestAgent:
+    """A raw HTTP+JSON agent: records each request, answers what a test sets per path."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str, dict[str, str], bytes]] = []
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        self.seen.append((request.method, request.path_qs, dict(request.headers), body))
+        path = request.path
+        if path.endswith("/moved/message:send"):
+            raise web.HTTPFound("http://169.254.169.254/latest")
+        if path.endswith("/big/message:send"):
+            return web.json_response({"task": {"id": "t", "pad": "x" * 4096}})
+        if path.endswith("/down/message:send"):
+            return web.Response(status=502, text="<html>bad gateway</html>")
+        if path.endswith("/sse/message:stream"):
+            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await resp.prepare(request)
+            task = {"task": {"id": "t", "status": {"state": "TASK_STATE_WORKING"}}}
+            await resp.write(f"data: {json.dumps(task)}\n\n".encode())
+            error = {"error": {"code": 500, "status": "INTERNAL", "message": "boom", "details": []}}
+            await resp.write(f"event: error\ndata: {json.dumps(error)}\n\n".encode())
+            return resp
+        return web.json_response({"task": {"id": "t", "status": {"state": "TASK_STATE_COMPLETED"}}})
+
+
+class Health:
+    def __init__(self) -> None:
+        self.reports: list[tuple[str, str]] = []
+
+    def failed(self, agent_id: str, reason: str) -> None:
+        self.reports.append(("failed", agent_id))
+
+    def answered(self, agent_id: str) -> None:
+        self.reports.append(("answered", agent_id))
+
+
+@pytest.fixture
+async def rest_agent(aiohttp_server: Any) -> tuple[RestAgent, str]:
+    agent = RestAgent()
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", agent.handle)
+    server = await aiohttp_server(app)
+    return agent, str(server.make_url("")).rstrip("/")
+
+
+@pytest.fixture
+async def credentials(sqlite_url: str) -> AsyncIterator[AgentCredentials]:
+    store = Store(sqlite_url)
+    registry = Registry(store, Crawler(make_settings(sqlite_url)))
+    await registry.load()
+    await registry.register_card(card_v1("https://rest.example.com"), "rest")
+    credentials = AgentCredentials(store, SecretBox([generate_key()]))
+    await credentials.load()
+    try:
+        yield credentials
+    finally:
+        await store.close()
+
+
+async def test_the_rest_leg_keeps_the_guards_headers_and_credentials(
+    rest_agent: tuple[RestAgent, str], credentials: AgentCredentials
+) -> None:
+    agent, url = rest_agent
+    send = {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]}}
+    headers = forward_headers({"A2A-Extensions": "urn:x", "Authorization": "Bearer client"}, "1.0")
+
+    def target(path: str) -> Target:
+        return Target("rest", url + path, "1.0", binding="HTTP+JSON")
+
+    # the SSRF guard: a loopback agent is refused by the default policy, before any request
+    async with Upstream(connect_timeout=2, read_timeout=5, policy=AddressPolicy()) as guarded:
+        with pytest.raises(RpcError) as refused:
+            await guarded.call(target("/a"), "SendMessage", send, request_id=1, headers=headers)
+        assert refused.value.code == AGENT_UNAVAILABLE and not agent.seen
+
+    policy = AddressPolicy(["127.0.0.0/8"])
+    up = Upstream(connect_timeout=2, read_timeout=5, policy=policy, max_body_bytes=1024)
+    up.health = health = Health()
+    up.auth = OutboundAuth(credentials, policy=policy)
+    key = parse_credential({"kind": "header", "header": "X-API-Key", "value": "s3cret"})
+    await credentials.put("rest", key, by="test")
+    async with up:
+        answer_ = await up.call(target("/a"), "SendMessage", send, request_id=1, headers=headers)
+        assert answer_ == {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "result": {"task": {"id": "t", "status": {"state": "TASK_STATE_COMPLETED"}}},
+        }
+        verb, path, sent, body = agent.seen[-1]
+        assert (verb, path, json.loads(body)) == ("POST", "/a/message:send", send)
+        assert sent["A2A-Version"] == "1.0" and sent["A2A-Extensions"] == "urn:x"
+        assert sent["X-API-Key"] == "s3cret" and "Authorization" not in sent  # never the client's
+        get = {"id": "t 1", "historyLength": 1}
+        await up.call(target("/a/"), "GetTask", get, request_id=2, headers=headers)
+        assert agent.seen[-1][:2] == ("GET", "/a/tasks/t%201?historyLength=1")
+
+        # no redirects, size limits, a 5xx without an error body: the JSON-RPC leg's errors
+        for path, code, reason in (
+            ("/moved", AGENT_UNAVAILABLE, "redirects are not followed"),
+            ("/big", INVALID_AGENT_RESPONSE, "the answer exceeds 1024 bytes"),
+            ("/down", AGENT_UNAVAILABLE, "HTTP 502"),
+        ):
+            with pytest.raises(RpcError) as failed:
+                await up.call(target(path), "SendMessage", send, request_id=3, headers=headers)
+            assert failed.value.code == code and reason in failed.value.data["reason"], path
+        assert ("failed", "rest") in health.reports and ("answered", "rest") in health.reports
+
+        # a stream: results as they come, an error event as the JSON-RPC error
+        stream = up.stream(
+            target("/sse"), "SendStreamingMessage", send, request_id=4, headers=headers
+        )
+        events = [event async for event in stream]
+        assert events[0]["result"]["task"]["id"] == "t"
+        assert events[1]["error"] == {"code": -32603, "message": "boom"}
