@@ -224,7 +224,8 @@ _STATE_IN["TASK_STATE_CANCELED"] = "canceled"  # the 1.0 spelling, from an agent
 
 def request_out(method: str, params: dict[str, Any]) -> dict[str, Any]:
     """The ``/v1`` request body of a 0.3 JSON-RPC call: a ``SendMessageRequest`` for the
-    sends, ``{"name": "tasks/<id>"}`` for a cancel, the params as they are otherwise."""
+    sends (a ``message/send`` that does not say ``blocking`` says ``blocking: true``, which
+    JSON-RPC's absent field means and the proto's does not), ``{"name": "tasks/<id>"}`` for a cancel, the params as they are otherwise."""
     if method == "tasks/cancel":
         return {"name": f"tasks/{params.get('id', '')}"}
     if method not in ("message/send", "message/stream"):
@@ -233,12 +234,14 @@ def request_out(method: str, params: dict[str, Any]) -> dict[str, Any]:
     message = params.get("message")
     body["message"] = _message_out(message) if isinstance(message, dict) else message
     config = params.get("configuration")
-    if isinstance(config, dict):
-        keys = ("acceptedOutputModes", "historyLength", "blocking")
-        out = {k: config[k] for k in keys if k in config}
-        if "pushNotificationConfig" in config:
-            out["pushNotification"] = config["pushNotificationConfig"]
-        body["configuration"] = out
+    config = config if isinstance(config, dict) else {}
+    keys = ("acceptedOutputModes", "historyLength", "blocking")
+    out = {k: config[k] for k in keys if k in config}
+    if "pushNotificationConfig" in config:
+        out["pushNotification"] = config["pushNotificationConfig"]
+    if method == "message/send":  # JSON-RPC's absent ``blocking`` blocks; the proto's is false
+        out.setdefault("blocking", True)
+    body["configuration"] = out
     if "metadata" in params:
         body["metadata"] = params["metadata"]
     return body

@@ -40,7 +40,7 @@ from router.protocol.errors import (
     TASK_NOT_FOUND,
     RpcError,
 )
-from tests.peers03 import client03_lines
+from tests.peers03 import agent03, client03_lines
 from tests.support.helpers import base, card_v1, make_settings
 from tests.support.sdk_clients import answer, ask, send
 from tests.support.sdk_peers import TaskEchoExecutor, serve_sdk_agent
@@ -302,3 +302,33 @@ async def test_the_rest_leg_keeps_the_guards_headers_and_credentials(
         events = [event async for event in stream]
         assert events[0]["result"]["task"]["id"] == "t"
         assert events[1]["error"] == {"code": -32603, "message": "boom"}
+
+
+async def test_the_03_sdks_own_rest_agent(
+    aiohttp_server: Any, sqlite_url: str, http: httpx.AsyncClient, sdk03_python: Path
+) -> None:
+    """An a2a-sdk 0.3.26 agent served by that SDK's REST app (its only transport): the 0.3
+    client on both bindings and the 1.x client on REST (translated) through the router."""
+    server = await _switchboard(aiohttp_server, sqlite_url)
+    async with agent03(sdk03_python, rest=True) as agent:
+        record = await server.app[REGISTRY].register_url(agent.base_url, "old-rest")
+        assert [i.binding for i in record.card.interfaces] == ["HTTP+JSON"]
+        for transport in ("JSONRPC", "HTTP+JSON"):
+            streamed = await client03_lines(
+                sdk03_python, base(server), "stream", text="echo via rest", transport=transport
+            )
+            kinds = [line.get("kind") for line in streamed]
+            assert kinds[0] == "task" and kinds[-1] == "status-update", streamed
+            assert streamed[-1]["status"]["state"] == "completed"
+            task_id = streamed[0]["id"]
+            got = await client03_lines(
+                sdk03_python, base(server), "get", task_id=task_id, transport=transport
+            )
+            assert got[-1]["id"] == task_id and got[-1]["status"]["state"] == "completed", got
+        assert all(r["path"].startswith(("/v1/", "/.well-known/")) for r in agent.requests)
+
+        client = await _client(http, base(server), "HTTP+JSON", streaming=False)
+        task = await send(client, ask("echo from a new client"))
+        assert "from a new client" in answer(task)
+        with pytest.raises(TaskNotCancelableError):
+            await client.cancel_task(CancelTaskRequest(id=task.id))
