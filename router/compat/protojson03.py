@@ -225,7 +225,8 @@ _STATE_IN["TASK_STATE_CANCELED"] = "canceled"  # the 1.0 spelling, from an agent
 def request_out(method: str, params: dict[str, Any]) -> dict[str, Any]:
     """The ``/v1`` request body of a 0.3 JSON-RPC call: a ``SendMessageRequest`` for the
     sends (a ``message/send`` that does not say ``blocking`` says ``blocking: true``, which
-    JSON-RPC's absent field means and the proto's does not), ``{"name": "tasks/<id>"}`` for a cancel, the params as they are otherwise."""
+    JSON-RPC's absent field means and the proto's does not), ``{"name": "tasks/<id>"}`` for
+    a cancel, the params as they are otherwise."""
     if method == "tasks/cancel":
         return {"name": f"tasks/{params.get('id', '')}"}
     if method not in ("message/send", "message/stream"):

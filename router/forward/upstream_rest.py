@@ -14,6 +14,7 @@ a result, or an error for an ``error`` event.
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,13 +38,14 @@ class Leg:
     body: bytes | None
     request_id: Any
     rest: RestCall | None = None
+    stand_in: bool = False  # a null request id was sent as a stand-in (see :func:`leg`)
 
     def answer(self, status: int, obj: Any) -> Any:
         """The agent's answer (parsed JSON; None for an empty 2xx body of a REST call) as a
         JSON-RPC response object; an HTTP+JSON body that is neither a result nor an error is
         returned as it came, for the caller to judge."""
         if self.rest is None:
-            return obj
+            return self._own_id(obj)
         if status >= 400:
             error = rest_error(self.rest, status, obj)
             return obj if error is None else self._response("error", error)
@@ -53,11 +55,16 @@ class Leg:
         """One SSE event's data as a JSON-RPC response object (an ``error`` event of an
         HTTP+JSON stream: the error)."""
         if self.rest is None:
-            return obj
+            return self._own_id(obj)
         if name == "error":
             error = rest_error(self.rest, 500, obj)
             return obj if error is None else self._response("error", error)
         return self._result(obj)
+
+    def _own_id(self, obj: Any) -> Any:
+        if self.stand_in and isinstance(obj, dict) and "id" in obj:
+            return {**obj, "id": self.request_id}
+        return obj
 
     def _result(self, obj: Any) -> dict[str, Any]:
         assert self.rest is not None
@@ -70,9 +77,15 @@ class Leg:
 
 def leg(target: Target, url: URL, method: str, params: dict[str, Any], request_id: Any) -> Leg:
     """The request of JSON-RPC ``method`` with ``params`` to ``target`` at its checked
-    ``url``. Raises RpcError -32004 when the agent's HTTP+JSON binding has no path for it."""
+    ``url``. Raises RpcError -32004 when the agent's HTTP+JSON binding has no path for it.
+
+    A JSON-RPC request without an id (a call that came in over HTTP+JSON has none) goes with
+    a stand-in id, which SDK servers require (the a2a-sdk 0.3 one refuses ``"id": null``);
+    the answers get the null id back."""
     if target.binding != HTTP_JSON:
-        return Leg("POST", url, _dumps(_jsonrpc(method, params, request_id)), request_id)
+        sent = request_id if request_id is not None else f"switchboard-{uuid.uuid4().hex}"
+        body = _dumps(_jsonrpc(method, params, sent))
+        return Leg("POST", url, body, request_id, stand_in=request_id is None)
     call = rest_call(target.version, method, params)
     if call is None:
         raise RpcError(

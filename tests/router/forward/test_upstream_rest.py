@@ -332,3 +332,41 @@ async def test_the_03_sdks_own_rest_agent(
         assert "from a new client" in answer(task)
         with pytest.raises(TaskNotCancelableError):
             await client.cancel_task(CancelTaskRequest(id=task.id))
+
+
+async def test_the_03_client_to_a_10_rest_agent(
+    aiohttp_server: Any, sqlite_url: str, sdk03_python: Path
+) -> None:
+    """The 0.3 client, on JSON-RPC and on REST, to a 1.0 agent reached over HTTP+JSON."""
+    server = await _switchboard(aiohttp_server, sqlite_url)
+    async with serve_sdk_agent(executor=TaskEchoExecutor(), rest_only=True) as agent_url:
+        await server.app[REGISTRY].register_url(agent_url, "tasks")
+        for transport in ("JSONRPC", "HTTP+JSON"):
+            streamed = await client03_lines(
+                sdk03_python, base(server), "stream", text="echo old to new", transport=transport
+            )
+            assert streamed[0].get("kind") == "task", streamed
+            assert streamed[-1]["status"]["state"] == "completed", streamed
+            got = await client03_lines(
+                sdk03_python, base(server), "get", task_id=streamed[0]["id"], transport=transport
+            )
+            words = [p["text"] for a in got[-1]["artifacts"] for p in a["parts"]]
+            assert "".join(words) == "echo: echo old to new", got
+
+
+async def test_the_rest_clients_to_a_03_json_rpc_agent(
+    aiohttp_server: Any, sqlite_url: str, http: httpx.AsyncClient, sdk03_python: Path
+) -> None:
+    """The cells the HTTP+JSON server's tests leave: REST clients to a 0.3 JSON-RPC agent."""
+    server = await _switchboard(aiohttp_server, sqlite_url)
+    async with agent03(sdk03_python) as agent:
+        await server.app[REGISTRY].register_url(agent.base_url, "echo03")
+        client = await _client(http, base(server), "HTTP+JSON", streaming=True)
+        events = [event async for event in client.send_message(ask("echo new over rest"))]
+        assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+        got = await client.get_task(GetTaskRequest(id=events[0].task.id))
+        assert "new over rest" in answer(got)
+        sent = await client03_lines(
+            sdk03_python, base(server), "send", text="echo old over rest", transport="HTTP+JSON"
+        )
+        assert sent[-1]["status"]["state"] == "completed", sent
