@@ -20,7 +20,7 @@ from registry.errors import NotFound
 from registry.records import AgentRecord
 from registry.service import Registry
 from router.choose.choice import ROUTING_EXTENSION
-from router.choose.fits import jsonrpc_interface
+from router.choose.fits import reachable_interface
 from router.choose.grants import EVERYTHING, Grant
 from router.protocol.versions import Version, version_of
 
@@ -42,8 +42,9 @@ def _router_version() -> str:
 
 
 def relayable(record: AgentRecord) -> bool:
-    """Whether the router can relay to this agent at all: a JSON-RPC interface of 0.3 or 1.0."""
-    return any(jsonrpc_interface(record, version) for version in ROUTER_PROTOCOL_VERSIONS)
+    """Whether the router can relay to this agent at all: a JSON-RPC or HTTP+JSON interface
+    of 0.3 or 1.0."""
+    return any(reachable_interface(record, version) for version in ROUTER_PROTOCOL_VERSIONS)
 
 
 def router_card(
@@ -175,19 +176,20 @@ def agent_card_via_router(
     """The agent's card (any shape: 1.0, 0.3, 0.2, 0.1) as reached through the router.
 
     Every interface URL becomes ``base_url/agents/{id}``, the router's per-agent endpoint;
-    each interface keeps its protocol version, and each JSON-RPC one without a tenant gets an
-    HTTP+JSON sibling (0.3 clients: in ``additionalInterfaces``), which the router serves.
+    each interface keeps its protocol version and is offered as JSON-RPC (an agent reached
+    over HTTP+JSON too: the router serves JSON-RPC for it), and each one without a tenant gets
+    an HTTP+JSON sibling (0.3 clients: in ``additionalInterfaces``), which the router serves.
     Interfaces the router cannot relay (other bindings, unknown versions) are left out. A 1.0
     card of an agent without a 0.3 interface gets one at the router (which translates, see
     docs/translation.md); every 1.0 card gets the 0.3 fields (``url``,
     ``preferredTransport``, ``protocolVersion``, ``additionalInterfaces``) for 0.3 clients.
     Signatures are removed; everything else is the agent's own. :class:`NotFound` when the
-    agent has no JSON-RPC interface the router can relay.
+    agent has no JSON-RPC or HTTP+JSON interface the router can relay.
     """
     if not relayable(record):
         raise NotFound(
-            f"agent {record.id!r} has no JSON-RPC interface for A2A 0.3 or 1.0 that Switchboard "
-            "can relay",
+            f"agent {record.id!r} has no JSON-RPC or HTTP+JSON interface for A2A 0.3 or 1.0 that "
+            "Switchboard can relay",
             code="not_relayable",
             details={"id": record.id},
         )
@@ -202,11 +204,16 @@ def agent_card_via_router(
 
 
 def _relayable_interface(binding: Any, version: Any) -> bool:
-    return _is_jsonrpc(binding) and isinstance(version, str) and version_of(version) is not None
+    reachable = _is_jsonrpc(binding) or _is_rest(binding)
+    return reachable and isinstance(version, str) and version_of(version) is not None
 
 
 def _is_jsonrpc(binding: Any) -> bool:
     return binding is None or (isinstance(binding, str) and binding.strip().upper() == "JSONRPC")
+
+
+def _is_rest(binding: Any) -> bool:
+    return isinstance(binding, str) and binding.strip().upper() == "HTTP+JSON"
 
 
 def _rewrite_v1(card: dict[str, Any], record: AgentRecord, endpoint: str) -> None:
@@ -223,9 +230,9 @@ def _rewrite_v1(card: dict[str, Any], record: AgentRecord, endpoint: str) -> Non
         key = (version_of(version), interface.get("tenant") or None)
         if key in seen:
             continue
-        seen.add(key)
-        kept.append({**interface, "url": endpoint})
-    legacy = jsonrpc_interface(record, "0.3")
+        seen.add(key)  # an HTTP+JSON agent's interface: the router serves it JSON-RPC too
+        kept.append({**interface, "url": endpoint, "protocolBinding": "JSONRPC"})
+    legacy = reachable_interface(record, "0.3")
     if legacy is None and kept:  # the router translates: its endpoint serves 0.3 clients too
         kept.append({"url": endpoint, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"})
     rest = [  # the router serves HTTP+JSON for every version it relays (not under a tenant)
@@ -257,7 +264,8 @@ def _rewrite_legacy(card: dict[str, Any], endpoint: str) -> None:
             for i in additional
             if isinstance(i, dict) and _is_jsonrpc(i.get("transport"))
         ]
-        card["additionalInterfaces"] = [*rewritten[:1], {"url": endpoint, "transport": "HTTP+JSON"}]
+        jsonrpc = rewritten[:1] or [{"url": endpoint, "transport": "JSONRPC"}]
+        card["additionalInterfaces"] = [*jsonrpc, {"url": endpoint, "transport": "HTTP+JSON"}]
 
 
 _SEGMENT = re.compile(r"([^.\[\]]+)|\[(\d+)\]")

@@ -20,18 +20,23 @@ Tier = Literal["task", "pinned", "hint", "lexical", "semantic", "llm", "default"
 route (``SWITCHBOARD_DEFAULT_AGENT``) when no other tier was confident."""
 CLOSEST = 5
 """How many of the closest skills a ``-32050`` error lists."""
+JSONRPC = "JSONRPC"
+HTTP_JSON = "HTTP+JSON"
+"""The bindings the router calls agents in (``protocolBinding`` of an interface)."""
 ROUTING_EXTENSION = "urn:a2a-switchboard:routing:v1"
 """The routing extension's URI: the metadata key of a routing hint (declared in the router card)."""
 
 
 @dataclass(frozen=True)
 class Target:
-    """Where a call goes: the agent and the JSONRPC interface chosen for it."""
+    """Where a call goes: the agent and the interface chosen for it (its ``binding``:
+    :data:`JSONRPC` or :data:`HTTP_JSON`)."""
 
     agent_id: str
     url: str
     version: Version
     tenant: str | None = None  # the interface's tenant (1.0 cards), set into 1.0 params
+    binding: str = JSONRPC
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,8 @@ class Candidate:
     version: Version | None = None
     features: dict[str, float] | None = None
     """What the semantic tier's score is made of (see :func:`router.choose.semantic.fuse`)."""
+    binding: str = JSONRPC
+    """The binding of the agent's interface at ``url``."""
 
     def to_json(self) -> dict[str, Any]:
         """The explain view of this candidate."""
@@ -58,6 +65,7 @@ class Candidate:
             "reason": self.reason,
             "url": self.url,
             "version": self.version,
+            "binding": self.binding if self.url is not None else None,
         }
         if self.features is not None:
             out["features"] = self.features
@@ -92,6 +100,7 @@ class Choice:
             "reason": self.reason,
             "url": self.target.url,
             "version": self.target.version,
+            "binding": self.target.binding,
         }
 
 

@@ -1,7 +1,7 @@
-"""Whether an agent or a skill can take a call at all: its interfaces (JSON-RPC of A2A 0.3 or
-1.0, the client's version first) and its media types (input modes against the message's
-parts, output modes against ``acceptedOutputModes``). These are the hard filters applied
-before any score."""
+"""Whether an agent or a skill can take a call at all: its interfaces (JSON-RPC or HTTP+JSON
+of A2A 0.3 or 1.0: the client's version first, JSON-RPC before HTTP+JSON) and its media types
+(input modes against the message's parts, output modes against ``acceptedOutputModes``).
+These are the hard filters applied before any score."""
 
 from __future__ import annotations
 
@@ -16,30 +16,60 @@ from router.protocol.versions import VERSIONS, Version, version_of
 _TEXT = "text/plain"
 
 
+BINDINGS = ("JSONRPC", "HTTP+JSON")
+"""The bindings the router calls agents in, the preferred first."""
+
+
+def interface_of(agent: AgentRecord, version: Version, binding: str) -> Interface | None:
+    """The agent's first interface of ``binding`` and A2A ``version`` (0.x counts as 0.3)."""
+    for interface in agent.card.interfaces:
+        if interface.binding == binding and version_of(interface.protocol_version) == version:
+            return interface
+    return None
+
+
 def jsonrpc_interface(agent: AgentRecord, version: Version) -> Interface | None:
     """The agent's first JSON-RPC interface of A2A ``version`` (0.x counts as 0.3), if any."""
-    for interface in agent.card.interfaces:
-        if interface.binding == "JSONRPC" and version_of(interface.protocol_version) == version:
+    return interface_of(agent, version, "JSONRPC")
+
+
+def reachable_interface(agent: AgentRecord, version: Version) -> Interface | None:
+    """The interface of A2A ``version`` the router calls: JSON-RPC, else HTTP+JSON."""
+    for binding in BINDINGS:
+        interface = interface_of(agent, version, binding)
+        if interface is not None:
             return interface
     return None
 
 
 def route_interface(agent: AgentRecord, version: Version) -> tuple[Interface, Version] | None:
     """The interface a call of A2A ``version`` goes to, and the agent's version there: one of
-    the client's version when the agent has one (pass-through), else one of the other version
-    (the router translates); None if the agent has no JSON-RPC interface of either."""
+    the client's version when the agent has one (pass-through; JSON-RPC before HTTP+JSON),
+    else one of the other version (the router translates); None if the agent has no
+    JSON-RPC or HTTP+JSON interface of either. The version comes first: translating between
+    versions loses more than calling in the other binding."""
     for wanted in (version, *(v for v in VERSIONS if v != version)):
-        interface = jsonrpc_interface(agent, wanted)
+        interface = reachable_interface(agent, wanted)
         if interface is not None:
             return interface, wanted
     return None
 
 
-def via_note(client: Version, agent: Version) -> str:
-    """How a call reaches an agent interface: as it is, or translated."""
+NOT_REACHABLE = "agent has no JSON-RPC or HTTP+JSON interface for A2A 0.3 or 1.0"
+"""Why an agent cannot be called (followed by what it offers, see :func:`offers`)."""
+
+
+def via_note(client: Version, agent: Version, binding: str = "JSONRPC") -> str:
+    """How a call reaches an agent interface: as it is, or translated; in the agent's
+    binding when that is not JSON-RPC."""
+    over = (
+        f" (over {binding}: the agent's only binding for A2A {agent})"
+        if binding != "JSONRPC"
+        else ""
+    )
     if client == agent:
-        return ""
-    return f" (translated: the client speaks A2A {client}, the agent A2A {agent})"
+        return over
+    return f" (translated: the client speaks A2A {client}, the agent A2A {agent})" + over
 
 
 def offers(agent: AgentRecord) -> str:

@@ -1,7 +1,8 @@
 """Choosing the agent for an A2A call, in order: a pinned agent, a routing hint, skill matching.
 
 - **Pinned** (``/agents/{id}``, or the owner of a known task): that agent, no matching. It must
-  still be routable (signed-card policy) and have a JSON-RPC interface of A2A 0.3 or 1.0.
+  still be routable (signed-card policy) and have a JSON-RPC or HTTP+JSON interface of A2A 0.3
+  or 1.0.
 - **Hint**: ``metadata["urn:a2a-switchboard:routing:v1"] = {"skill": id}`` and/or ``{"agent": id}``
   on the message (or, second, on the request params). An unknown, unroutable or incompatible
   skill or agent is ``-32051``, never a fallback to matching.
@@ -54,7 +55,14 @@ from router.choose.choice import (
     rank_key,
     ranked,
 )
-from router.choose.fits import jsonrpc_interface, mode_problem, offers, route_interface, via_note
+from router.choose.fits import (
+    NOT_REACHABLE,
+    jsonrpc_interface,
+    mode_problem,
+    offers,
+    route_interface,
+    via_note,
+)
 from router.choose.grants import EVERYTHING, Grant, GrantedIndex
 from router.choose.hints import by_hint, parse_hint
 from router.choose.meaning import by_meaning
@@ -282,15 +290,18 @@ class Matcher:
         if found is None:
             raise RpcError(
                 VERSION_NOT_SUPPORTED,
-                f"agent {agent_id!r} has no JSON-RPC interface for A2A 0.3 or 1.0 "
-                f"(it offers {offers(agent)})",
+                f"agent {agent_id!r} has no JSON-RPC or HTTP+JSON interface for A2A 0.3 or "
+                f"1.0 (it offers {offers(agent)})",
                 {"agent": agent_id, "requested": version, "supportedVersions": []},
             )
         interface, agent_version = found
-        target = Target(agent.id, interface.url, agent_version)
+        binding = interface.binding
+        target = Target(agent.id, interface.url, agent_version, binding=binding)
         reason = "the owner of this task" if via == "task" else "pinned by the endpoint"
-        reason += via_note(version, agent_version)
-        candidate = Candidate(agent.id, None, 0.0, True, reason, interface.url, agent_version)
+        reason += via_note(version, agent_version, binding)
+        candidate = Candidate(
+            agent.id, None, 0.0, True, reason, interface.url, agent_version, binding=binding
+        )
         tier: Tier = "task" if via == "task" else "pinned"
         return Choice(agent, target, None, via, [candidate], None, reason, tier)
 
@@ -304,9 +315,7 @@ class Matcher:
             return None, f"agent not routable: {self._policy_reason(agent)}"
         found = route_interface(agent, version)
         if found is None:
-            return None, (
-                f"agent has no JSON-RPC interface for A2A 0.3 or 1.0 (it offers {offers(agent)})"
-            )
+            return None, f"{NOT_REACHABLE} (it offers {offers(agent)})"
         if op in STREAMING_OPS and not agent.card.capabilities.streaming:
             return found, "agent does not support streaming (capabilities.streaming)"
         return found, None
@@ -359,7 +368,10 @@ class Matcher:
                     else f"no word of the message matches this skill (threshold {threshold:g})"
                 )
             url, via = (interface[0].url, interface[1]) if interface else (None, None)
-            found = Candidate(agent.id, skill_id, score, problem is None, problem or "", url, via)
+            binding = interface[0].binding if interface else "JSONRPC"
+            found = Candidate(
+                agent.id, skill_id, score, problem is None, problem or "", url, via, binding=binding
+            )
             out.append((n, found))
         return out
 
@@ -566,7 +578,7 @@ class Matcher:
         agent = index.rows[row].agent
         assert best.url is not None and best.version is not None
         marked = []
-        why += via_note(version, best.version)
+        why += via_note(version, best.version, best.binding)
         chosen = (best.agent_id, best.skill_id)
         for c in candidates:
             if c is best or (c.kept and (c.agent_id, c.skill_id) == chosen):
@@ -575,7 +587,7 @@ class Matcher:
                 lower = "not the agent's best skill" if c.agent_id == agent.id else "ranked lower"
                 c = replace(c, reason=f"kept, {lower}")
             marked.append(c)
-        target = Target(agent.id, best.url, best.version)
+        target = Target(agent.id, best.url, best.version, binding=best.binding)
         order = ranked(marked)
         tier = tier or ("hint" if via == "hint" else "lexical")
         choice = Choice(agent, target, best.skill_id, via, order, best.score, why, tier, margin)

@@ -228,7 +228,7 @@ async def v01_card(
                 raw = without_paths(raw, record.verification.uncovered_fields)
             return card_to_v01(agent_card_via_router(record, raw, base))
         except NotFound:
-            problem = "has no JSON-RPC interface for A2A 0.3 or 1.0"
+            problem = "has no JSON-RPC or HTTP+JSON interface for A2A 0.3 or 1.0"
         except JsonLimitError:
             problem = "has a stored card that cannot be read"
     raise RpcError(AGENT_UNAVAILABLE, f"agent {pinned!r} {problem}", {"agent": pinned})

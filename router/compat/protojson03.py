@@ -8,6 +8,10 @@ a ``SendMessageRequest`` holds the message under ``message`` with its parts unde
 ``TASK_STATE_CANCELLED``), answers are wrapped (``{"task"}`` or ``{"message"}``; stream events
 also ``{"statusUpdate"}``, ``{"artifactUpdate"}``) and carry no ``kind``. The SDK's client
 parses answers strictly, so only the proto's fields are written.
+
+For agents reached over the 0.3 HTTP+JSON binding the same mapping runs the other way:
+:func:`request_out` writes a call's 0.3 JSON-RPC params as the ``/v1`` request body,
+:func:`result_in` reads the agent's ProtoJSON answers back into 0.3 JSON-RPC results.
 """
 
 from __future__ import annotations
@@ -16,11 +20,11 @@ from typing import Any
 
 from router.protocol.versions import Op
 
-__all__ = ["request_in", "result_out"]
+__all__ = ["request_in", "request_out", "result_in", "result_out"]
 
 _ROLE_IN = {"ROLE_USER": "user", "ROLE_AGENT": "agent", 1: "user", 2: "agent"}
 _ROLE_OUT = {"user": "ROLE_USER", "agent": "ROLE_AGENT"}
-_STATE_OUT = {
+_STATE_OUT: dict[str, str] = {
     "submitted": "TASK_STATE_SUBMITTED",
     "working": "TASK_STATE_WORKING",
     "input-required": "TASK_STATE_INPUT_REQUIRED",
@@ -236,4 +240,113 @@ def _artifact_update_out(event: dict[str, Any]) -> dict[str, Any]:
     out = _some(event, ("taskId", "contextId", "append", "lastChunk", "metadata"))
     if isinstance(event.get("artifact"), dict):
         out["artifact"] = _artifact_out(event["artifact"])
+    return out
+
+
+# --- the client direction: 0.3 JSON-RPC params -> ProtoJSON, ProtoJSON answers -> results ----
+
+_STATE_IN = {name: state for state, name in _STATE_OUT.items()}
+_STATE_IN["TASK_STATE_CANCELED"] = "canceled"  # the 1.0 spelling, from an agent that mixes
+
+
+def request_out(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The ``/v1`` request body of a 0.3 JSON-RPC call: a ``SendMessageRequest`` for the
+    sends (a ``message/send`` that does not say ``blocking`` says ``blocking: true``, which
+    JSON-RPC's absent field means and the proto's does not), ``{"name": "tasks/<id>"}`` for
+    a cancel, the params as they are otherwise."""
+    if method == "tasks/cancel":
+        return {"name": f"tasks/{params.get('id', '')}"}
+    if method not in ("message/send", "message/stream"):
+        return dict(params)
+    body: dict[str, Any] = {}
+    message = params.get("message")
+    body["message"] = _message_out(message) if isinstance(message, dict) else message
+    config = params.get("configuration")
+    config = config if isinstance(config, dict) else {}
+    keys = ("acceptedOutputModes", "historyLength", "blocking")
+    out = {k: config[k] for k in keys if k in config}
+    if "pushNotificationConfig" in config:
+        out["pushNotification"] = config["pushNotificationConfig"]
+    if method == "message/send":  # JSON-RPC's absent ``blocking`` blocks; the proto's is false
+        out.setdefault("blocking", True)
+    body["configuration"] = out
+    if "metadata" in params:
+        body["metadata"] = params["metadata"]
+    return body
+
+
+def result_in(result: Any) -> Any:
+    """A ``/v1`` answer as the 0.3 JSON-RPC result: a wrapped ``{"task"}``, ``{"message"}``
+    (``{"msg"}``), ``{"statusUpdate"}`` or ``{"artifactUpdate"}`` unwrapped, a bare proto
+    ``Task`` (get, cancel) with its ``kind``; anything else (a card, a push config) as it is."""
+    if not isinstance(result, dict):
+        return result
+    if len(result) == 1:
+        ((key, value),) = result.items()
+        if isinstance(value, dict):
+            if key == "task":
+                return _task_in(value)
+            if key in ("message", "msg"):
+                return _message_in_result(value)
+            if key == "statusUpdate":
+                return _status_update_in(value)
+            if key == "artifactUpdate":
+                return _artifact_update_in(value)
+    if "status" in result and "id" in result:
+        return _task_in(result)
+    return result
+
+
+def _task_in(task: dict[str, Any]) -> dict[str, Any]:
+    out = _some(task, ("id", "contextId", "metadata"))
+    out["kind"] = "task"
+    out["status"] = _status_in(task.get("status") if isinstance(task.get("status"), dict) else {})
+    if isinstance(task.get("artifacts"), list):
+        out["artifacts"] = [_artifact_in(a) for a in task["artifacts"] if isinstance(a, dict)]
+    if isinstance(task.get("history"), list):
+        out["history"] = [_message_in_result(m) for m in task["history"] if isinstance(m, dict)]
+    return out
+
+
+def _status_in(status: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"state": _STATE_IN.get(status.get("state"), "unknown")}
+    message = status.get("message", status.get("update"))
+    if isinstance(message, dict):
+        out["message"] = _message_in_result(message)
+    if status.get("timestamp"):
+        out["timestamp"] = status["timestamp"]
+    return out
+
+
+def _message_in_result(message: dict[str, Any]) -> dict[str, Any]:
+    out = _message_in(message)
+    if out.get("role") not in ("user", "agent"):
+        out["role"] = "agent"
+    return out
+
+
+def _artifact_in(artifact: dict[str, Any]) -> dict[str, Any]:
+    out = _some(artifact, ("artifactId", "name", "description", "metadata", "extensions"))
+    parts = artifact.get("parts", artifact.get("content", []))
+    parts = parts if isinstance(parts, list) else []
+    out["parts"] = [_part_in(p) for p in parts if isinstance(p, dict)]
+    return out
+
+
+def _status_update_in(event: dict[str, Any]) -> dict[str, Any]:
+    out = _some(event, ("taskId", "contextId", "metadata"))
+    out["kind"] = "status-update"
+    out["status"] = _status_in(event.get("status") if isinstance(event.get("status"), dict) else {})
+    out["final"] = bool(event.get("final", False))
+    return out
+
+
+def _artifact_update_in(event: dict[str, Any]) -> dict[str, Any]:
+    out = _some(event, ("taskId", "contextId", "metadata"))
+    out["kind"] = "artifact-update"
+    if isinstance(event.get("artifact"), dict):
+        out["artifact"] = _artifact_in(event["artifact"])
+    for key in ("append", "lastChunk"):
+        if key in event:
+            out[key] = bool(event[key])
     return out

@@ -534,7 +534,7 @@ def _interface_tenant(choice: Choice) -> str | None:
     for interface in choice.agent.card.interfaces:
         if (
             interface.url == target.url
-            and interface.binding == "JSONRPC"
+            and interface.binding == target.binding
             and version_of(interface.protocol_version) == target.version
         ):
             return interface.tenant

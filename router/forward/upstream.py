@@ -1,4 +1,6 @@
-"""Forwarding JSON-RPC calls and streams to agents over one pooled aiohttp session.
+"""Forwarding JSON-RPC calls and streams to agents over one pooled aiohttp session, in the
+binding of the target's interface: JSON-RPC, or HTTP+JSON converted at the edge
+(:mod:`router.forward.upstream_rest`), so answers are JSON-RPC response objects either way.
 
 :class:`Upstream` owns the client session (per-host and total connection limits, no cookie
 jar, no proxy variables from the environment, redirects not followed). Failures become
@@ -46,6 +48,7 @@ from router.forward.headers import (
     reply_extensions,
 )
 from router.forward.sse import SseError, SseEvent, SseParser
+from router.forward.upstream_rest import Leg, leg
 from router.protocol.errors import (
     AGENT_UNAVAILABLE,
     INVALID_AGENT_RESPONSE,
@@ -207,18 +210,18 @@ class Upstream:
         headers: Mapping[str, str],
         extensions: list[str] | None = None,
     ) -> dict[str, Any]:
-        """POST one JSON-RPC request; return the agent's response object (``result`` or
-        ``error``). Raises RpcError (-32052, -32006) as described in the module docstring.
+        """Send one request (JSON-RPC, or its HTTP+JSON path); return the agent's response
+        object (``result`` or ``error``). Raises RpcError (-32052, -32006) as described in
+        the module docstring; -32004 for a method the agent's HTTP+JSON binding has no path for.
         ``extensions`` (if given) receives the extensions the agent's answer says it
         activated (its ``A2A-Extensions``/``X-A2A-Extensions`` headers)."""
         session = self._require_session()
-        url = self._check_url(target)
-        body, retried = _request_body(method, params, request_id), False
+        out, retried = self._leg(target, method, params, request_id), False
         while True:
             sent = await self._headers(target, headers, "application/json")
             try:
-                async with session.post(
-                    url, data=body, headers=sent, allow_redirects=False
+                async with session.request(
+                    out.verb, out.url, data=out.body, headers=sent, allow_redirects=False
                 ) as resp:
                     if self._refused_token(target, resp, sent, retried):
                         retried = True
@@ -226,7 +229,7 @@ class Upstream:
                     if extensions is not None:
                         extensions.extend(reply_extensions(resp.headers))
                     raw = await self._read_body(target, resp)
-                    return self._response_object(target, resp, raw)
+                    return self._response_object(target, resp, raw, out)
             except _TRANSPORT_ERRORS as exc:
                 raise self._unreachable(target, exc) from None
 
@@ -250,15 +253,16 @@ class Upstream:
         the one plain JSON answer follows).
         """
         session = self._require_session(streams=True)
-        url = self._check_url(target)
+        out, retried = self._leg(target, method, params, request_id), False
         resp: aiohttp.ClientResponse | None = None
         finished = False
-        body, retried = _request_body(method, params, request_id), False
         try:
             while resp is None:
                 sent = await self._headers(target, headers, "text/event-stream, application/json")
                 try:
-                    resp = await session.post(url, data=body, headers=sent, allow_redirects=False)
+                    resp = await session.request(
+                        out.verb, out.url, data=out.body, headers=sent, allow_redirects=False
+                    )
                 except _TRANSPORT_ERRORS as exc:
                     raise self._unreachable(target, exc) from None
                 if self._refused_token(target, resp, sent, retried):
@@ -274,7 +278,7 @@ class Upstream:
                 except _TRANSPORT_ERRORS as exc:
                     raise self._unreachable(target, exc) from None
                 finished = True
-                yield self._response_object(target, resp, raw)
+                yield self._response_object(target, resp, raw, out)
                 return
 
             parser = SseParser(
@@ -298,7 +302,7 @@ class Upstream:
                 except SseError as exc:
                     events, failure = exc.events, exc
                 for event in events:
-                    obj = self._event_object(target, event)
+                    obj = self._event_object(target, event, out)
                     delivered = True
                     yield obj
                 if failure is not None:
@@ -320,6 +324,14 @@ class Upstream:
         if session is None or session.closed:
             raise RuntimeError("Upstream.start() has not been called")
         return session
+
+    def _leg(self, target: Target, method: str, params: dict[str, Any], request_id: Any) -> Leg:
+        url = self._check_url(target)
+        try:
+            return leg(target, url, method, params, request_id)
+        except RpcError as exc:  # no path for the method in the agent's binding
+            data = self._error(target, exc.code, exc.message).data
+            raise RpcError(exc.code, exc.message, data) from None
 
     def _check_url(self, target: Target) -> URL:
         if self.policy is not None:
@@ -390,7 +402,7 @@ class Upstream:
         return self._error(target, AGENT_UNAVAILABLE, reason)
 
     def _response_object(
-        self, target: Target, resp: aiohttp.ClientResponse, raw: bytes
+        self, target: Target, resp: aiohttp.ClientResponse, raw: bytes, out: Leg
     ) -> dict[str, Any]:
         status = f"HTTP {resp.status} {resp.reason or ''}".rstrip()
         if self.health is not None:
@@ -409,7 +421,8 @@ class Upstream:
         try:
             obj: Any = self._parse(raw)
         except (_NotJson, _Unacceptable) as exc:
-            obj = exc
+            obj = None if out.rest and resp.status < 300 and not raw.strip() else exc
+        obj = out.answer(resp.status, obj)
         if _is_response(obj):
             return obj
         if resp.status in (401, 403):  # not a JSON-RPC error: the HTTP layer refused the call
@@ -424,9 +437,9 @@ class Upstream:
             target, INVALID_AGENT_RESPONSE, f"{status}: the JSON answer is not a JSON-RPC response"
         )
 
-    def _event_object(self, target: Target, event: SseEvent) -> dict[str, Any]:
+    def _event_object(self, target: Target, event: SseEvent, out: Leg) -> dict[str, Any]:
         try:
-            obj = self._parse(event.data)
+            obj = out.event(event.event, self._parse(event.data))
         except (_NotJson, _Unacceptable) as exc:
             raise self._error(
                 target, INVALID_AGENT_RESPONSE, f"an {event.event!r} event: {exc}"
@@ -520,11 +533,6 @@ def _finite_float(text: str) -> float:
         shown = text if len(text) <= 40 else f"{text[:37]}..."
         raise _Unacceptable(f"the number {shown} is out of range")
     return value
-
-
-def _request_body(method: str, params: dict[str, Any], request_id: Any) -> bytes:
-    body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
 def _is_response(obj: Any) -> bool:

@@ -8,33 +8,57 @@ parameters, query and body, so that the JSON-RPC binding's checks
 (:func:`router.protocol.envelope.parse_request`) judge it; :func:`http_status` maps an A2A
 error code to the HTTP status and ``google.rpc`` status name of the HTTP+JSON binding
 (A2A 1.0 section 5.4 and 11.6).
+
+The other direction, for agents reached over HTTP+JSON: :func:`rest_call` makes the request
+(verb, path, query, body) of one JSON-RPC call, :func:`rest_error` the JSON-RPC ``error``
+object of an agent's HTTP error answer (the 1.0 ``google.rpc.Status`` body, or the 0.3 SDK's
+``{"message"}`` with its HTTP status).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 from router.protocol.errors import (
+    A2A_ERROR_DOMAIN,
     AGENT_UNAVAILABLE,
     BAD_ROUTING_HINT,
     CONTENT_TYPE,
+    ERROR_DOMAIN,
+    ERROR_INFO_TYPE,
+    EXTENDED_CARD_NOT_CONFIGURED,
     INTERNAL,
     INVALID_AGENT_RESPONSE,
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     NO_MATCHING_AGENT,
+    NOT_CANCELABLE,
     PARSE,
+    PUSH_NOT_SUPPORTED,
     RATE_LIMITED,
+    REASONS,
     STREAM_FAILED,
     TASK_NOT_FOUND,
     UNAUTHENTICATED,
+    UNSUPPORTED,
 )
 from router.protocol.versions import VERSION_HEADER, Version
 
-__all__ = ["ROUTES", "RestRoute", "http_status", "rest_params"]
+__all__ = [
+    "ROUTES",
+    "RestCall",
+    "RestRoute",
+    "http_status",
+    "rest_call",
+    "rest_error",
+    "rest_params",
+    "rest_status_error",
+]
 
 
 @dataclass(frozen=True)
@@ -175,3 +199,155 @@ def http_status(code: int) -> tuple[int, str]:
     if -32009 <= code <= -32001:
         return 400, "FAILED_PRECONDITION"
     return 500, "INTERNAL"
+
+
+# --- the client direction: calling an agent over HTTP+JSON -----------------------------------
+
+
+@dataclass(frozen=True)
+class RestCall:
+    """One request to an agent's HTTP+JSON interface: ``verb`` ``path`` (percent-encoded,
+    relative to the interface URL, with a 1.0 ``tenant`` as its first segment), ``query``
+    pairs, the JSON ``body`` (None: no body), for the JSON-RPC ``method`` it stands for."""
+
+    verb: str
+    path: str
+    query: tuple[tuple[str, str], ...]
+    body: dict[str, Any] | None
+    method: str
+    version: Version
+    stream: bool
+
+
+def _outbound(route: RestRoute) -> bool:
+    """The one route per method the router calls: 1.0 subscribes with POST (as the 1.x SDK
+    client does), 0.3 with GET (the only verb the 0.3 SDK server has)."""
+    if route.method == "SubscribeToTask":
+        return route.verb == "POST"
+    if route.method == "tasks/resubscribe":
+        return route.verb == "GET"
+    return True
+
+
+_CALLS: dict[tuple[Version, str], RestRoute] = {
+    (r.version, r.method): r for r in reversed(ROUTES) if _outbound(r)
+}
+
+
+def rest_call(version: Version, method: str, params: Mapping[str, Any]) -> RestCall | None:
+    """The HTTP+JSON request of JSON-RPC ``method`` with ``params`` (both of A2A
+    ``version``), or None when the binding has no path for it. The task id (``id``, or
+    ``taskId`` for a push config) and the config id fill the path; the rest is the body of a
+    route that has one, else the query (numbers and booleans as JSON spells them, objects
+    left out: a query cannot carry them). A 0.3 body is 0.3 JSON-RPC params here: the
+    caller writes it as ProtoJSON."""
+    route = _CALLS.get((version, method))
+    if route is None:
+        return None
+    rest = dict(params)
+    tenant = rest.pop("tenant", None) if version == "1.0" else None
+    push = "ushNotificationConfig" in method
+    path = route.path
+    if "{configId}" in path:
+        config_key = "pushNotificationConfigId" if version == "0.3" else "id"
+        path = path.replace("{configId}", _segment(rest.pop(config_key, "")))
+    if "{id}" in path:
+        task_key = "taskId" if push and "taskId" in rest else "id"
+        task_id = rest.pop(task_key, "") if not route.body else rest.get(task_key, "")
+        path = path.replace("{id}", _segment(task_id))
+    if isinstance(tenant, str) and tenant:
+        path = f"/{_segment(tenant)}{path}"
+    if route.body:
+        return RestCall(route.verb, path, (), rest, method, version, route.stream)
+    query = tuple((k, _query_text(v)) for k, v in rest.items() if _query_text(v) is not None)
+    return RestCall(route.verb, path, query, None, method, version, route.stream)
+
+
+def _segment(value: Any) -> str:
+    return quote(str(value), safe="")
+
+
+def _query_text(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float | str):
+        return str(value)
+    return None
+
+
+_BY_REASON = {reason: code for code, reason in REASONS.items()}
+_BY_STATUS: dict[int, int] = {
+    400: INVALID_REQUEST,
+    404: METHOD_NOT_FOUND,
+    405: METHOD_NOT_FOUND,
+    409: NOT_CANCELABLE,
+    415: CONTENT_TYPE,
+    422: INVALID_PARAMS,
+    501: UNSUPPORTED,
+    502: INVALID_AGENT_RESPONSE,
+}
+
+
+def rest_error(call: RestCall, status: int, body: Any) -> dict[str, Any] | None:
+    """The JSON-RPC ``error`` object of an agent's HTTP error answer to ``call``, or None when
+    ``body`` is neither shape. A 1.0 body's code comes from its ``ErrorInfo`` reason (else the
+    HTTP status), its ``details`` become the 1.0 error ``data`` (for a 0.3 call: the
+    ``ErrorInfo`` metadata); a 0.3 ``{"message"}`` body's code comes from the HTTP status as
+    the 0.3 SDK maps it (404 on a task's path: task not found; 501 on a push path: push not
+    supported)."""
+    if not isinstance(body, dict):
+        return rest_status_error(call, status)
+    inner = body.get("error")
+    if isinstance(inner, dict) and isinstance(inner.get("message", ""), str):
+        details = inner.get("details")
+        details = details if isinstance(details, list) else []
+        info = next(
+            (d for d in details if isinstance(d, dict) and d.get("@type") == ERROR_INFO_TYPE), {}
+        )
+        code = _status_code(call, status)
+        if info.get("domain") in (A2A_ERROR_DOMAIN, ERROR_DOMAIN):
+            code = _BY_REASON.get(info.get("reason"), code)
+        error: dict[str, Any] = {"code": code, "message": inner.get("message", "")}
+        if call.version == "1.0" and details:
+            error["data"] = details
+        elif isinstance(info.get("metadata"), dict) and info["metadata"]:
+            error["data"] = _metadata_in(info["metadata"])
+        return error
+    if isinstance(body.get("message"), str) and set(body) <= {"message", "code", "data"}:
+        return {"code": _status_code(call, status), "message": body["message"]}
+    return rest_status_error(call, status)
+
+
+def rest_status_error(call: RestCall, status: int) -> dict[str, Any] | None:
+    """The JSON-RPC ``error`` object of an HTTP error status whose body says nothing usable,
+    when the status alone names an A2A error (404, 405, 409, 415, 422, 501; not 400, which
+    any HTTP layer answers, nor a 502, which is a gateway's as often as the agent's)."""
+    if status not in _BY_STATUS or status in (400, 502):
+        return None
+    return {"code": _status_code(call, status), "message": f"the agent answered HTTP {status}"}
+
+
+def _status_code(call: RestCall, status: int) -> int:
+    if status == 404 and call.method in (
+        "GetExtendedAgentCard",
+        "agent/getAuthenticatedExtendedCard",
+    ):
+        return EXTENDED_CARD_NOT_CONFIGURED
+    if status == 404 and "{id}" in _CALLS[(call.version, call.method)].path:
+        return TASK_NOT_FOUND
+    if status == 501 and "ushNotificationConfig" in call.method:
+        return PUSH_NOT_SUPPORTED
+    if status in _BY_STATUS:
+        return _BY_STATUS[status]
+    return INVALID_REQUEST if 400 <= status < 500 else INTERNAL
+
+
+def _metadata_in(metadata: dict[str, Any]) -> dict[str, Any]:
+    """ErrorInfo metadata (strings; JSON values as compact JSON) as a plain object."""
+    out: dict[str, Any] = {}
+    for key, value in metadata.items():
+        try:
+            out[key] = json.loads(value) if isinstance(value, str) and value[:1] in "[{" else value
+        except ValueError:
+            out[key] = value
+    return out

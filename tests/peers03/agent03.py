@@ -1,7 +1,8 @@
 """An a2a-sdk 0.3.26 echo agent, run by the python of the 0.3 test venv (see
 tests/peers03/__init__.py).
 
-Usage: ``agent03.py [--host H] [--port P] [--gated] [--name N] [--echo-parts] [--sdk-final]``
+Usage: ``agent03.py [--host H] [--port P] [--gated] [--name N] [--echo-parts] [--sdk-final]
+[--rest]``
 
 It serves its card at ``/.well-known/agent-card.json`` (and the older ``agent.json``) and
 JSON-RPC at ``POST /`` with the official ``A2AStarletteApplication``. A message is answered by
@@ -12,6 +13,9 @@ first stops in ``input-required`` (``final``); the next message on that task com
 
 With ``--sdk-final`` the input-required update has the SDK's default ``final: false``
 (``TaskUpdater.requires_input``), as most a2a-sdk 0.3 agents send it.
+
+With ``--rest`` it serves the HTTP+JSON binding instead (the SDK's ``A2ARESTFastAPIApplication``:
+``/v1/message:send``, ...), and its card says ``preferredTransport: HTTP+JSON``, url its base.
 
 With ``--echo-parts`` the file and data parts of a message also come back, as they came, in
 an artifact ``parts`` before the final event.
@@ -154,13 +158,13 @@ class EchoExecutor(AgentExecutor):
         await TaskUpdater(queue, task_id, context_id).cancel()
 
 
-def agent_card(base_url: str, name: str) -> AgentCard:
-    """The echo agent's 0.3 card."""
+def agent_card(base_url: str, name: str, rest: bool = False) -> AgentCard:
+    """The echo agent's 0.3 card (``rest``: its one transport is HTTP+JSON)."""
     return AgentCard(
         name=name,
         description="Echoes text back word by word; served by the official a2a-sdk 0.3.26.",
-        url=f"{base_url}/",
-        preferred_transport="JSONRPC",
+        url=base_url if rest else f"{base_url}/",
+        preferred_transport="HTTP+JSON" if rest else "JSONRPC",
         protocol_version="0.3.0",
         version="0.3.26",
         capabilities=AgentCapabilities(streaming=True),
@@ -236,6 +240,7 @@ async def main() -> None:
     parser.add_argument("--name", default="Echo agent (a2a-sdk 0.3)")
     parser.add_argument("--echo-parts", action="store_true")
     parser.add_argument("--sdk-final", action="store_true")
+    parser.add_argument("--rest", action="store_true")
     args = parser.parse_args()
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -250,7 +255,13 @@ async def main() -> None:
         task_store=InMemoryTaskStore(),
         queue_manager=LoggedQueueManager(),
     )
-    app = A2AStarletteApplication(agent_card=agent_card(base_url, args.name), http_handler=handler)
+    card = agent_card(base_url, args.name, args.rest)
+    if args.rest:
+        from a2a.server.apps import A2ARESTFastAPIApplication
+
+        app: Any = A2ARESTFastAPIApplication(agent_card=card, http_handler=handler)
+    else:
+        app = A2AStarletteApplication(agent_card=card, http_handler=handler)
     config = uvicorn.Config(
         logged(app.build()), log_level="warning", lifespan="off", timeout_graceful_shutdown=1
     )

@@ -410,3 +410,36 @@ def test_rewritten_cards_round_trip_through_the_sdk() -> None:
             "0.3",
         ]
         assert back["skills"] == card["skills"]
+
+
+def test_a_rest_only_agent_is_offered_in_both_bindings() -> None:
+    raw = card_v1("http://127.0.0.1:8001")
+    raw["supportedInterfaces"] = [
+        {"url": "http://127.0.0.1:8001/r", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}
+    ]
+    card = agent_card_via_router(record("rest", raw), raw, BASE)
+    endpoint = f"{BASE}/agents/rest"
+    # the router calls it over HTTP+JSON and serves it in JSON-RPC and HTTP+JSON, both versions
+    assert interfaces(card) == [
+        (endpoint, "JSONRPC", "1.0"),
+        (endpoint, "JSONRPC", "0.3"),
+        (endpoint, "HTTP+JSON", "1.0"),
+        (endpoint, "HTTP+JSON", "0.3"),
+    ]
+    check_v1(card)
+    assert check_v03(card).url == endpoint
+    # a 0.3 card whose only transport is HTTP+JSON
+    old = translate_card("http://127.0.0.1:9102")
+    old["preferredTransport"] = "HTTP+JSON"
+    old.pop("additionalInterfaces", None)
+    assert [i.binding for i in record("old-rest", old).card.interfaces] == ["HTTP+JSON"]
+    card = agent_card_via_router(record("old-rest", old), old, BASE)
+    endpoint = f"{BASE}/agents/old-rest"
+    assert (card["url"], card["preferredTransport"]) == (endpoint, "JSONRPC")
+    old["additionalInterfaces"] = [{"url": "http://127.0.0.1:9102/", "transport": "HTTP+JSON"}]
+    card = agent_card_via_router(record("old-rest", old), old, BASE)
+    assert card["additionalInterfaces"] == [
+        {"url": endpoint, "transport": "JSONRPC"},
+        {"url": endpoint, "transport": "HTTP+JSON"},
+    ]
+    check_v03(card)

@@ -20,7 +20,11 @@ from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.server.routes import (
+    create_agent_card_routes,
+    create_jsonrpc_routes,
+    create_rest_routes,
+)
 from a2a.server.tasks import (
     BasePushNotificationSender,
     InMemoryPushNotificationConfigStore,
@@ -192,8 +196,11 @@ def sdk_app(
     executor: AgentExecutor | None = None,
     rpc_path: str = "/a2a",
     push: tuple[PushStore, httpx.AsyncClient] | None = None,
+    rest_only: bool = False,
 ) -> Starlette:
-    """A Starlette app serving ``card`` and JSON-RPC at ``rpc_path`` like a real SDK agent.
+    """A Starlette app serving ``card`` and JSON-RPC at ``rpc_path`` like a real SDK agent
+    (``rest_only``: the SDK's HTTP+JSON routes under ``rpc_path`` instead, no JSON-RPC; with
+    ``compat`` the 0.3 ones under ``rpc_path/v1`` too).
 
     With ``signing_key`` the card is signed by the SDK's own signer (through the SDK's
     ``card_modifier`` hook) and the public key is served at ``/.well-known/jwks.json``.
@@ -238,9 +245,13 @@ def sdk_app(
 
         routes.append(Route("/.well-known/jwks.json", serve_jwks))
     routes += create_agent_card_routes(agent_card=card, card_modifier=modifier)
-    routes += create_jsonrpc_routes(
-        request_handler=handler, rpc_url=rpc_path, enable_v0_3_compat=compat
-    )
+    if rest_only:
+        prefix = rpc_path.rstrip("/")
+        routes += create_rest_routes(handler, enable_v0_3_compat=compat, path_prefix=prefix)
+    else:
+        routes += create_jsonrpc_routes(
+            request_handler=handler, rpc_url=rpc_path, enable_v0_3_compat=compat
+        )
     return Starlette(routes=routes)
 
 
@@ -252,6 +263,8 @@ async def serve_sdk_agent(
     executor: AgentExecutor | None = None,
     rpc_path: str = "/a2a",
     push: PushStore | None = None,
+    rest_only: bool = False,
+    versions: tuple[str, ...] | None = None,
     **card_overrides: Any,
 ) -> AsyncIterator[str]:
     """Run an SDK echo agent on a random 127.0.0.1 port; yield its base URL.
@@ -260,7 +273,11 @@ async def serve_sdk_agent(
     ``compat`` it also serves A2A 0.3 on the same URL (and says so in its card); ``executor``
     replaces the message echo (e.g. :class:`TaskEchoExecutor`); ``rpc_path`` is where it
     serves JSON-RPC (``/``: at its base URL, as clients posting to ``<url>/`` need); with
-    ``push`` (its config store) it declares and sends push notifications.
+    ``push`` (its config store) it declares and sends push notifications. With
+    ``rest_only`` it serves the HTTP+JSON binding there instead (1.0 paths, and with
+    ``compat`` the 0.3 ``/v1`` ones) and its card offers only ``HTTP+JSON`` interfaces.
+    ``versions`` are the protocol versions its card lists (default: 1.0, and 0.3 with
+    ``compat``).
     """
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -269,11 +286,13 @@ async def serve_sdk_agent(
     base_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     jku = f"{base_url}/.well-known/jwks.json"
     endpoint = base_url + rpc_path
-    versions = ("1.0", "0.3") if compat else ("1.0",)  # compat: 0.3 on the same URL too
+    if versions is None:
+        versions = ("1.0", "0.3") if compat else ("1.0",)  # compat: 0.3 on the same URL too
+    binding = "HTTP+JSON" if rest_only else "JSONRPC"
     card_overrides.setdefault(
         "supported_interfaces",
         [
-            AgentInterface(url=endpoint, protocol_binding="JSONRPC", protocol_version=version)
+            AgentInterface(url=endpoint, protocol_binding=binding, protocol_version=version)
             for version in versions
         ],
     )
@@ -286,6 +305,7 @@ async def serve_sdk_agent(
     app = sdk_app(
         card, signing_key, jku, compat=compat, executor=executor, rpc_path=rpc_path,
         push=(push, sender) if push is not None and sender is not None else None,
+        rest_only=rest_only,
     )  # fmt: skip
     config = uvicorn.Config(app, log_level="warning", lifespan="off")
     server = uvicorn.Server(config)

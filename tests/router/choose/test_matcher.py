@@ -348,6 +348,28 @@ async def test_the_interface_of_the_clients_version_is_preferred(catalog: Catalo
         assert "translated" not in choice.reason
 
 
+async def test_http_json_interfaces_are_reached_json_rpc_preferred(catalog: Catalog) -> None:
+    rest = both_versions_card("http://127.0.0.1:8001")
+    for interface in rest["supportedInterfaces"]:
+        interface["protocolBinding"] = "HTTP+JSON"
+    await catalog.add("rest", rest)
+    mixed = both_versions_card("http://127.0.0.1:8002")
+    mixed["supportedInterfaces"][0]["protocolBinding"] = "HTTP+JSON"  # 1.0 over REST only
+    r03 = {"url": "http://127.0.0.1:8002/r03", "protocolBinding": "HTTP+JSON"}
+    mixed["supportedInterfaces"].append({**r03, "protocolVersion": "0.3"})
+    await catalog.add("mixed", mixed)
+    matcher = catalog.matcher()
+    choice = matcher.choose("1.0", Op.SEND, message("1.0", "echo hi"), pinned_agent="rest")
+    assert choice.target == Target("rest", "http://127.0.0.1:8001/v1", "1.0", binding="HTTP+JSON")
+    assert "over HTTP+JSON" in choice.reason and "translated" not in choice.reason
+    assert choice.to_json()["binding"] == "HTTP+JSON"
+    # the client's version first (no translation), then JSON-RPC before HTTP+JSON
+    choice = matcher.choose("1.0", Op.SEND, message("1.0", "echo hi"), pinned_agent="mixed")
+    assert (choice.target.version, choice.target.binding) == ("1.0", "HTTP+JSON")
+    choice = matcher.choose("0.3", Op.SEND, message("0.3", "echo hi"), pinned_agent="mixed")
+    assert (choice.target.url, choice.target.binding) == ("http://127.0.0.1:8002/v03", "JSONRPC")
+
+
 async def test_agents_without_a_jsonrpc_interface_are_dropped(catalog: Catalog) -> None:
     card = card_v1("http://127.0.0.1:8001")
     card["supportedInterfaces"][0]["protocolBinding"] = "GRPC"
@@ -362,16 +384,12 @@ async def test_what_an_agent_offers_names_each_version_once(catalog: Catalog) ->
     card["supportedInterfaces"] = [
         {"url": "http://127.0.0.1:8001/g1", "protocolBinding": "GRPC", "protocolVersion": "1.0.0"},
         {"url": "http://127.0.0.1:8001/g2", "protocolBinding": "GRPC", "protocolVersion": "1"},
-        {
-            "url": "http://127.0.0.1:8001/r",
-            "protocolBinding": "HTTP+JSON",
-            "protocolVersion": "0.3.0",
-        },
+        {"url": "http://127.0.0.1:8001/r", "protocolBinding": "GRPC", "protocolVersion": "0.3.0"},
     ]
     await catalog.add("grpc-weather", card)
     params = message("1.0", "weather forecast")
     error = rpc_error(lambda: catalog.matcher().choose("1.0", Op.SEND, params))
-    assert "(it offers GRPC 1.0, HTTP+JSON 0.3)" in error.data["closest"][0]["reason"]
+    assert "(it offers GRPC 1.0, GRPC 0.3)" in error.data["closest"][0]["reason"]
 
 
 async def test_agents_without_skills_are_not_matched(catalog: Catalog) -> None:
@@ -536,7 +554,7 @@ async def test_malformed_hints_are_errors(demo: Catalog, value: Any) -> None:
         ("1.0", {"agent": "nobody"}, Op.SEND, "agent 'nobody', which is not registered"),
         ("1.0", {"skill": "fly"}, Op.SEND, "skill 'fly', which no registered agent has"),
         ("1.0", {"agent": "currency", "skill": "caption-image"}, Op.SEND, "no skill"),
-        ("1.0", {"agent": "grpc"}, Op.SEND, "no JSON-RPC interface for A2A 0.3 or 1.0"),
+        ("1.0", {"agent": "grpc"}, Op.SEND, "no JSON-RPC or HTTP+JSON interface for A2A"),
         ("1.0", {"skill": "caption-image"}, Op.SEND, "does not accept text/plain"),
         ("1.0", {"agent": "invoices"}, Op.STREAM, "does not support streaming"),
         ("0.3", {"agent": "invoices"}, Op.STREAM, "does not support streaming"),
@@ -615,6 +633,7 @@ async def test_explain_ranks_every_candidate_with_its_reason(demo: Catalog) -> N
         "reason": "the best score",
         "url": "http://127.0.0.1:9101/",
         "version": "1.0",
+        "binding": "JSONRPC",
     }
     assert out["matcher"].startswith("lexical") and out["uncertain"] is None
     by_agent = {c["agent_id"]: c for c in out["candidates"]}
@@ -630,6 +649,7 @@ async def test_explain_ranks_every_candidate_with_its_reason(demo: Catalog) -> N
         "reason": "no word of the message matches this skill (threshold 0.5)",
         "url": "http://127.0.0.1:9102/",
         "version": "0.3",  # the agent's version: a call would be translated
+        "binding": "JSONRPC",
     }
     assert out["total_candidates"] == 3
     json.dumps(out)  # plain JSON
@@ -658,4 +678,5 @@ def test_candidate_json_round_trip() -> None:
         "reason": "chosen: x",
         "url": "http://a/",
         "version": "1.0",
+        "binding": "JSONRPC",
     }

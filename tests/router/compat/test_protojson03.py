@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from router.compat.protojson03 import request_in, result_out
+from router.compat.protojson03 import request_in, request_out, result_in, result_out
 from router.protocol.versions import Op
 
 
@@ -93,3 +93,84 @@ def test_proto_field_names_are_read_as_json_names_but_never_inside_structs() -> 
         {"kind": "data", "data": {"snake_key": 1}, "metadata": {"my_key": 2}},
     ]
     assert params["configuration"] == {"acceptedOutputModes": ["text/plain"], "historyLength": 2}
+
+
+# --- the client direction ----------------------------------------------------------------------
+
+
+def test_a_send_is_written_as_03_proto_json_and_read_back() -> None:
+    params = {
+        "message": {
+            "kind": "message",
+            "messageId": "m1",
+            "role": "user",
+            "contextId": "c1",
+            "parts": [
+                {"kind": "text", "text": "hi"},
+                {"kind": "file", "file": {"uri": "https://x/p.png", "mimeType": "image/png"}},
+                {"kind": "data", "data": {"k": 1}},
+            ],
+        },
+        "configuration": {"blocking": True, "pushNotificationConfig": {"url": "https://h/"}},
+        "metadata": {"a": 1},
+    }
+    body = request_out("message/send", params)
+    assert body["message"]["role"] == "ROLE_USER"
+    assert body["message"]["content"][1] == {
+        "file": {"fileWithUri": "https://x/p.png", "mimeType": "image/png"}
+    }
+    assert body["configuration"] == {"blocking": True, "pushNotification": {"url": "https://h/"}}
+    assert request_in("message/send", body) == params  # the server direction reads it back
+    assert request_out("tasks/cancel", {"id": "t1"}) == {"name": "tasks/t1"}
+    assert request_out("tasks/get", {"id": "t1"}) == {"id": "t1"}
+
+
+def test_proto_json_answers_are_read_as_03_results() -> None:
+    task = {
+        "kind": "task",
+        "id": "t1",
+        "contextId": "c1",
+        "status": {
+            "state": "canceled",
+            "message": {
+                "kind": "message",
+                "messageId": "m2",
+                "role": "agent",
+                "parts": [{"kind": "text", "text": "bye"}],
+            },
+            "timestamp": "2026-01-01T00:00:00Z",
+        },
+        "artifacts": [
+            {"artifactId": "a1", "name": "echo", "parts": [{"kind": "text", "text": "x"}]}
+        ],
+        "history": [
+            {"kind": "message", "messageId": "m1", "role": "user", "parts": []},
+        ],
+    }
+    for op in (Op.SEND, Op.GET):  # wrapped ({"task"}) and bare
+        assert result_in(result_out(op, task)) == task
+    assert result_in({"msg": {"messageId": "m", "role": "ROLE_AGENT", "content": []}}) == {
+        "kind": "message",
+        "messageId": "m",
+        "role": "agent",
+        "parts": [],
+    }
+    status = {
+        "kind": "status-update",
+        "taskId": "t1",
+        "contextId": "c1",
+        "status": {"state": "working"},
+        "final": False,
+    }
+    assert result_in(result_out(Op.STREAM, status)) == status
+    artifact = {
+        "kind": "artifact-update",
+        "taskId": "t1",
+        "contextId": "c1",
+        "artifact": {"artifactId": "a", "parts": [{"kind": "text", "text": " more"}]},
+        "append": True,
+        "lastChunk": False,
+    }
+    assert result_in(result_out(Op.STREAM, artifact)) == artifact
+    card = {"name": "x", "url": "http://a/"}
+    assert result_in(card) == card  # anything else as it is

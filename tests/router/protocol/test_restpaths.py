@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from router.protocol.restpaths import ROUTES, RestRoute, http_status, rest_params
+from router.protocol.restpaths import (
+    ROUTES,
+    RestCall,
+    RestRoute,
+    http_status,
+    rest_call,
+    rest_error,
+    rest_params,
+    rest_status_error,
+)
 
 
 def route(verb: str, path: str) -> RestRoute:
@@ -61,3 +70,94 @@ def test_params_from_path_query_and_body() -> None:
 )
 def test_http_status(code: int, status: tuple[int, str]) -> None:
     assert http_status(code) == status
+
+
+# --- the client direction ----------------------------------------------------------------------
+
+
+def test_calls_become_paths_query_and_body() -> None:
+    send = rest_call("1.0", "SendMessage", {"message": {"messageId": "m"}, "tenant": "acme"})
+    body = {"message": {"messageId": "m"}}
+    assert send == RestCall("POST", "/acme/message:send", (), body, "SendMessage", "1.0", False)
+    stream = rest_call("1.0", "SendStreamingMessage", {"message": {}})
+    assert stream is not None and (stream.verb, stream.path, stream.stream) == (
+        "POST",
+        "/message:stream",
+        True,
+    )
+    get = rest_call("1.0", "GetTask", {"id": "a/b c", "historyLength": 2, "metadata": {"x": 1}})
+    assert get is not None and get.path == "/tasks/a%2Fb%20c" and get.body is None
+    assert get.query == (("historyLength", "2"),)  # objects cannot go in a query
+    listed = rest_call("1.0", "ListTasks", {"pageSize": 5, "includeArtifacts": False})
+    assert listed is not None and listed.query == (("pageSize", "5"), ("includeArtifacts", "false"))
+    cancel = rest_call("1.0", "CancelTask", {"id": "t1"})
+    assert cancel is not None and (cancel.verb, cancel.path, cancel.body) == (
+        "POST",
+        "/tasks/t1:cancel",
+        {"id": "t1"},
+    )
+    subscribe = rest_call("1.0", "SubscribeToTask", {"id": "t1"})
+    assert subscribe is not None and (subscribe.verb, subscribe.stream) == ("POST", True)
+    push = rest_call("1.0", "GetTaskPushNotificationConfig", {"taskId": "t1", "id": "c1"})
+    assert push is not None and push.path == "/tasks/t1/pushNotificationConfigs/c1"
+    assert push.query == ()
+    # 0.3: the /v1 paths; subscribe with GET (the 0.3 SDK server's only verb); no tenant
+    old = rest_call("0.3", "tasks/resubscribe", {"id": "t1", "tenant": "x"})
+    assert old is not None and (old.verb, old.path) == ("GET", "/v1/tasks/t1:subscribe")
+    assert old.query == (("tenant", "x"),)
+    old_push = rest_call(
+        "0.3", "tasks/pushNotificationConfig/get", {"id": "t1", "pushNotificationConfigId": "c"}
+    )
+    assert old_push is not None and old_push.path == "/v1/tasks/t1/pushNotificationConfigs/c"
+    card = rest_call("0.3", "agent/getAuthenticatedExtendedCard", {})
+    assert card is not None and (card.verb, card.path) == ("GET", "/v1/card")
+    assert rest_call("0.3", "tasks/list", {}) is None
+    assert rest_call("1.0", "message/send", {}) is None  # a 0.3 method is no 1.0 path
+
+
+def test_agent_errors_become_json_rpc_errors() -> None:
+    get = rest_call("1.0", "GetTask", {"id": "t"})
+    assert get is not None
+    body = {
+        "error": {
+            "code": 404,
+            "status": "NOT_FOUND",
+            "message": "Task not found",
+            "details": [
+                {
+                    "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                    "reason": "TASK_NOT_FOUND",
+                    "domain": "a2a-protocol.org",
+                    "metadata": {"taskId": "t"},
+                }
+            ],
+        }
+    }
+    error = rest_error(get, 404, body)
+    assert error == {"code": -32001, "message": "Task not found", "data": body["error"]["details"]}
+    # the reason decides over the status; an unknown reason leaves the status's code
+    body["error"]["details"][0]["reason"] = "TASK_NOT_CANCELABLE"
+    assert rest_error(get, 400, body)["code"] == -32002  # type: ignore[index]
+    body["error"]["details"][0]["reason"] = "SOMETHING_ELSE"
+    assert rest_error(get, 404, body)["code"] == -32001  # type: ignore[index]
+    # the 0.3 SDK's {"message"} body: the code from the status, as that SDK maps it
+    old_get = rest_call("0.3", "tasks/get", {"id": "t"})
+    old_cancel = rest_call("0.3", "tasks/cancel", {"id": "t"})
+    old_card = rest_call("0.3", "agent/getAuthenticatedExtendedCard", {})
+    old_push = rest_call("0.3", "tasks/pushNotificationConfig/list", {"id": "t"})
+    assert old_get and old_cancel and old_card and old_push
+    assert rest_error(old_get, 404, {"message": "Task not found"}) == {
+        "code": -32001,
+        "message": "Task not found",
+    }
+    assert rest_error(old_cancel, 409, {"message": "no"})["code"] == -32002  # type: ignore[index]
+    assert rest_error(old_card, 404, {"message": "no"})["code"] == -32007  # type: ignore[index]
+    assert rest_error(old_push, 501, {"message": "no"})["code"] == -32003  # type: ignore[index]
+    assert rest_error(old_get, 422, {"message": "bad"})["code"] == -32602  # type: ignore[index]
+    # a 1.0 body for a 0.3 call: the ErrorInfo metadata as the plain 0.3 data
+    body["error"]["details"][0]["metadata"] = {"taskId": "t", "n": "[1]"}
+    assert rest_error(old_get, 404, body)["data"] == {"taskId": "t", "n": [1]}  # type: ignore[index]
+    # no usable body: the status alone where it names an error, else nothing
+    assert rest_error(get, 404, "<html>")["code"] == -32001  # type: ignore[index]
+    assert rest_status_error(get, 418) is None
+    assert rest_error(get, 500, {"unrelated": True}) is None
