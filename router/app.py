@@ -234,6 +234,9 @@ async def _grpc_binding(app: web.Application) -> AsyncIterator[None]:
         await server.stop(app[SETTINGS].shutdown_grace)
 
 
+_OUTBOX_STOP = 5.0  # seconds the push outbox's round in progress gets at shutdown
+
+
 async def _push_outbox(app: web.Application) -> AsyncIterator[None]:
     """Deliver the push outbox in the background (this replica's notifications at once,
     other replicas' and retries when due)."""
@@ -243,9 +246,13 @@ async def _push_outbox(app: web.Application) -> AsyncIterator[None]:
     try:
         yield
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        outbox.stop()  # the round in progress ends cleanly, not cancelled mid-query
+        try:
+            await asyncio.wait_for(asyncio.shield(task), timeout=_OUTBOX_STOP)
+        except TimeoutError:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         await outbox.close()
 
 

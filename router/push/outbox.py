@@ -97,6 +97,7 @@ class Outbox:
         self.per_webhook = per_webhook
         self.holder = uuid.uuid4().hex
         self.wake = asyncio.Event()  # set by enqueue: the loop delivers at once
+        self.stopping = False  # set by stop(): the loop ends after its round
         self._session: aiohttp.ClientSession | None = None
         self._limits: dict[str, asyncio.Semaphore] = {}
 
@@ -261,7 +262,7 @@ class Outbox:
     async def run(self, poll: float = 5.0) -> None:
         """Deliver until cancelled: a round whenever something is enqueued here, when the
         soonest retry is due, and every ``poll`` seconds (rows of other replicas)."""
-        while True:
+        while not self.stopping:
             self.wake.clear()
             wait = poll
             try:
@@ -274,6 +275,12 @@ class Outbox:
                 wait = max(0.0, min(poll, (soonest - self.clock()).total_seconds()))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.wake.wait(), timeout=wait)
+
+    def stop(self) -> None:
+        """End :meth:`run` after the round in progress (none is cut short in a database
+        call)."""
+        self.stopping = True
+        self.wake.set()
 
     async def dead(self, limit: int = 100) -> list[dict[str, Any]]:
         """The dead letters, newest first, as the admin API shows them (no headers: they
