@@ -23,6 +23,7 @@ from registry.netguard import AddressPolicy
 from router.choose.choice import Target
 from router.compat import translate
 from router.compat.push import push_config_to, push_params_to, push_result_to
+from router.compat.v01 import task_to_v01
 from router.forward.synth import PushWatcher
 from router.forward.upstream import Upstream
 from router.ids.idmap import IdMap
@@ -183,7 +184,10 @@ class PushRelay:
         if not isinstance(config_id, str) or not valid_id(config_id):
             raise wire.params_error([(f"{where}id", "must be a non-empty string")])
         config = await self._client_config(rpc.version, params, where, scope, ref.agent_id)
-        config = PushConfig(**{**config.__dict__, "task_id": ref.task_id, "config_id": config_id})
+        config = PushConfig(
+            **{**config.__dict__, "task_id": ref.task_id, "config_id": config_id,
+               "version": _delivered_as(rpc)}
+        )  # fmt: skip
         stored, new = await self.configs.put(config)
         if not push_capable:  # synthesized: the router follows the task itself
             await self.watcher.watch(Watch(ref.task_id, ref.agent_id, ref.upstream_task_id, scope))
@@ -304,7 +308,7 @@ class PushRelay:
         if not isinstance(configuration, dict) or not isinstance(configuration.get(key), dict):
             return params, None
         given = configuration[key]
-        where = f"configuration.{key}."
+        where = "pushNotification." if rpc.dialect == "0.1" else f"configuration.{key}."
         if rpc.version == "0.3":
             given = push_config_to(given, "1.0")
         config = await self._client_config(rpc.version, given, where, scope, agent_id)
@@ -313,7 +317,10 @@ class PushRelay:
         client_id = given.get("id")
         if client_id is not None and not (isinstance(client_id, str) and client_id):
             raise wire.params_error([(f"{where}id", "must be a non-empty string")])
-        config = PushConfig(**{**config.__dict__, "config_id": client_id, "relayed": push_capable})
+        config = PushConfig(
+            **{**config.__dict__, "config_id": client_id, "relayed": push_capable,
+               "version": _delivered_as(rpc)}
+        )  # fmt: skip
         await self.configs.put(config)
         if not push_capable:  # synthesized: the agent is not told, the router follows
             out_config = {k: v for k, v in configuration.items() if k != key}
@@ -393,6 +400,8 @@ class PushRelay:
         out = await rewriter.event_from_upstream(translate.event_to(event, source, client))
         if client == "0.3":
             out = event_payload("0.3", out) or out
+        if config.version == "0.1":  # a v0.1 Task, named by the client's task ID
+            out = task_to_v01(out, config.config_id or "")
         task_ids = [t for t, _ in result_task_states(client, Op.STREAM, out)]
         if config.task_id is None and task_ids:
             config = await self.configs.bind(config.receiver_key, task_ids[0]) or config
@@ -457,6 +466,12 @@ def _task_of(version: Version, event: dict[str, Any]) -> str | None:
     kind = stream_event_kind(version, event)
     value = payload.get("id") if kind in ("task", None) else payload.get("taskId")
     return value if isinstance(value, str) and value else None
+
+
+def _delivered_as(rpc: Request) -> str:
+    """The shape a config's notifications are delivered in: the client's version, or its
+    dialect for a v0.1 client (whose config id is its own task ID)."""
+    return "0.1" if rpc.dialect == "0.1" else rpc.version
 
 
 def _id_field(rpc: Request) -> str:

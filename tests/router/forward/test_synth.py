@@ -141,3 +141,36 @@ async def test_a_streaming_send_with_a_config_for_an_agent_without_push_is_refus
         ) as answer:  # fmt: skip
             body = (await answer.aread()).decode()
     assert "-32003" in body and "non-streaming send" in body
+
+
+async def test_a_v01_client_sets_and_gets_its_config_and_gets_v01_tasks_named_by_its_id(
+    aiohttp_server: Any, db_url: str, http: httpx.AsyncClient
+) -> None:
+    hook, webhook = await _webhook(aiohttp_server)
+    server = await _switchboard(aiohttp_server, db_url, **FAST)
+    url = base(server) + "/"
+    async with serve_sdk_agent(executor=TaskEchoExecutor()) as agent_url:  # no push
+        await server.app[REGISTRY].register_url(agent_url, "plain")
+        text = {"role": "user", "parts": [{"type": "text", "text": "say hello back"}]}
+        push = {"url": webhook, "token": "v01-token"}
+        sent = await _rpc(
+            http, url, "tasks/send",
+            {"id": "mine-1", "message": text, "pushNotification": push}, version="0.3",
+        )  # fmt: skip
+        assert sent["result"]["id"] == "mine-1", sent  # tasks/send waits for the end
+        [(headers, body)] = await hook.until(lambda body: True)
+        assert headers["X-A2A-Notification-Token"] == "v01-token"
+        got = await _rpc(http, url, "tasks/pushNotification/get", {"id": "mine-1"}, version="0.3")
+        assert got["result"] == {"id": "mine-1", "pushNotificationConfig": push}, got
+        replaced = {"url": webhook, "token": "v01-new"}
+        params = {"id": "mine-1", "pushNotificationConfig": replaced}
+        set_ = await _rpc(http, url, "tasks/pushNotification/set", params, version="0.3")
+        assert set_["result"] == {"id": "mine-1", "pushNotificationConfig": replaced}, set_
+        [(again, _)] = await hook.until(lambda body: True)  # the finished task, once more
+        missing = await _rpc(
+            http, url, "tasks/pushNotification/get", {"id": "not-mine"}, version="0.3"
+        )
+    assert missing["error"]["code"] == -32001
+    assert again["X-A2A-Notification-Token"] == "v01-new"  # the task's one config, replaced
+    assert body["id"] == "mine-1" and "kind" not in body  # a v0.1 Task, the client's ID
+    assert body["status"]["state"] == "completed"
