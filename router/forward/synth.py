@@ -99,7 +99,10 @@ class PushWatcher:
         for task in following:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        await self.watches.release(self.holder)
+        try:
+            await self.watches.release(self.holder)
+        except Exception:  # the database is gone: the leases end by themselves
+            log.warning("synthesized push: leases not released at stop", exc_info=True)
 
     @property
     def following(self) -> set[str]:
@@ -122,6 +125,8 @@ class PushWatcher:
             log.exception("following task %s failed", watch.task_id)
         finally:
             track.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await track  # its subscription closed before the upstream pool is
             self._following.pop(watch.task_id, None)
 
     async def _track(self, watch: Watch) -> None:

@@ -285,14 +285,14 @@ class Outbox:
         soonest retry is due, and every ``poll`` seconds (rows of other replicas)."""
         while True:
             self.wake.clear()
+            wait = poll
             try:
                 await self.deliver_due()
+                soonest = await self.next_due()
+                if soonest is not None:
+                    wait = max(0.0, min(poll, (soonest - self.clock()).total_seconds()))
             except Exception:  # a database hiccup: try again next round
                 log.exception("push delivery round failed")
-            wait = poll
-            soonest = await self.next_due()
-            if soonest is not None:
-                wait = max(0.0, min(poll, (soonest - self.clock()).total_seconds()))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.wake.wait(), timeout=wait)
 
