@@ -123,6 +123,8 @@ class Settings(BaseSettings):
     push_retry_base: float = Field(1.0, gt=0)
     push_retry_cap: float = Field(300.0, gt=0)
     push_timeout: float = Field(10.0, gt=0)
+    push_poll_interval: float = Field(1.0, gt=0)
+    push_poll_cap: float = Field(30.0, gt=0)
     shutdown_grace: float = Field(8.0, gt=0)
 
     # choosing the agent by meaning (see router.choose.semantic, docs/routing.md)

@@ -239,10 +239,12 @@ _OUTBOX_STOP = 5.0  # seconds the push outbox's round in progress gets at shutdo
 
 async def _push_outbox(app: web.Application) -> AsyncIterator[None]:
     """Deliver the push outbox in the background (this replica's notifications at once,
-    other replicas' and retries when due)."""
-    outbox = app[ROUTER].outbox
+    other replicas' and retries when due), and follow the tasks of agents without push."""
+    outbox, push = app[ROUTER].outbox, app[ROUTER].push
+    await push.start(app[CREDENTIALS].box)  # the key was read by _registry_context
     await outbox.start()
     task = asyncio.create_task(outbox.run())
+    watching = asyncio.create_task(push.watcher.run())  # synthesized push
     try:
         yield
     finally:
@@ -253,6 +255,10 @@ async def _push_outbox(app: web.Application) -> AsyncIterator[None]:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        watching.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watching
+        await push.watcher.close()
         await outbox.close()
 
 

@@ -145,6 +145,22 @@ class PushOutboxRow(SQLModel, table=True):
     updated_at: datetime = Field(sa_type=DateTime(timezone=True))
 
 
+class PushWatchRow(SQLModel, table=True):
+    """A task the router follows itself to synthesize push notifications for an agent that
+    sends none (:mod:`router.push.watches`): the router task, its agent and upstream task,
+    and the lease of the replica following it (one replica per task)."""
+
+    __tablename__ = "router_push_watches"
+
+    task_id: str = Field(primary_key=True, max_length=MAX_ID_LENGTH)
+    agent_id: str = Field(max_length=64)
+    upstream_task_id: str = Field(max_length=MAX_ID_LENGTH)
+    scope: str = Field(sa_type=Text)
+    leased_by: str | None = Field(default=None, max_length=64)
+    lease_until: datetime | None = Field(default=None, sa_type=DateTime(timezone=True))
+    created_at: datetime = Field(sa_type=DateTime(timezone=True))
+
+
 TABLES: tuple[type[SQLModel], ...] = (
     SigningKeyRow,
     IdSecretRow,
@@ -153,6 +169,7 @@ TABLES: tuple[type[SQLModel], ...] = (
     RouterTaskEntry,
     PushConfigRow,
     PushOutboxRow,
+    PushWatchRow,
 )
 
 SCHEMA: tuple[type[SQLModel], ...] = REGISTRY_TABLES + TABLES

@@ -72,7 +72,7 @@ async def open_codec(
     else:
         if task_id is None:
             raise RpcError(TASK_NOT_FOUND, f"Task not found: {client_id}", {"taskId": client_id})
-        params["id"] = task_id
+        params["taskId" if "taskId" in params else "id"] = task_id  # push config set: taskId
         session = None
     codec = LegacyCodec(aliases, client_id, task_id, session)
     return dataclasses.replace(rpc, params=params), codec

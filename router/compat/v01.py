@@ -23,7 +23,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from router.protocol.errors import PUSH_NOT_SUPPORTED, RpcError
 from router.protocol.payloads import (
     INT32_MAX,
     MAX_ID_LENGTH,
@@ -40,6 +39,7 @@ __all__ = [
     "card_to_v01",
     "message_to_v01",
     "part_to_v01",
+    "push_config_to_v01",
     "state_to_v01",
     "task_to_v01",
     "v01_to_v03",
@@ -76,17 +76,13 @@ class V01Call:
 def v01_to_v03(method: str, params: Mapping[str, Any]) -> V01Call:
     """The 0.3 equivalent of v0.1 ``method`` with ``params``.
 
-    -32602 naming every bad field in its v0.1 path (``data.fields``); -32003 for the push
-    notification methods and a send asking for push notifications (the router relays none).
+    -32602 naming every bad field in its v0.1 path (``data.fields``).
+
+    A task has one push notification config in v0.1: ``tasks/pushNotification/set|get`` and
+    a send's ``pushNotification`` become the 0.3 config whose id is the client's task ID
+    (:func:`push_config_to_v01` puts the answer back).
     """
     op, method03 = V01_METHODS[method]
-    if op is Op.PUSH_CONFIG:
-        raise RpcError(
-            PUSH_NOT_SUPPORTED,
-            f"{method}: Switchboard does not relay push notifications; follow the task with "
-            "tasks/sendSubscribe, tasks/resubscribe or tasks/get",
-            {"method": method},
-        )
     if op is Op.CARD:
         return V01Call(op, "", {}, None)
     violations: list[tuple[str, str]] = []
@@ -95,6 +91,8 @@ def v01_to_v03(method: str, params: Mapping[str, Any]) -> V01Call:
     check_object(params.get("metadata"), "metadata", violations)
     if op in (Op.SEND, Op.STREAM):
         out = _send_params(out, violations)
+    elif op is Op.PUSH_CONFIG:
+        out = _push_params(method03 or "", out, task_id)
     else:
         out.pop("sessionId", None)  # a task ID names the task; the session adds nothing
         if op is Op.GET:
@@ -115,24 +113,42 @@ def _client_task_id(params: Mapping[str, Any], violations: list[tuple[str, str]]
     return value
 
 
+def _push_params(method03: str, params: dict[str, Any], task_id: str) -> dict[str, Any]:
+    """tasks/pushNotification/set|get params -> the 0.3 ones, about the config whose id is
+    the client's task ID (``params`` is a private copy)."""
+    if method03 == "tasks/pushNotificationConfig/set":
+        config = params.get("pushNotificationConfig")
+        if isinstance(config, dict):
+            config = {**config, "id": task_id}
+        return {"taskId": task_id, "pushNotificationConfig": config}
+    return {"id": task_id, "pushNotificationConfigId": task_id}
+
+
+def push_config_to_v01(result: Mapping[str, Any], task_id: str) -> dict[str, Any]:
+    """A 0.3 ``TaskPushNotificationConfig`` as v0.1's: ``{id, pushNotificationConfig}`` named
+    by the client's task ID (v0.1 configs have no id of their own)."""
+    config = result.get("pushNotificationConfig")
+    if isinstance(config, Mapping):
+        config = {k: v for k, v in config.items() if k != "id"}
+    return {"id": task_id, "pushNotificationConfig": config}
+
+
 def _send_params(params: dict[str, Any], violations: list[tuple[str, str]]) -> dict[str, Any]:
     """tasks/send params -> message/send params (``params`` is a private copy)."""
-    params.pop("id", None)
+    client_task_id = params.pop("id", None)
     session = params.pop("sessionId", None)
     if session is not None and (
         not isinstance(session, str) or not session or len(session) > MAX_ID_LENGTH
     ):
         violations.append(("sessionId", f"must be a string of 1 to {MAX_ID_LENGTH} characters"))
         session = None
-    if params.get("pushNotification") is not None:
-        raise RpcError(
-            PUSH_NOT_SUPPORTED,
-            "Switchboard does not relay push notifications: remove pushNotification and "
-            "follow the task with tasks/sendSubscribe, tasks/resubscribe or tasks/get",
-            {"field": "pushNotification"},
-        )
-    params.pop("pushNotification", None)
+    push = params.pop("pushNotification", None)
     config: dict[str, Any] = {}
+    if push is not None:
+        if not isinstance(push, dict):
+            violations.append(("pushNotification", f"must be an object, not {json_type(push)}"))
+        else:  # the task's one config: its id is the client's task ID
+            config["pushNotificationConfig"] = {**push, "id": client_task_id}
     modes = params.pop("acceptedOutputModes", None)
     if modes is not None:
         if not isinstance(modes, list) or not all(isinstance(m, str) for m in modes):
@@ -306,6 +322,8 @@ def v03_result_to_v01(
     """
     if not isinstance(result, dict):
         return result
+    if "pushNotificationConfig" in result and "taskId" in result:
+        return push_config_to_v01(result, task_id)
     if result.get("kind") == "message" or ("messageId" in result and "status" not in result):
         return _message_task(result, task_id, session_id, now)
     if result.get("kind", "task") == "task" and "status" in result:
@@ -401,10 +419,10 @@ def _artifact_event(
 def card_to_v01(card: Mapping[str, Any]) -> dict[str, Any]:
     """A card the router serves (0.3 and/or 1.0 members) in the v0.1 shape.
 
-    ``url`` is the 0.3 ``url`` or the first interface's; ``pushNotifications`` is false (the
-    router relays none) and ``stateTransitionHistory`` false; ``authentication.schemes``
-    names the card's security schemes. Signatures, interfaces and extensions have no v0.1
-    counterpart and are left out.
+    ``url`` is the 0.3 ``url`` or the first interface's; ``pushNotifications`` is true (the
+    router relays them, or follows the task itself) and ``stateTransitionHistory`` false;
+    ``authentication.schemes`` names the card's security schemes. Signatures, interfaces and
+    extensions have no v0.1 counterpart and are left out.
     """
     out: dict[str, Any] = {"name": card.get("name", ""), "description": card.get("description", "")}
     out["url"] = card.get("url") or _first_interface_url(card)
@@ -415,7 +433,7 @@ def card_to_v01(card: Mapping[str, Any]) -> dict[str, Any]:
     streaming = isinstance(capabilities, dict) and capabilities.get("streaming") is True
     out["capabilities"] = {
         "streaming": streaming,
-        "pushNotifications": False,
+        "pushNotifications": True,
         "stateTransitionHistory": False,
     }
     schemes = _scheme_names(card.get("securitySchemes"))

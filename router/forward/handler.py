@@ -115,7 +115,9 @@ class Router:
         self.push = PushRelay(
             PushConfigs(registry.store), self.outbox, self.ids, self.upstream, push_policy,
             receiver_base=settings.push_receiver_url, max_depth=settings.max_json_depth,
+            poll_interval=settings.push_poll_interval, poll_cap=settings.push_poll_cap,
         )  # fmt: skip
+        self.push.watcher.agent_of = self.push_agent
         self._openings: dict[tuple[str, str, str], asyncio.Lock] = {}
         self.grants: Callable[[Principal], Grant] = lambda principal: EVERYTHING
         """What a caller may use (the app sets the access policies' grants)."""
@@ -219,6 +221,12 @@ class Router:
         """Where the router asks ``agent_id`` for a task (the push receiver's whole-task
         fetch for 0.3 clients)."""
         return self.matcher.target_for("1.0", agent_id).target
+
+    def push_agent(self, agent_id: str) -> tuple[Any, bool]:
+        """How the router follows a task of ``agent_id`` for synthesized push: its target and
+        whether it streams (raises when it is no longer registered)."""
+        choice = self.matcher.target_for("1.0", agent_id)
+        return choice.target, bool(choice.agent.card.capabilities.streaming)
 
     def _extended_card(self, call: Call, who: Caller, rpc: Request) -> dict[str, Any]:
         """The router's card as the caller may see it (the skills of the agents it may use),

@@ -17,11 +17,14 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from registry.access.secrets import SecretBox
 from registry.jsonsafe import JsonLimitError, loads_limited
 from registry.netguard import AddressPolicy
 from router.choose.choice import Target
 from router.compat import translate
 from router.compat.push import push_config_to, push_params_to, push_result_to
+from router.compat.v01 import task_to_v01
+from router.forward.synth import PushWatcher
 from router.forward.upstream import Upstream
 from router.ids.idmap import IdMap
 from router.ids.refs import TaskRef, valid_id
@@ -33,6 +36,7 @@ from router.protocol.events import event_payload, result_task_states, stream_eve
 from router.protocol.versions import Op, Version, equivalent_method
 from router.push.configs import PushConfig, PushConfigs, new_receiver
 from router.push.outbox import TOKEN_HEADER, Outbox
+from router.push.watches import Watch, Watches
 from router.push.webhook import WebhookRefused, check_webhook
 
 __all__ = ["PUSH_KEYS", "PushRelay", "ReceiverRefused", "SendPush"]
@@ -40,6 +44,7 @@ __all__ = ["PUSH_KEYS", "PushRelay", "ReceiverRefused", "SendPush"]
 log = logging.getLogger(__name__)
 
 RECEIVER_PATH = "/push/"
+MAX_TOKEN_LENGTH = 512
 PUSH_KEYS: dict[Version, str] = {
     "0.3": "pushNotificationConfig",
     "1.0": "taskPushNotificationConfig",
@@ -74,8 +79,9 @@ class ReceiverRefused(Exception):
 class SendPush:
     """A config given on a send, waiting for the send's task (see :meth:`PushRelay.on_send`)."""
 
-    def __init__(self, config: PushConfig) -> None:
+    def __init__(self, config: PushConfig, synthesized: bool = False) -> None:
         self.config = config
+        self.synthesized = synthesized  # the agent sends none: the router follows the task
 
 
 class PushRelay:
@@ -91,6 +97,8 @@ class PushRelay:
         *,
         receiver_base: str | None = None,
         max_depth: int = 32,
+        poll_interval: float = 1.0,
+        poll_cap: float = 30.0,
     ) -> None:
         self.configs = configs
         self.outbox = outbox
@@ -100,6 +108,21 @@ class PushRelay:
         self.receiver_base = receiver_base
         self.max_depth = max_depth
         self.resolve: Any = None  # tests may set a resolver for webhook host names
+        self.watcher = PushWatcher(
+            Watches(configs.store), upstream, self._synthesized,
+            poll_interval=poll_interval, poll_cap=poll_cap,
+        )  # fmt: skip
+
+    async def start(self, box: SecretBox | None) -> None:
+        """Use ``box`` (``SWITCHBOARD_SECRET_KEY``) for the clients' tokens and credentials
+        at rest; without one, warn when configs are stored (they are kept as given)."""
+        self.configs.box = box
+        self.outbox.box = box
+        if box is None and await self.configs.any_secret():
+            log.warning(
+                "push notification configs hold clients' tokens or credentials, stored "
+                "unencrypted: set SWITCHBOARD_SECRET_KEY to encrypt new ones"
+            )
 
     # --- the config methods ----------------------------------------------------------------
 
@@ -161,11 +184,14 @@ class PushRelay:
         if not isinstance(config_id, str) or not valid_id(config_id):
             raise wire.params_error([(f"{where}id", "must be a non-empty string")])
         config = await self._client_config(rpc.version, params, where, scope, ref.agent_id)
-        if not push_capable:
-            raise _not_capable(rpc.method, ref.agent_id)
-        config = PushConfig(**{**config.__dict__, "task_id": ref.task_id, "config_id": config_id})
+        config = PushConfig(
+            **{**config.__dict__, "task_id": ref.task_id, "config_id": config_id,
+               "version": _delivered_as(rpc)}
+        )  # fmt: skip
         stored, new = await self.configs.put(config)
-        if not stored.relayed:
+        if not push_capable:  # synthesized: the router follows the task itself
+            await self.watcher.watch(Watch(ref.task_id, ref.agent_id, ref.upstream_task_id, scope))
+        elif not stored.relayed:
             try:
                 await self._register(stored, ref.upstream_task_id, target, base_url)
             except RpcError:
@@ -185,6 +211,8 @@ class PushRelay:
             violations.append((f"{where}url", wire.missing_or(url, "a webhook URL string")))
         if token is not None and not isinstance(token, str):
             violations.append((f"{where}token", "must be a string"))
+        elif isinstance(token, str) and len(token) > MAX_TOKEN_LENGTH:
+            violations.append((f"{where}token", f"must be at most {MAX_TOKEN_LENGTH} characters"))
         if auth is not None:
             auth_where = f"{where}authentication"
             if not isinstance(auth, dict):
@@ -280,17 +308,23 @@ class PushRelay:
         if not isinstance(configuration, dict) or not isinstance(configuration.get(key), dict):
             return params, None
         given = configuration[key]
-        where = f"configuration.{key}."
+        where = "pushNotification." if rpc.dialect == "0.1" else f"configuration.{key}."
         if rpc.version == "0.3":
             given = push_config_to(given, "1.0")
         config = await self._client_config(rpc.version, given, where, scope, agent_id)
-        if not push_capable:
+        if not push_capable and rpc.op is Op.STREAM:
             raise _not_capable(rpc.method, agent_id)
         client_id = given.get("id")
         if client_id is not None and not (isinstance(client_id, str) and client_id):
             raise wire.params_error([(f"{where}id", "must be a non-empty string")])
-        config = PushConfig(**{**config.__dict__, "config_id": client_id, "relayed": True})
+        config = PushConfig(
+            **{**config.__dict__, "config_id": client_id, "relayed": push_capable,
+               "version": _delivered_as(rpc)}
+        )  # fmt: skip
         await self.configs.put(config)
+        if not push_capable:  # synthesized: the agent is not told, the router follows
+            out_config = {k: v for k, v in configuration.items() if k != key}
+            return {**params, "configuration": out_config}, SendPush(config, synthesized=True)
         mine = self._receiver(config, base_url)
         out_config = {**configuration, key: push_config_to(mine, rpc.version)}
         return {**params, "configuration": out_config}, SendPush(config)
@@ -300,7 +334,9 @@ class PushRelay:
         failed (or made no task) leaves no config behind."""
         key = pending.config.receiver_key
         for task_id, _state in result_task_states(rpc.version, Op.SEND, answer.get("result")):
-            await self.configs.bind(key, task_id)
+            bound = await self.configs.bind(key, task_id)
+            if bound is not None and pending.synthesized:
+                await self._watch(bound)
             return
         config = await self.configs.by_receiver(key)
         if config is not None and config.task_id is None:
@@ -341,6 +377,20 @@ class PushRelay:
             raise ReceiverRefused(403, "the notification is about a task this config is not for")
         if config.task_id is None and known is not None:
             config = await self.configs.bind(receiver_key, known.task_id) or config
+        await self._queue(config, event, source, upstream_task, target_of)
+
+    async def _queue(
+        self,
+        config: PushConfig,
+        event: dict[str, Any],
+        source: Version,
+        upstream_task: str,
+        target_of: Callable[[str], Target],
+    ) -> None:
+        """Put one event of the agent's (its IDs, ``source`` its version) in the outbox for
+        ``config``: IDs rewritten in the owner's scope, in the client's version."""
+        ids = self.ids.scoped(config.scope) if config.scope else self.ids
+        known = await ids.task_by_upstream(config.agent_id, upstream_task)
         client: Version = "1.0" if config.version == "1.0" else "0.3"
         context = known.context_id if known is not None else None
         rewriter = Rewriter(ids, client, config.agent_id, context)
@@ -350,12 +400,40 @@ class PushRelay:
         out = await rewriter.event_from_upstream(translate.event_to(event, source, client))
         if client == "0.3":
             out = event_payload("0.3", out) or out
+        if config.version == "0.1":  # a v0.1 Task, named by the client's task ID
+            out = task_to_v01(out, config.config_id or "")
         task_ids = [t for t, _ in result_task_states(client, Op.STREAM, out)]
         if config.task_id is None and task_ids:
-            config = await self.configs.bind(receiver_key, task_ids[0]) or config
+            config = await self.configs.bind(config.receiver_key, task_ids[0]) or config
         if config.task_id is None:
             raise ReceiverRefused(409, "the config's task is not known yet")
         await self.outbox.enqueue(config, out)
+
+    # --- synthesized push ---------------------------------------------------------------------
+
+    async def _watch(self, config: PushConfig) -> None:
+        """Follow ``config``'s task (bound) for it: its agent sends no notifications."""
+        assert config.task_id is not None
+        ids = self.ids.scoped(config.scope) if config.scope else self.ids
+        ref = await ids.task(config.task_id)
+        if ref is not None:
+            watch = Watch(ref.task_id, ref.agent_id, ref.upstream_task_id, config.scope)
+            await self.watcher.watch(watch)
+
+    async def _synthesized(self, watch: Watch, event: dict[str, Any], source: Version) -> bool:
+        """Queue one event of a followed task for each of its configs; False when it has none
+        left (the router stops following it)."""
+        configs = [c for c in await self.configs.list(watch.task_id) if not c.relayed]
+        agent_of = self.watcher.agent_of
+        assert agent_of is not None
+        for config in configs:
+            try:
+                await self._queue(
+                    config, event, source, watch.upstream_task_id, lambda a: agent_of(a)[0]
+                )
+            except ReceiverRefused as exc:  # a 0.3 client's whole task could not be fetched
+                log.info("task %s: a notification was dropped: %s", watch.task_id, exc.message)
+        return bool(configs)
 
     async def _whole_task(
         self, config: PushConfig, upstream_task: str, target_of: Callable[[str], Target]
@@ -390,6 +468,12 @@ def _task_of(version: Version, event: dict[str, Any]) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def _delivered_as(rpc: Request) -> str:
+    """The shape a config's notifications are delivered in: the client's version, or its
+    dialect for a v0.1 client (whose config id is its own task ID)."""
+    return "0.1" if rpc.dialect == "0.1" else rpc.version
+
+
 def _id_field(rpc: Request) -> str:
     return "pushNotificationConfigId" if rpc.version == "0.3" else "id"
 
@@ -405,8 +489,8 @@ def _no_config(task_id: str, config_id: str) -> RpcError:
 def _not_capable(method: str, agent_id: str) -> RpcError:
     return RpcError(
         PUSH_NOT_SUPPORTED,
-        f"{method}: the agent that owns this task ({agent_id!r}) does not send push "
-        "notifications, and Switchboard does not yet synthesize them; follow the task with "
-        "streaming or polling",
+        f"{method}: the agent ({agent_id!r}) does not send push notifications, and a config "
+        "given on a streaming send cannot be followed for it; give the config with a "
+        "non-streaming send or set it on the task (the router then follows the task itself)",
         {"agent": agent_id},
     )

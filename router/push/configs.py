@@ -5,6 +5,10 @@ it, so a config is only reachable through its owner's task) and has an id of the
 choosing (by default the task's id, as the SDKs do). The router keeps the client's webhook,
 token and ``authentication`` to itself: the agent is given the router's receiver instead
 (``receiver_key`` in its URL path, ``receiver_token`` in ``X-A2A-Notification-Token``).
+
+With a :class:`~registry.access.secrets.SecretBox` (``SWITCHBOARD_SECRET_KEY``) the client's
+``token`` and ``authentication.credentials`` are stored encrypted (:func:`seal`, marked with
+:data:`SEALED`); without one they are stored as given. Either kind is read back.
 """
 
 from __future__ import annotations
@@ -14,13 +18,38 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import col, select
+from sqlmodel import col, or_, select
 
+from registry.access.secrets import SecretBox, SecretError
 from registry.records import utcnow
 from registry.store import Store
 from router.tables import PushConfigRow
 
-__all__ = ["PushConfig", "PushConfigs", "new_receiver"]
+__all__ = ["SEALED", "PushConfig", "PushConfigs", "new_receiver", "seal", "unseal"]
+
+SEALED = "sealed:"
+"""The prefix of a secret stored encrypted (the rest is a Fernet token)."""
+
+
+def seal(box: SecretBox | None, secret: str | None) -> str | None:
+    """``secret`` as stored: encrypted with ``box`` when there is one, else as given."""
+    if secret is None or box is None:
+        return secret
+    return SEALED + box.encrypt(secret)
+
+
+def unseal(box: SecretBox | None, stored: str | None) -> str | None:
+    """A stored secret in clear; :class:`SecretError` when it is encrypted and no key (or
+    not the right one) is configured."""
+    if stored is None or not stored.startswith(SEALED):
+        return stored
+    if box is None:
+        raise SecretError(
+            "a push notification config's token or credentials are encrypted, and "
+            "SWITCHBOARD_SECRET_KEY is not set: set the key they were encrypted with",
+            code="secret_key_missing",
+        )
+    return box.decrypt(stored[len(SEALED) :])
 
 
 @dataclass(frozen=True)
@@ -56,7 +85,11 @@ def new_receiver() -> tuple[str, str]:
     return secrets.token_urlsafe(32), secrets.token_urlsafe(32)
 
 
-def _config(row: PushConfigRow) -> PushConfig:
+def _config(row: PushConfigRow, box: SecretBox | None) -> PushConfig:
+    authentication = row.authentication
+    if authentication and "credentials" in authentication:
+        credentials = unseal(box, authentication["credentials"])
+        authentication = {**authentication, "credentials": credentials}
     return PushConfig(
         receiver_key=row.receiver_key,
         receiver_token=row.receiver_token,
@@ -66,8 +99,8 @@ def _config(row: PushConfigRow) -> PushConfig:
         agent_id=row.agent_id,
         version=row.version,
         url=row.url,
-        token=row.token,
-        authentication=row.authentication,
+        token=unseal(box, row.token),
+        authentication=authentication,
         relayed=row.relayed,
     )
 
@@ -75,8 +108,23 @@ def _config(row: PushConfigRow) -> PushConfig:
 class PushConfigs:
     """The ``router_push_configs`` table: read on every call (replicas share it)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, box: SecretBox | None = None) -> None:
         self.store = store
+        self.box = box  # set at start from SWITCHBOARD_SECRET_KEY
+
+    def _config(self, row: PushConfigRow) -> PushConfig:
+        return _config(row, self.box)
+
+    async def any_secret(self) -> bool:
+        """Whether a stored config has a token or an ``authentication``."""
+        query = select(PushConfigRow.receiver_key).where(
+            or_(
+                col(PushConfigRow.token).is_not(None),
+                col(PushConfigRow.authentication).is_not(None),
+            )
+        )
+        async with self.store.session() as session:
+            return (await session.exec(query.limit(1))).first() is not None
 
     async def _row(self, session: Any, task_id: str, config_id: str) -> PushConfigRow | None:
         query = (
@@ -96,11 +144,12 @@ class PushConfigs:
                     if config.task_id is not None and config.config_id is not None:
                         row = await self._row(session, config.task_id, config.config_id)
                     if row is not None:
-                        row.url, row.token = config.url, config.token
-                        row.authentication, row.version = config.authentication, config.version
+                        fields = _fields(config, self.box)
+                        row.url, row.token = config.url, fields["token"]
+                        row.authentication, row.version = fields["authentication"], config.version
                         session.add(row)
-                        return _config(row), False
-                    session.add(PushConfigRow(**_fields(config), created_at=utcnow()))
+                        return self._config(row), False
+                    session.add(PushConfigRow(**_fields(config, self.box), created_at=utcnow()))
                 return config, True
             except IntegrityError:
                 continue
@@ -119,7 +168,7 @@ class PushConfigs:
                     row.task_id = task_id
                     row.config_id = row.config_id or task_id
                     session.add(row)
-                config = _config(row)
+                config = self._config(row)
         except IntegrityError:  # the client already has a config of that id on the task
             return None
         return config if config.task_id == task_id else None
@@ -128,7 +177,7 @@ class PushConfigs:
         """The config ``config_id`` of router task ``task_id``, or None."""
         async with self.store.session() as session:
             row = await self._row(session, task_id, config_id)
-        return None if row is None else _config(row)
+        return None if row is None else self._config(row)
 
     async def list(self, task_id: str) -> list[PushConfig]:
         """Every config of router task ``task_id``, oldest first."""
@@ -139,7 +188,7 @@ class PushConfigs:
                 .order_by(col(PushConfigRow.created_at), col(PushConfigRow.config_id))
             )
             rows = (await session.exec(query)).all()
-        return [_config(row) for row in rows]
+        return [self._config(row) for row in rows]
 
     async def delete(self, task_id: str, config_id: str) -> PushConfig | None:
         """Remove a config; the removed config, or None if there was none."""
@@ -147,7 +196,7 @@ class PushConfigs:
             row = await self._row(session, task_id, config_id)
             if row is None:
                 return None
-            config = _config(row)
+            config = self._config(row)
             await session.delete(row)
         return config
 
@@ -162,7 +211,7 @@ class PushConfigs:
         """The config whose receiver URL ends in ``receiver_key``, or None."""
         async with self.store.session() as session:
             row = await session.get(PushConfigRow, receiver_key)
-        return None if row is None else _config(row)
+        return None if row is None else self._config(row)
 
     async def mark_relayed(self, receiver_key: str) -> None:
         """Record that the agent accepted the router's config for this one."""
@@ -173,7 +222,11 @@ class PushConfigs:
                 session.add(row)
 
 
-def _fields(config: PushConfig) -> dict[str, Any]:
+def _fields(config: PushConfig, box: SecretBox | None) -> dict[str, Any]:
+    authentication = config.authentication
+    if authentication and "credentials" in authentication:
+        sealed = seal(box, authentication["credentials"])
+        authentication = {**authentication, "credentials": sealed}
     return {
         "receiver_key": config.receiver_key,
         "receiver_token": config.receiver_token,
@@ -183,7 +236,7 @@ def _fields(config: PushConfig) -> dict[str, Any]:
         "agent_id": config.agent_id,
         "version": config.version,
         "url": config.url,
-        "token": config.token,
-        "authentication": config.authentication,
+        "token": seal(box, config.token),
+        "authentication": authentication,
         "relayed": config.relayed,
     }

@@ -9,7 +9,8 @@ by :meth:`Outbox.dead`, the admin route ``GET /api/v1/push/dead``). Of one task 
 oldest pending row is ever due, so a task's notifications arrive in order. Redirects are not
 followed (a 3xx is a failed attempt); addresses are checked as they are connected to
 (``SWITCHBOARD_PUSH_ALLOW_NETWORKS``); at most ``per_webhook`` deliveries run at once per
-webhook host.
+webhook host. With :attr:`Outbox.box` set (``SWITCHBOARD_SECRET_KEY``) the headers that carry
+the client's token and credentials are stored encrypted, as the configs are.
 """
 
 from __future__ import annotations
@@ -30,10 +31,11 @@ from sqlalchemy.orm import aliased
 from sqlmodel import col, select
 from yarl import URL
 
+from registry.access.secrets import SecretBox, SecretError
 from registry.netguard import AddressPolicy, GuardedResolver, redact_url
 from registry.records import as_utc, iso, utcnow
 from registry.store import Store
-from router.push.configs import PushConfig
+from router.push.configs import PushConfig, seal, unseal
 from router.tables import PushOutboxRow
 
 __all__ = ["Backoff", "Outbox", "notification_headers"]
@@ -42,6 +44,7 @@ log = logging.getLogger(__name__)
 
 TOKEN_HEADER = "X-A2A-Notification-Token"
 _BATCH = 64
+_SECRET_HEADERS = (TOKEN_HEADER, "Authorization")
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,7 @@ class Outbox:
         self.timeout = timeout
         self.per_webhook = per_webhook
         self.holder = uuid.uuid4().hex
+        self.box: SecretBox | None = None  # set at start from SWITCHBOARD_SECRET_KEY
         self.wake = asyncio.Event()  # set by enqueue: the loop delivers at once
         self.stopping = False  # set by stop(): the loop ends after its round
         self._session: aiohttp.ClientSession | None = None
@@ -112,7 +116,18 @@ class Outbox:
         )
 
     async def close(self) -> None:
-        """Close the HTTP client."""
+        """Close the HTTP client and give up this replica's leases (a clean stop: the rows
+        it was delivering are taken over at once, not when the lease ends)."""
+        try:
+            async with self.store.session() as session, session.begin():
+                await session.exec(  # type: ignore[call-overload]
+                    update(PushOutboxRow)
+                    .where(col(PushOutboxRow.leased_by) == self.holder)
+                    .where(col(PushOutboxRow.state) == "pending")
+                    .values(lease_until=None, leased_by=None)
+                )
+        except Exception:  # the database is gone: the leases end by themselves
+            log.warning("push outbox: leases not released at stop", exc_info=True)
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -124,7 +139,10 @@ class Outbox:
             task_id=config.task_id,
             config_id=config.config_id,
             url=config.url,
-            headers=notification_headers(config),
+            headers={
+                name: (seal(self.box, value) or "") if name in _SECRET_HEADERS else value
+                for name, value in notification_headers(config).items()
+            },
             body=body,
             next_at=now,
             created_at=now,
@@ -208,8 +226,12 @@ class Outbox:
             await self.start()
         assert self._session is not None
         try:
+            headers = {name: unseal(self.box, value) or "" for name, value in row.headers.items()}
+        except SecretError as exc:
+            return str(exc)[:500]
+        try:
             async with self._session.post(
-                row.url, json=row.body, headers=row.headers, allow_redirects=False
+                row.url, json=row.body, headers=headers, allow_redirects=False
             ) as resp:
                 await resp.read()
                 if 200 <= resp.status < 300:

@@ -28,7 +28,7 @@ from aiohttp.test_utils import TestServer
 from registry.api import REGISTRY
 from router.transport.routes import ROUTER
 from tests.peers03 import agent03
-from tests.support.helpers import facts, said
+from tests.support.helpers import facts
 from tests.support.sdk_peers import serve_sdk_agent
 
 
@@ -363,15 +363,16 @@ async def test_v01_get_card_and_push_and_errors(
     assert result["url"] == url(router)
     assert result["capabilities"] == {
         "streaming": True,
-        "pushNotifications": False,
+        "pushNotifications": True,  # relayed, or synthesized (docs/push.md)
         "stateTransitionHistory": False,
     }
     assert [s["id"] for s in result["skills"]] == ["echo03"]
     assert pinned["result"]["url"] == url(router, "/agents/echo")
     assert pinned["result"]["name"] == "Echo agent (a2a-sdk 0.3)"
-    for answer in (push_set, push_get):
-        assert answer["error"]["code"] == -32003, answer
-        assert "does not relay push notifications" in said(answer["error"])
+    assert push_set["error"]["code"] == -32602, push_set  # no pushNotificationConfig object
+    assert push_set["error"]["data"]["fields"] == ["pushNotificationConfig"]
+    assert push_get["error"]["code"] == -32001, push_get  # no task t-1
+    assert facts(push_get["error"]["data"]) == {"taskId": "t-1"}
     assert unknown["error"]["code"] == -32001
     assert facts(unknown["error"]["data"]) == {"taskId": "nope"}
     assert bad["error"]["code"] == -32602

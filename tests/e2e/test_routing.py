@@ -591,7 +591,7 @@ async def test_states_from_get_and_cancel_are_recorded_for_list_tasks(
     assert bad["error"]["code"] == -32602
 
 
-async def test_a_push_config_for_an_agent_without_push_is_refused_not_forwarded(
+async def test_a_push_config_on_a_stream_for_an_agent_without_push_is_refused(
     switchboard: TestServer, http: httpx.AsyncClient
 ) -> None:
     message = _message("convert 1 USD to EUR")
@@ -599,8 +599,10 @@ async def test_a_push_config_for_an_agent_without_push_is_refused_not_forwarded(
         "message": message,
         "configuration": {"taskPushNotificationConfig": {"url": "https://93.184.216.34/h"}},
     }
-    answer_ = await _rpc(http, base(switchboard) + "/", "SendMessage", params)
-    assert answer_["error"]["code"] == -32003, answer_  # push is not synthesized (yet)
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": params}
+    answer_ = await http.post(base(switchboard) + "/", json=body, headers={"A2A-Version": "1.0"})
+    assert '"code": -32003' in answer_.text or '"code":-32003' in answer_.text, answer_.text
+    assert "non-streaming send" in answer_.text  # synthesized push follows unary sends only
 
 
 async def test_per_agent_card_drops_fields_the_agents_signature_did_not_cover(

@@ -47,7 +47,7 @@ TABLE: tuple[Row, ...] = (
         "push",
         "set params, set/get result: `{taskId, pushNotificationConfig}`",
         "`{taskId, id, url, token, authentication, tenant}` (flat)",
-        "Switchboard relays no push config method (`-32003`); `push_params_to`, "
+        "Switchboard serves them ([push.md](push.md)); `push_params_to`, "
         "`push_result_to` translate them. `tenant` of a set: lossy",
     ),
     (
@@ -94,7 +94,7 @@ TABLE: tuple[Row, ...] = (
         "credentials}}`",
         "`configuration.taskPushNotificationConfig` `{id, url, token, authentication: "
         "{scheme, credentials}}`",
-        "first scheme only, lossy beyond it; Switchboard refuses both (`-32003`)",
+        "first scheme only, lossy beyond it ([push.md](push.md))",
     ),
     (
         "params",

@@ -25,7 +25,6 @@ from router.compat.v01 import (
 from router.protocol.errors import (
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
-    PUSH_NOT_SUPPORTED,
     RpcError,
     error_body,
 )
@@ -182,15 +181,27 @@ def test_bad_v01_task_params() -> None:
     assert error.data == {"fields": ["id"]}
 
 
-def test_push_notifications_are_refused_with_their_code() -> None:
-    for method in ("tasks/pushNotification/set", "tasks/pushNotification/get"):
-        error = _error(lambda m=method: v01_to_v03(m, {"id": "t"}))
-        assert error.code == PUSH_NOT_SUPPORTED == -32003
-        assert "does not relay push notifications" in error.message
-        assert error.data == {"method": method}
-    with_push = {**SEND_V01, "pushNotification": {"url": "https://client.example/hook"}}
-    error = _error(lambda: v01_to_v03("tasks/send", with_push))
-    assert error.code == PUSH_NOT_SUPPORTED and error.data == {"field": "pushNotification"}
+def test_push_notification_methods_are_the_0_3_config_named_by_the_clients_task_id() -> None:
+    config = {"url": "https://client.example/hook", "token": "t"}
+    set_ = v01_to_v03("tasks/pushNotification/set", {"id": "c1", "pushNotificationConfig": config})
+    assert (set_.op, set_.method, set_.client_task_id) == (
+        Op.PUSH_CONFIG, "tasks/pushNotificationConfig/set", "c1",
+    )  # fmt: skip
+    assert set_.params == {"taskId": "c1", "pushNotificationConfig": {**config, "id": "c1"}}
+    get = v01_to_v03("tasks/pushNotification/get", {"id": "c1"})
+    assert get.method == "tasks/pushNotificationConfig/get"
+    assert get.params == {"id": "c1", "pushNotificationConfigId": "c1"}
+    with_push = {**SEND_V01, "pushNotification": config}
+    sent = v01_to_v03("tasks/send", with_push)
+    assert sent.params["configuration"]["pushNotificationConfig"] == {
+        **config, "id": "client-task-1",
+    }  # fmt: skip
+    error = _error(lambda: v01_to_v03("tasks/send", {**SEND_V01, "pushNotification": "x"}))
+    assert error.data == {"fields": ["pushNotification"]}
+    answer = {"taskId": "router-task", "pushNotificationConfig": {**config, "id": "c1"}}
+    assert v03_result_to_v01(answer, "c1", None, "now") == {
+        "id": "c1", "pushNotificationConfig": config,
+    }  # fmt: skip
 
 
 # --- 0.3 answers -> v0.1 ----------------------------------------------------------------------
@@ -414,7 +425,7 @@ def test_card_in_v01() -> None:
         "version": "0.1.0",
         "capabilities": {
             "streaming": True,
-            "pushNotifications": False,  # the router relays none
+            "pushNotifications": True,  # relayed, or synthesized
             "stateTransitionHistory": False,
         },
         "authentication": {"schemes": ["bearer", "apiKey"]},

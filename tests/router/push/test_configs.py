@@ -5,8 +5,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+from sqlmodel import select
+
+from registry.access.secrets import SecretBox, SecretError, generate_key
 from registry.store import Store
-from router.push.configs import PushConfig, PushConfigs, new_receiver
+from router.push.configs import SEALED, PushConfig, PushConfigs, new_receiver
+from router.tables import PushConfigRow
 
 
 def _config(task_id: str | None = "task-1", config_id: str | None = "c1") -> PushConfig:
@@ -40,3 +45,23 @@ async def test_a_sends_config_is_bound_to_the_first_task_only(store: Store) -> N
     assert await configs.bind(pending.receiver_key, "task-10") is None
     assert await configs.bind("unknown", "task-9") is None
     assert [c.config_id for c in await configs.list("task-9")] == ["task-9"]
+
+
+async def test_secrets_are_sealed_with_a_key_and_need_it_to_be_read(store: Store) -> None:
+    box = SecretBox([generate_key()])
+    sealed = PushConfigs(store, box)
+    secret = replace(_config(), token="tok", authentication={"scheme": "Bearer",
+                                                              "credentials": "cred"})  # fmt: skip
+    await sealed.put(secret)
+    assert (await sealed.get("task-1", "c1")) == secret  # read back in clear
+    async with store.session() as session:
+        row = (await session.exec(select(PushConfigRow))).one()
+    assert row.token is not None and row.token.startswith(SEALED) and "tok" not in row.token[7:]
+    assert row.authentication is not None
+    assert row.authentication["credentials"].startswith(SEALED)
+    with pytest.raises(SecretError, match="SWITCHBOARD_SECRET_KEY"):
+        await PushConfigs(store).get("task-1", "c1")  # the key was removed
+    plain = PushConfigs(store)  # no key: stored as given, and read as such
+    await plain.put(replace(_config("task-2"), token="tok2"))
+    assert (await sealed.get("task-2", "c1")) is not None  # a key still reads clear ones
+    assert await plain.any_secret()
