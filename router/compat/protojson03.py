@@ -44,6 +44,8 @@ def request_in(method: str, body: dict[str, Any]) -> dict[str, Any]:
     """The 0.3 JSON-RPC params of a ``/v1`` request body: a ``SendMessageRequest`` for the
     sends; for the others the path says everything (a cancel's ``name`` is ignored). A
     shape this does not know is passed on as it is, for the params check to judge."""
+    if method == "tasks/pushNotificationConfig/set":
+        return _push_config_in(_json_names(body))
     if method not in ("message/send", "message/stream"):
         return {}
     body = _json_names(body)
@@ -84,6 +86,24 @@ def _json_names(value: Any) -> Any:
 def _camel(name: str) -> str:
     head, *rest = name.split("_")
     return head + "".join(word[:1].upper() + word[1:] for word in rest)
+
+
+def _push_config_in(body: dict[str, Any]) -> dict[str, Any]:
+    """A ``CreateTaskPushNotificationConfigRequest`` (``{"parent", "configId", "config":
+    {"name", "pushNotificationConfig"}}``; a bare ``TaskPushNotificationConfig`` too) as
+    the 0.3 set's params; the task comes from the path. The config object itself has the
+    same members in both forms."""
+    outer = body.get("config", body)
+    config = outer.get("pushNotificationConfig") if isinstance(outer, dict) else None
+    if not isinstance(config, dict):
+        return {"pushNotificationConfig": config} if config is not None else {}
+    config = dict(config)
+    if body.get("configId") and not config.get("id"):
+        config["id"] = body["configId"]
+    auth = config.get("authentication")
+    if isinstance(auth, dict) and not auth.get("schemes") and not auth.get("credentials"):
+        del config["authentication"]  # proto defaults: an empty message is an unset one
+    return {"pushNotificationConfig": config}
 
 
 def _message_in(message: dict[str, Any]) -> dict[str, Any]:
@@ -144,6 +164,8 @@ def result_out(op: Op, result: Any, *, stream: bool = False) -> Any:
     (``{"task"}``/``{"message"}``), a stream event wrapped as a ``StreamResponse``, a task
     as a proto ``Task``; anything else as it is (the extended card too: the 0.3 SDK serves
     and reads the card's JSON on ``/v1/card``)."""
+    if op is Op.PUSH_CONFIG:
+        return _push_config_out(result)
     if not isinstance(result, dict):
         return result
     kind = result.get("kind")
@@ -158,6 +180,20 @@ def result_out(op: Op, result: Any, *, stream: bool = False) -> Any:
     if op in (Op.GET, Op.CANCEL) or kind == "task":
         return _task_out(result)
     return result
+
+
+def _push_config_out(result: Any) -> Any:
+    """A 0.3 ``TaskPushNotificationConfig`` (``{"taskId", "pushNotificationConfig"}``) as
+    the proto's (``{"name": "tasks/T/pushNotificationConfigs/C", "pushNotificationConfig"}``);
+    a list of them as ``{"configs": [...]}``."""
+    if isinstance(result, list):
+        return {"configs": [_push_config_out(item) for item in result]}
+    if not isinstance(result, dict) or "taskId" not in result:
+        return result
+    config = result.get("pushNotificationConfig")
+    config_id = config.get("id") if isinstance(config, dict) else None
+    name = f"tasks/{result['taskId']}/pushNotificationConfigs/{config_id or result['taskId']}"
+    return {"name": name, "pushNotificationConfig": config}
 
 
 def _some(source: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:

@@ -174,3 +174,31 @@ def test_proto_json_answers_are_read_as_03_results() -> None:
     assert result_in(result_out(Op.STREAM, artifact)) == artifact
     card = {"name": "x", "url": "http://a/"}
     assert result_in(card) == card  # anything else as it is
+
+
+def test_push_configs_in_the_03_proto_json() -> None:
+    config = {
+        "url": "https://hook.example/a2a",
+        "token": "t",
+        "authentication": {"schemes": ["Bearer"]},
+    }
+    created = {
+        "parent": "tasks/t1",
+        "config_id": "c1",
+        "config": {"push_notification_config": config},
+    }
+    assert request_in("tasks/pushNotificationConfig/set", created) == {
+        "pushNotificationConfig": {**config, "id": "c1"}
+    }
+    bare = {"pushNotificationConfig": {**config, "id": "c2"}}
+    assert request_in("tasks/pushNotificationConfig/set", bare) == bare
+    one = {"taskId": "t1", "pushNotificationConfig": {**config, "id": "c1"}}
+    assert result_out(Op.PUSH_CONFIG, one) == {
+        "name": "tasks/t1/pushNotificationConfigs/c1",
+        "pushNotificationConfig": {**config, "id": "c1"},
+    }
+    assert result_out(Op.PUSH_CONFIG, [one]) == {"configs": [result_out(Op.PUSH_CONFIG, one)]}
+    unset = {"config": {"pushNotificationConfig": {"url": "https://h/", "authentication": {}}}}
+    assert request_in("tasks/pushNotificationConfig/set", unset) == {
+        "pushNotificationConfig": {"url": "https://h/"}
+    }
