@@ -371,8 +371,8 @@ class Store:
                     return False
                 row.holder, row.expires_at = holder, expires
                 return True
-        except IntegrityError:
-            return False  # another replica created it first
+        except IntegrityError:  # created meanwhile: by another replica, or by this holder
+            return await self.lease_holder(name, now) == holder
 
     async def release_lease(self, name: str, holder: str) -> None:
         """Give the lease up at once (on shutdown) if ``holder`` has it."""

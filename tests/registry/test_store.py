@@ -142,3 +142,15 @@ async def test_an_older_schema_is_a_clear_error(tmp_path: Path) -> None:
         await store.close()
     assert info.value.code == "schema_outdated"
     assert "agents.description" in info.value.details["missing_columns"]
+
+
+async def test_one_holder_taking_a_lease_twice_at_once_holds_it(store: Store) -> None:
+    """Two renewals of one holder racing to create the lease row both hold it; another
+    holder does not."""
+    now = utcnow()
+    for _ in range(5):
+        await store.release_lease("race", "me")
+        held = await asyncio.gather(*(store.acquire_lease("race", "me", now, 30) for _ in range(4)))
+        assert all(held), held
+    assert not await store.acquire_lease("race", "other", now, 30)
+    assert await store.lease_holder("race", now) == "me"
