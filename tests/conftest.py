@@ -8,6 +8,7 @@ name, gives each test its own schema, and drops the database at the end.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 from collections.abc import AsyncIterator, Iterator
@@ -25,6 +26,7 @@ from sqlalchemy.engine import make_url
 from router.app import create_app
 from seeds.demo_agents import DEMO_PORTS, DemoAgents, start_demo_agents
 from tests.peers03 import sdk03_python  # noqa: F401  (the a2a-sdk 0.3 venv fixture)
+from tests.support import compat
 from tests.support.embedding_fixtures import (  # noqa: F401  (the model, once per machine)
     bert,
     model_dir,
@@ -32,6 +34,31 @@ from tests.support.embedding_fixtures import (  # noqa: F401  (the model, once p
     static_model_dir,
 )
 from tests.support.helpers import AUTH, CardServer, card_v03, card_v1, make_settings
+
+# --- the compatibility table (tests/support/compat.py) ---------------------------------------
+
+_COMPAT = compat.Recorder() if os.environ.get(compat.ENV) else None
+
+
+@pytest.fixture(autouse=True)
+def _compat_record(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ``SWITCHBOARD_COMPAT_RECORD`` set, record what each test drives through routers."""
+    if _COMPAT is not None:
+        _COMPAT.test = request.node.nodeid
+        _COMPAT.install(monkeypatch)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Keep a test's recorded calls once its call phase passed (drop them otherwise)."""
+    if _COMPAT is not None and (report.when == "call" or report.outcome != "passed"):
+        _COMPAT.finish(report.nodeid, report.passed and report.when == "call")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Write the recorded calls for ``python -m tests.support.compat``."""
+    if _COMPAT is not None:
+        Path(os.environ[compat.ENV]).write_text(json.dumps(_COMPAT.kept))
+
 
 # --- databases -------------------------------------------------------------------------------
 

@@ -31,7 +31,9 @@ class Call:
     speaks); ``headers`` the client's headers that matter downstream (forwarded ones,
     extensions, ``Connection``); ``pinned`` the agent of a per-agent endpoint; ``caller`` who
     is calling, when a transport authenticated it; ``base_url`` where clients reach
-    Switchboard (for cards an answer carries).
+    Switchboard (for cards an answer carries); ``binding`` the protocol binding the client
+    called in (``JSONRPC``, ``HTTP+JSON``, ``GRPC``: for logs and metrics; the core answers
+    every binding alike).
     """
 
     rpc: Request
@@ -39,6 +41,7 @@ class Call:
     pinned: str | None = None
     caller: Principal = ANONYMOUS
     base_url: str = ""
+    binding: str = "JSONRPC"
 
 
 @dataclass(frozen=True)

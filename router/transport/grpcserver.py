@@ -169,7 +169,7 @@ class GrpcServer:
             await _abort_error(context, error_object("1.0", error))
         headers = CIMultiDict((k, v) for k, v in metadata.items() if k.lower() in _HEADERS)
         headers[VERSION_HEADER] = "1.0"
-        return Call(parsed, headers=headers, caller=caller, base_url=self.base_url)
+        return Call(parsed, headers=headers, caller=caller, base_url=self.base_url, binding="GRPC")
 
     def _parse(self, rpc: Rpc, request: Message, version: str | None) -> Request:
         if version is not None and version.strip() and client_version(version) != "1.0":

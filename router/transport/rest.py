@@ -83,6 +83,7 @@ async def serve(
         pinned=pinned,
         caller=caller,
         base_url=jsonrpc.public_origin(request, settings.public_url),
+        binding="HTTP+JSON",
     )
     opened = False
     if gate is not None and rpc.op in (Op.STREAM, Op.SUBSCRIBE):
