@@ -21,6 +21,7 @@ from a2a.server.agent_execution import RequestContext
 from a2a.server.events import EventQueue
 from a2a.types import a2a_pb2
 from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
+from aiohttp import web
 from aiohttp.test_utils import TestServer, unused_port
 from google.rpc import error_details_pb2, status_pb2
 
@@ -31,7 +32,7 @@ from router.transport.routes import GRPC_ENDPOINT
 from tests.peers03 import agent03
 from tests.support.helpers import base, make_settings
 from tests.support.sdk_clients import answer, ask, send
-from tests.support.sdk_peers import TaskEchoExecutor, serve_sdk_agent
+from tests.support.sdk_peers import PushStore, TaskEchoExecutor, serve_sdk_agent
 from tests.support.streams import within
 
 grpc = pytest.importorskip("grpc")  # the grpc extra (CI installs it with the test extra)
@@ -304,3 +305,89 @@ async def test_no_grpc_interface_on_agent_cards_when_the_binding_is_off(
         await server.app[REGISTRY].register_url(url, "plain")
         card = (await http.get(f"{base(server)}/agents/plain/.well-known/agent-card.json")).json()
     assert "GRPC" not in {i["protocolBinding"] for i in card["supportedInterfaces"]}
+
+
+# --- push over gRPC ---------------------------------------------------------------------------
+
+
+class Webhook:
+    """The client's webhook: every notification it gets, to wait on."""
+
+    def __init__(self) -> None:
+        self.got: asyncio.Queue[tuple[dict[str, str], Any]] = asyncio.Queue()
+
+    async def handle(self, request: web.Request) -> web.Response:
+        await self.got.put((dict(request.headers), await request.json()))
+        return web.Response(status=204)
+
+    async def until_completed(self) -> list[tuple[dict[str, str], Any]]:
+        """Notifications up to the one that says the task completed."""
+        seen = []
+        while True:
+            headers, body = await within(self.got.get())
+            seen.append((headers, body))
+            update = body.get("statusUpdate") or body.get("task") or {}
+            if update.get("status", {}).get("state") == "TASK_STATE_COMPLETED":
+                return seen
+
+
+async def test_push_configs_and_notifications_over_grpc(
+    aiohttp_server: Any, sqlite_url: str, http: httpx.AsyncClient
+) -> None:
+    hook = Webhook()
+    hook_app = web.Application()
+    hook_app.router.add_post("/hook", hook.handle)
+    webhook = str((await aiohttp_server(hook_app)).make_url("/hook"))
+    server = await _switchboard(aiohttp_server, sqlite_url, default_agent="pusher")
+    executor, store = TaskEchoExecutor(gated=True), PushStore()
+    async with serve_sdk_agent(executor=executor, push=store) as agent_url:
+        await server.app[REGISTRY].register_url(agent_url, "pusher")
+        root = await _grpc_client(await _card(http, base(server)))
+        pinned = await _grpc_client(await _card(http, f"{base(server)}/agents/pusher"))
+        try:
+            # the config RPCs, about a task left working
+            task = await send(root, ask("hello push", return_immediately=True))
+            config = a2a_pb2.TaskPushNotificationConfig(
+                task_id=task.id, id="mine", url=webhook, token="client-token"
+            )
+            made = await root.create_task_push_notification_config(config)
+            assert (made.task_id, made.id, made.url) == (task.id, "mine", webhook)
+            got = await root.get_task_push_notification_config(
+                a2a_pb2.GetTaskPushNotificationConfigRequest(task_id=task.id, id="mine")
+            )
+            assert (got.url, got.token) == (webhook, "client-token")
+            listed = await pinned.list_task_push_notification_configs(
+                a2a_pb2.ListTaskPushNotificationConfigsRequest(task_id=task.id)
+            )
+            assert [c.id for c in listed.configs] == ["mine"]
+            executor.release()
+            seen = await hook.until_completed()
+            await root.delete_task_push_notification_config(
+                a2a_pb2.DeleteTaskPushNotificationConfigRequest(task_id=task.id, id="mine")
+            )
+            listed = await root.list_task_push_notification_configs(
+                a2a_pb2.ListTaskPushNotificationConfigsRequest(task_id=task.id)
+            )
+            assert list(listed.configs) == []
+            # a config given with the message, by the agent's tenant
+            request = ask("hello again", return_immediately=True)
+            request.configuration.task_push_notification_config.CopyFrom(
+                a2a_pb2.TaskPushNotificationConfig(url=webhook, token="on-send")
+            )
+            again = await send(pinned, request)
+            executor.release()
+            seen_again = await hook.until_completed()
+        finally:
+            await root.close()
+            await pinned.close()
+    for (headers, body), (token, task_id) in [
+        *((s, ("client-token", task.id)) for s in seen),
+        *((s, ("on-send", again.id)) for s in seen_again),
+    ]:
+        assert headers["X-A2A-Notification-Token"] == token
+        [event] = body.values()  # 1.0: one StreamResponse event per POST
+        assert event.get("taskId", event.get("id")) == task_id  # the router's ID
+    # the agent was given the router's receiver, never the client's webhook or token
+    assert len(store.given) == 2
+    assert all(given["url"].startswith(base(server) + "/push/") for given in store.given)
+    assert webhook not in str(store.given) and "client-token" not in str(store.given)
