@@ -23,6 +23,7 @@ from router.choose.choice import ROUTING_EXTENSION
 from router.choose.fits import reachable_interface
 from router.choose.grants import EVERYTHING, Grant
 from router.protocol.versions import Version, version_of
+from router.transport.grpctenant import agent_tenant
 
 ROUTER_PROTOCOL_VERSIONS = ("1.0", "0.3")
 """The A2A versions the router's endpoint speaks (the ``A2A-Version`` header picks one)."""
@@ -171,7 +172,7 @@ def _merge_skill(skills: dict[str, dict[str, Any]], skill: Skill) -> None:
 
 
 def agent_card_via_router(
-    record: AgentRecord, raw_card: dict[str, Any], base_url: str
+    record: AgentRecord, raw_card: dict[str, Any], base_url: str, grpc_target: str | None = None
 ) -> dict[str, Any]:
     """The agent's card (any shape: 1.0, 0.3, 0.2, 0.1) as reached through the router.
 
@@ -183,6 +184,9 @@ def agent_card_via_router(
     card of an agent without a 0.3 interface gets one at the router (which translates, see
     docs/translation.md); every 1.0 card gets the 0.3 fields (``url``,
     ``preferredTransport``, ``protocolVersion``, ``additionalInterfaces``) for 0.3 clients.
+    With ``grpc_target`` (the router's gRPC binding, ``host:port``) a 1.0-shaped card also
+    lists it for A2A 1.0 with the tenant that pins the agent (``agents/<id>``, then the agent's
+    own tenant: :mod:`router.transport.grpctenant`), once per tenant of its 1.0 interfaces.
     Signatures are removed; everything else is the agent's own. :class:`NotFound` when the
     agent has no JSON-RPC or HTTP+JSON interface the router can relay.
     """
@@ -197,7 +201,7 @@ def agent_card_via_router(
     card = copy.deepcopy(raw_card)
     card.pop("signatures", None)
     if "supportedInterfaces" in card or "protocolVersions" in card:
-        _rewrite_v1(card, record, endpoint)
+        _rewrite_v1(card, record, endpoint, grpc_target)
     else:
         _rewrite_legacy(card, endpoint)
     return card
@@ -216,11 +220,14 @@ def _is_rest(binding: Any) -> bool:
     return isinstance(binding, str) and binding.strip().upper() == "HTTP+JSON"
 
 
-def _rewrite_v1(card: dict[str, Any], record: AgentRecord, endpoint: str) -> None:
+def _rewrite_v1(
+    card: dict[str, Any], record: AgentRecord, endpoint: str, grpc_target: str | None
+) -> None:
     interfaces = card.get("supportedInterfaces")
     fallback = (card.get("protocolVersions") or ["1.0"])[0]
     kept: list[dict[str, Any]] = []
     seen: set[tuple[Any, ...]] = set()
+    owns: list[str | None] = []  # the tenants of its 1.0 interfaces
     for interface in interfaces if isinstance(interfaces, list) else []:
         if not isinstance(interface, dict):
             continue
@@ -232,6 +239,8 @@ def _rewrite_v1(card: dict[str, Any], record: AgentRecord, endpoint: str) -> Non
             continue
         seen.add(key)  # an HTTP+JSON agent's interface: the router serves it JSON-RPC too
         kept.append({**interface, "url": endpoint, "protocolBinding": "JSONRPC"})
+        if key[0] == "1.0":
+            owns.append(key[1])
     legacy = reachable_interface(record, "0.3")
     if legacy is None and kept:  # the router translates: its endpoint serves 0.3 clients too
         kept.append({"url": endpoint, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"})
@@ -241,6 +250,8 @@ def _rewrite_v1(card: dict[str, Any], record: AgentRecord, endpoint: str) -> Non
         if not interface.get("tenant")
     ]
     card["supportedInterfaces"] = kept + rest
+    if grpc_target and kept:  # the router translates 1.0 for a 0.3 agent
+        card["supportedInterfaces"] += _grpc_interfaces(record.id, owns or [None], grpc_target)
     for name in ("url", "preferredTransport", "protocolVersion", "additionalInterfaces"):
         card.pop(name, None)
     if kept:  # for a2a-sdk 0.3 clients, which read only these
@@ -251,6 +262,22 @@ def _rewrite_v1(card: dict[str, Any], record: AgentRecord, endpoint: str) -> Non
             {"url": endpoint, "transport": "JSONRPC"},
             {"url": endpoint, "transport": "HTTP+JSON"},
         ]
+
+
+def _grpc_interfaces(
+    agent_id: str, owns: list[str | None], grpc_target: str
+) -> list[dict[str, Any]]:
+    """The router's gRPC interface (A2A 1.0) with the tenant that pins ``agent_id``, once per
+    own tenant (``owns``) of the agent."""
+    return [
+        {
+            "url": grpc_target,
+            "protocolBinding": "GRPC",
+            "protocolVersion": "1.0",
+            "tenant": agent_tenant(agent_id, own),
+        }
+        for own in dict.fromkeys(owns)
+    ]
 
 
 def _rewrite_legacy(card: dict[str, Any], endpoint: str) -> None:

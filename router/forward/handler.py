@@ -131,10 +131,8 @@ class Router:
         rpc, client = call.rpc, None
         try:
             who = self._who(call)
-            if call.pinned is not None and not self._may_use(who, call.pinned):
-                raise RpcError(
-                    AGENT_UNAVAILABLE, f"no agent with id {call.pinned!r}", {"agent": call.pinned}
-                )
+            if call.pinned is not None:
+                self._check_pinned(who.grant, call.pinned)
             header = call.headers.get(VERSION_HEADER)
             rpc, client = await codec.open_codec(who.ids, who.aliases, rpc, header=header)
             if rpc.op is Op.CARD:  # v0.1 agent/getCard
@@ -187,11 +185,16 @@ class Router:
         ):
             raise wire.params_error([("tenant", "must be the caller's own tenant, or left out")])
 
-    def _may_use(self, who: Caller, agent_id: str) -> bool:
-        """Whether ``agent_id`` is registered and the caller may use it (else, to the caller,
-        it does not exist)."""
-        known = agent_id in self.registry.catalog.snapshot.agents
-        return known and who.grant.allows(agent_id, None)
+    def check_pinned(self, caller: Principal, agent_id: str) -> None:
+        """The check of a per-agent endpoint: -32052 ``no agent with id`` when ``agent_id``
+        is not registered or ``caller`` may not use it (to the caller, it does not exist)."""
+        self._check_pinned(self.grants(caller), agent_id)
+
+    def _check_pinned(self, grant: Grant, agent_id: str) -> None:
+        if agent_id not in self.registry.catalog.snapshot.agents or not grant.allows(
+            agent_id, None
+        ):
+            raise RpcError(AGENT_UNAVAILABLE, f"no agent with id {agent_id!r}", {"agent": agent_id})
 
     async def _dispatch(
         self, call: Call, who: Caller, rpc: Request, client: ClientCodec | None

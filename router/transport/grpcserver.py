@@ -10,12 +10,16 @@ HTTP server's host. For each RPC it:
    ``x-api-key``); a streaming RPC also takes one of the caller's stream slots;
 2. reads ``a2a-version`` (absent: 1.0, the only version of this service; 0.3 or an unknown
    one is ``VERSION_NOT_SUPPORTED``);
-3. makes the request message the equivalent 1.0 JSON-RPC request (:func:`router.transport.
+3. reads the request's ``tenant``: ``agents/<id>[/<rest>]`` pins the call to agent ``<id>``
+   as the HTTP per-agent endpoint ``/agents/<id>`` does, the agent given ``<rest>`` (or no
+   tenant) as its own (:mod:`router.transport.grpctenant`); an agent the caller cannot use
+   is ``NOT_FOUND``;
+4. makes the request message the equivalent 1.0 JSON-RPC request (:func:`router.transport.
    grpcwire.rpc_body`) and parses it with the JSON-RPC binding's checks
    (:func:`router.protocol.envelope.parse_request`), so a bad request gets the same error;
-4. hands the call (``a2a-version``, ``a2a-extensions`` and the other client headers as its
+5. hands the call (``a2a-version``, ``a2a-extensions`` and the other client headers as its
    headers) to :meth:`Router.handle <router.forward.handler.Router.handle>`;
-5. answers the reply's ``result`` as the RPC's response message, or each event of a stream as
+6. answers the reply's ``result`` as the RPC's response message, or each event of a stream as
    a ``StreamResponse``; an ``error`` becomes a gRPC status (:func:`router.transport.grpcwire.
    error_status`). A stream stops, and its upstream connection closes, as soon as the client
    cancels.
@@ -49,6 +53,7 @@ from router.protocol.errors import (
 )
 from router.protocol.versions import VERSION_HEADER, client_version
 from router.transport.gate import Denied, Gate
+from router.transport.grpctenant import pinned_by_tenant
 from router.transport.grpcwire import RPCS, Rpc, error_status, result_message, rpc_body
 
 __all__ = ["GrpcServer", "grpc_target"]
@@ -163,13 +168,28 @@ class GrpcServer:
         self, rpc: Rpc, request: Message, context: grpc.aio.ServicerContext, caller: Principal
     ) -> Call:
         metadata = _metadata(context)
+        pinned, tenant = pinned_by_tenant(request.tenant)  # type: ignore[attr-defined]
+        if pinned is not None:  # the router's address, never the agent's tenant
+            request = _with_tenant(request, tenant)
         try:
             parsed = self._parse(rpc, request, metadata.get(VERSION_HEADER))
         except RpcError as error:
             await _abort_error(context, error_object("1.0", error))
+        if pinned is not None:
+            try:
+                self.router.check_pinned(caller, pinned)
+            except RpcError as error:  # an unknown resource, as gRPC says it
+                await _abort_error(context, error_object("1.0", error), grpc.StatusCode.NOT_FOUND)
         headers = CIMultiDict((k, v) for k, v in metadata.items() if k.lower() in _HEADERS)
         headers[VERSION_HEADER] = "1.0"
-        return Call(parsed, headers=headers, caller=caller, base_url=self.base_url, binding="GRPC")
+        return Call(
+            parsed,
+            headers=headers,
+            pinned=pinned,
+            caller=caller,
+            base_url=self.base_url,
+            binding="GRPC",
+        )
 
     def _parse(self, rpc: Rpc, request: Message, version: str | None) -> Request:
         if version is not None and version.strip() and client_version(version) != "1.0":
@@ -212,6 +232,14 @@ def _bound(
 
     handler.__name__ = rpc.name
     return handler
+
+
+def _with_tenant(request: Message, tenant: str) -> Message:
+    """A copy of ``request`` whose ``tenant`` is ``tenant`` (empty: none)."""
+    copy = type(request)()
+    copy.CopyFrom(request)
+    copy.tenant = tenant  # type: ignore[attr-defined]
+    return copy
 
 
 def _metadata(context: grpc.aio.ServicerContext) -> CIMultiDict[str]:

@@ -170,7 +170,7 @@ async def get_agent_card(request: web.Request) -> web.Response:
     if record.verification.status == "verified":
         # the router's signature must not vouch for what the agent's did not cover
         raw = without_paths(raw, record.verification.uncovered_fields)
-    card = agent_card_via_router(record, raw, base_url(request))
+    card = agent_card_via_router(record, raw, base_url(request), _grpc_target(request))
     return _card_response(request, card, record.updated_at)
 
 
