@@ -81,8 +81,7 @@ async def test_traffic_moves_the_counters_and_histograms(
         == 1
     )
     assert (
-        moved(before, after, requests, method="message/send", version="0.3", outcome="refused")
-        == 1
+        moved(before, after, requests, method="message/send", version="0.3", outcome="refused") == 1
     )
     assert (
         moved(
