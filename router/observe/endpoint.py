@@ -1,7 +1,7 @@
 """``GET /metrics``: the Prometheus exposition, on the main port or on its own.
 
 :func:`add_observability` wires an application: request ids on every response
-(:mod:`router.observe.requestid`) and the metrics endpoint per the settings:
+(:mod:`router.observe.http`) and the metrics endpoint per the settings:
 
 - ``SWITCHBOARD_METRICS=off``: no endpoint (``/metrics`` answers 404); metrics are still
   counted (the cost is a few counter increments per call).
@@ -27,7 +27,7 @@ from registry.appkeys import AUTHENTICATOR, REFRESHER, REGISTRY, SETTINGS
 from registry.errors import RegistryError
 from registry.metrics import METRICS
 from router.observe.collector import CatalogCollector
-from router.observe.requestid import add_request_id_header, request_id_middleware
+from router.observe.http import add_request_id_header, request_id_middleware
 
 __all__ = ["EXPOSITION", "METRICS_ENDPOINT", "MetricsEndpoint", "add_observability", "metrics"]
 

@@ -20,7 +20,8 @@ from typing import IO, Any, Literal
 from aiohttp import web
 from aiohttp.web_log import AccessLogger
 
-from router.observe.requestid import OBSERVED, RequestContextFilter, observing
+from router.observe.http import OBSERVED
+from router.observe.requestid import RequestContextFilter, observing
 
 __all__ = [
     "LOG_FORMATS",

@@ -1,10 +1,11 @@
-"""Request identity: every HTTP request's id, and what is known of the A2A call it carries.
+"""Request identity: every request's id, and what is known of the A2A call it carries.
 
-:func:`request_id_middleware` gives each request an :class:`Observed` in a context variable
-(:func:`current`): its id is the client's ``X-Request-ID`` when that is sane (1 to 128
-characters of letters, digits and ``-_.:/+=@``), a new one otherwise. The id is returned in
-the response's ``X-Request-ID`` (:func:`add_request_id_header`, on every response, streams
-included), sent to agents (:func:`router.forward.headers.forward_headers`) and put in every
+Each request has an :class:`Observed` in a context variable (:func:`current`), set by
+:func:`router.observe.http.request_id_middleware` for HTTP (by
+:func:`router.observe.metrics.observed_handle` for gRPC): its id is the client's
+``X-Request-ID`` when that is sane (:func:`sane_request_id`: 1 to 128 characters of letters,
+digits and ``-_.:/+=@``), a new one otherwise. The id is returned in the response's
+``X-Request-ID``, sent to agents (:func:`router.forward.headers.forward_headers`) and put in every
 log record written meanwhile (:class:`RequestContextFilter`). The routing core fills in the
 A2A facts (method, version, agent, tier, task, outcome) as it learns them.
 """
@@ -13,24 +14,19 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from aiohttp import web
-
 __all__ = [
-    "OBSERVED",
     "REQUEST_ID_HEADER",
     "Observed",
     "RequestContextFilter",
-    "add_request_id_header",
     "current",
     "current_request_id",
     "new_request_id",
     "observing",
-    "request_id_middleware",
     "sane_request_id",
 ]
 
@@ -70,9 +66,6 @@ class Observed:
         return {k: v for k, v in fields.items() if v is not None}
 
 
-OBSERVED = web.RequestKey("observed", Observed)
-"""Where a request keeps its :class:`Observed`."""
-
 _CURRENT: ContextVar[Observed | None] = ContextVar("switchboard_request", default=None)
 
 
@@ -103,29 +96,6 @@ def observing(observed: Observed) -> Callable[[], None]:
     """Make ``observed`` the current request; the returned function restores the previous one."""
     token = _CURRENT.set(observed)
     return lambda: _CURRENT.reset(token)
-
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-@web.middleware
-async def request_id_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Give the request its :class:`Observed` (see the module docstring) for its handling."""
-    given = sane_request_id(request.headers.get(REQUEST_ID_HEADER))
-    observed = Observed(given or new_request_id())
-    request[OBSERVED] = observed
-    restore = observing(observed)
-    try:
-        return await handler(request)
-    finally:
-        restore()
-
-
-async def add_request_id_header(request: web.Request, response: web.StreamResponse) -> None:
-    """``on_response_prepare``: the request's id in the response's ``X-Request-ID``."""
-    observed = request.get(OBSERVED)
-    if isinstance(observed, Observed):
-        response.headers[REQUEST_ID_HEADER] = observed.request_id
 
 
 class RequestContextFilter:
