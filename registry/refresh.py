@@ -28,6 +28,7 @@ from typing import Any
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from registry.errors import NotFound, RegistryError
+from registry.metrics import counted_check
 from registry.records import utcnow
 from registry.service import Registry
 
@@ -155,6 +156,7 @@ class Refresher:
         task.add_done_callback(self._running.discard)
         return task
 
+    @counted_check
     async def _check(
         self, agent_id: str, report: RunReport, *, due_only: bool, card: bool | None
     ) -> RunReport:

@@ -116,6 +116,11 @@ class Settings(BaseSettings):
     upstream_max_connections_per_agent: int = Field(100, gt=0)
     sse_keepalive: float = Field(15.0, gt=0)
 
+    # observability (see docs/observability.md)
+    metrics: bool = True  # GET /metrics (SWITCHBOARD_METRICS=off: none)
+    metrics_port: int | None = Field(None, ge=0, le=65535)  # /metrics there, not on `port`
+    log_format: Literal["text", "json"] = "text"
+
     # push notifications relayed to clients' webhooks (see router.push, docs/push.md)
     push_allow_networks: Annotated[list[Network], NoDecode] = Field(default_factory=list)
     push_receiver_url: str | None = None

@@ -44,6 +44,7 @@ from router.choose.models import load_embedder
 from router.choose.semantic import Calibration, Semantic
 from router.forward.credentials import OutboundAuth
 from router.forward.handler import Router
+from router.observe.endpoint import add_observability
 from router.signing import CardSigner
 from router.tables import SCHEMA
 from router.transport.feedback import EXAMPLES, add_feedback_routes
@@ -124,6 +125,7 @@ def create_app(settings: Settings) -> web.Application:
     add_router_routes(app)
     add_feedback_routes(app)
     add_push_routes(app)
+    add_observability(app)
     return app
 
 

@@ -17,15 +17,18 @@ import logging
 
 from aiohttp.http_exceptions import BadHttpMessage
 
+from router.observe.logformat import LogFormat, log_handler
+
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 SERVER_LOGGER = "aiohttp.server"
 _HANDLE_ERROR = "Error handling request from %s"
 
 
-def configure_logging(level: str) -> None:
-    """Log to stderr at ``level`` (one of ``LOG_LEVELS``), quiet the scheduler and install
+def configure_logging(level: str, log_format: LogFormat = "text") -> None:
+    """Log to stderr at ``level`` (one of ``LOG_LEVELS``) in ``log_format`` (text, or one
+    JSON object per line: :mod:`router.observe.logformat`), quiet the scheduler and install
     ``BadRequestFilter`` on aiohttp's server logger (once)."""
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=level, handlers=[log_handler(log_format=log_format)])
     if level != "DEBUG":  # it logs every job run at INFO: twice a second here
         logging.getLogger("apscheduler").setLevel(logging.WARNING)
     server = logging.getLogger(SERVER_LOGGER)

@@ -22,6 +22,7 @@ from router.cli.demo import DEMO_NAMES, DEMO_URLS, demo_agents, parse_demo_ports
 from router.cli.errors import CliError
 from router.cli.logs import LOG_LEVELS, configure_logging
 from router.cli.shutdown import log_draining, log_stopped
+from router.observe.logformat import RequestAccessLogger
 
 _DATABASES = ("sqlite", "postgresql")
 _SQLALCHEMY_LINK = re.compile(r"\(Background on this error at: [^)]*\)")
@@ -115,7 +116,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         app.cleanup_ctx.append(demo_agents({n: 0 for n in DEMO_NAMES} | demo_ports))
     log_draining(app, app[ROUTER].relay, settings.shutdown_grace)
 
-    configure_logging(level)
+    configure_logging(level, settings.log_format)
     log = logging.getLogger("switchboard")
     if not settings.admin_token and settings.client_auth == "none":
         log.warning("SWITCHBOARD_ADMIN_TOKEN is not set: the admin API is read-only")
@@ -134,6 +135,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             port=settings.port,
             print=lambda text: _ready(app, text, log),
             access_log=logging.getLogger("switchboard.access"),
+            access_log_class=RequestAccessLogger,  # the request's id on its access log line
             handler_cancellation=True,  # a client that goes away closes its upstream stream
             shutdown_timeout=settings.shutdown_grace,  # open streams' time to finish
         )

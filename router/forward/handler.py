@@ -44,6 +44,7 @@ from router.forward.upstream import Upstream, forward_headers
 from router.ids.idmap import IdMap
 from router.ids.refs import TaskRef
 from router.ids.rewrite import Rewriter, owner_forgot_task
+from router.observe.metrics import observed_choice, observed_handle
 from router.protocol import payloads as wire
 from router.protocol.envelope import Request
 from router.protocol.errors import (
@@ -122,6 +123,7 @@ class Router:
         self.grants: Callable[[Principal], Grant] = lambda principal: EVERYTHING
         """What a caller may use (the app sets the access policies' grants)."""
 
+    @observed_handle
     async def handle(self, call: Call) -> Reply | EventStream:
         """Answer one call: a JSON-RPC body, or a stream of them, in the client's dialect.
 
@@ -253,6 +255,7 @@ class Router:
 
     # --- choosing the agent ----------------------------------------------------------------
 
+    @observed_choice
     async def _choose_for_message(
         self, who: Caller, rpc: Request, message: dict[str, Any], pinned: str | None
     ) -> Choice:

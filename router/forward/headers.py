@@ -2,7 +2,8 @@
 
 Forwarding is an allowlist (:data:`FORWARDED_HEADERS`, the extensions headers); everything
 else, notably ``Authorization``, ``Cookie``, ``Proxy-Authorization``, ``Host``,
-``Content-Length`` and the hop-by-hop headers, stays with the router. The client's
+``Content-Length`` and the hop-by-hop headers, stays with the router. The request's id
+(``X-Request-ID``, :mod:`router.observe.requestid`) is sent along. The client's
 ``Authorization`` is kept apart on the result (:attr:`ForwardedHeaders.client_authorization`,
 not a header) for the one case that may use it: an agent whose outbound credential has
 ``forward_client_auth`` (see :mod:`router.forward.credentials`).
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from router.observe.requestid import REQUEST_ID_HEADER, current_request_id
 from router.protocol.versions import Version
 
 __all__ = [
@@ -82,6 +84,8 @@ def forward_headers(incoming: Mapping[str, str], target_version: Version) -> For
         out[EXTENSIONS_HEADER[target_version]] = ", ".join(extensions)
     if target_version == "1.0":
         out["A2A-Version"] = "1.0"
+    if (request_id := current_request_id()) is not None:  # the client's request, to the agent
+        out[REQUEST_ID_HEADER] = request_id
     return out
 
 

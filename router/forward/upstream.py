@@ -49,6 +49,7 @@ from router.forward.headers import (
 )
 from router.forward.sse import SseError, SseEvent, SseParser
 from router.forward.upstream_rest import Leg, leg
+from router.observe.metrics import observed_call, observed_stream
 from router.protocol.errors import (
     AGENT_UNAVAILABLE,
     INVALID_AGENT_RESPONSE,
@@ -200,6 +201,7 @@ class Upstream:
 
     # -- calls -------------------------------------------------------------------------------
 
+    @observed_call
     async def call(
         self,
         target: Target,
@@ -233,6 +235,7 @@ class Upstream:
             except _TRANSPORT_ERRORS as exc:
                 raise self._unreachable(target, exc) from None
 
+    @observed_stream
     async def stream(
         self,
         target: Target,

@@ -1,0 +1,119 @@
+"""Log formats: readable text (the default) or one JSON object per line
+(``SWITCHBOARD_LOG_FORMAT=json``), both carrying the request's id and A2A facts.
+
+:func:`log_handler` makes the handler :func:`router.cli.logs.configure_logging` installs: its
+:class:`~router.observe.requestid.RequestContextFilter` puts the current request's fields on
+every record. A JSON line has ``timestamp`` (UTC, ISO 8601), ``level``, ``logger``, ``message``
+and, when known, ``request_id``, ``method``, ``version``, ``agent_id``, ``tier``, ``task_id``,
+``outcome``, ``duration_ms``, ``upstream_ms``, ``trace_id`` and ``span_id`` (set by whatever
+sets them on a record: a tracing integration later), and ``exception`` (the traceback).
+:class:`RequestAccessLogger` gives aiohttp's access log line the request's id and duration.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime
+from typing import IO, Any, Literal
+
+from aiohttp import web
+from aiohttp.web_log import AccessLogger
+
+from router.observe.http import OBSERVED
+from router.observe.requestid import RequestContextFilter, observing
+
+__all__ = [
+    "LOG_FORMATS",
+    "TEXT_FORMAT",
+    "JsonFormatter",
+    "LogFormat",
+    "RequestAccessLogger",
+    "TextFormatter",
+    "log_handler",
+]
+
+LogFormat = Literal["text", "json"]
+LOG_FORMATS: tuple[LogFormat, ...] = ("text", "json")
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+_FIELDS = (
+    "request_id",
+    "method",
+    "version",
+    "agent_id",
+    "tier",
+    "task_id",
+    "outcome",
+    "duration_ms",
+    "upstream_ms",
+    "trace_id",
+    "span_id",
+)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record, on one line (see the module docstring)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The record as one line of JSON."""
+        out: dict[str, Any] = {
+            "timestamp": datetime.fromtimestamp(record.created, UTC).isoformat(
+                timespec="milliseconds"
+            ),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for name in _FIELDS:
+            value = getattr(record, name, None)
+            if value is not None:
+                out[name] = value
+        if record.exc_info:
+            out["exception"] = self.formatException(record.exc_info)
+        elif record.exc_text:
+            out["exception"] = record.exc_text
+        return json.dumps(out, ensure_ascii=False, default=str)
+
+
+class TextFormatter(logging.Formatter):
+    """The readable format, with ``[request id]`` after the logger name when there is one."""
+
+    def __init__(self) -> None:
+        super().__init__(TEXT_FORMAT)
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The record as text."""
+        line = super().format(record)
+        request_id = getattr(record, "request_id", None)
+        if request_id is None:
+            return line
+        head = f"{record.name}: "
+        return line.replace(head, f"{record.name} [{request_id}]: ", 1)
+
+
+def log_handler(stream: IO[str] | None = None, log_format: LogFormat = "text") -> logging.Handler:
+    """A handler writing to ``stream`` (stderr by default) in ``log_format``, with the
+    request context filter."""
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
+    handler.addFilter(RequestContextFilter())
+    return handler
+
+
+class RequestAccessLogger(AccessLogger):
+    """aiohttp's access log, its record carrying the request's fields (id, A2A method, agent,
+    outcome) and the request's duration."""
+
+    def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
+        """Log as aiohttp does, in the request's context."""
+        observed = request.get(OBSERVED)
+        if observed is None:
+            super().log(request, response, time)
+            return
+        if observed.duration is None:
+            observed.duration = time
+        restore = observing(observed)
+        try:
+            super().log(request, response, time)
+        finally:
+            restore()
