@@ -23,21 +23,24 @@ from a2a.types import (
     GetTaskRequest,
     ListTasksRequest,
     SubscribeToTaskRequest,
+    TaskPushNotificationConfig,
     TaskState,
 )
 from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
+from aiohttp import web
 from aiohttp.test_utils import TestServer
 from google.protobuf.json_format import MessageToDict
 
 from registry.api import REGISTRY
 from registry.netguard import AddressPolicy
-from router.app import ROUTER, create_app
+from router.app import create_app
 from router.choose.choice import Target
 from router.forward.upstream import Upstream, forward_headers
 from router.protocol.errors import (
     AGENT_UNAVAILABLE,
     INVALID_AGENT_RESPONSE,
     INVALID_PARAMS,
+    NOT_CANCELABLE,
     STREAM_FAILED,
     TASK_NOT_FOUND,
     UNSUPPORTED,
@@ -47,11 +50,12 @@ from tests.peers03 import client03_lines
 from tests.support.helpers import base, make_settings
 from tests.support.sdk_clients import answer, ask, send
 from tests.support.sdk_peers import PushStore, TaskEchoExecutor, echo_card
+from tests.support.streams import within
 
 grpc = pytest.importorskip("grpc")  # the grpc extra (CI installs it with the test extra)
 a2a_pb2_grpc = pytest.importorskip("a2a.types.a2a_pb2_grpc")
 from a2a.server.request_handlers import DefaultRequestHandler, GrpcHandler  # noqa: E402
-from a2a.server.tasks import InMemoryTaskStore  # noqa: E402
+from a2a.server.tasks import BasePushNotificationSender, InMemoryTaskStore  # noqa: E402
 from a2a.types import a2a_pb2  # noqa: E402
 
 
@@ -83,12 +87,16 @@ async def serve_grpc_agent(
         ],
         capabilities=AgentCapabilities(streaming=True, push_notifications=push is not None),
     )
+    sender = httpx.AsyncClient(timeout=5.0)
+    pushing: dict[str, Any] = {}
+    if push is not None:
+        pushing = {
+            "push_config_store": push,
+            "push_sender": BasePushNotificationSender(sender, push),
+        }
     if servicer is None:
         handler = DefaultRequestHandler(
-            agent_executor=executor,
-            task_store=InMemoryTaskStore(),
-            agent_card=card,
-            **({"push_config_store": push} if push is not None else {}),
+            agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=card, **pushing
         )
         servicer = GrpcHandler(handler)
     a2a_pb2_grpc.add_A2AServiceServicer_to_server(servicer, server)
@@ -97,6 +105,7 @@ async def serve_grpc_agent(
         yield target, MessageToDict(card), recorder
     finally:
         await server.stop(None)
+        await sender.aclose()
 
 
 async def _switchboard(aiohttp_server: Any, database_url: str) -> TestServer:
@@ -279,6 +288,9 @@ async def test_the_edge_errors_guards_and_metadata(sqlite_url: str) -> None:
             missing = await up.call(target, "GetTask", {"id": "nope"}, request_id=7, headers={})
             assert missing["id"] == 7 and missing["error"]["code"] == TASK_NOT_FOUND
             assert missing["error"]["data"][0]["reason"] == "TASK_NOT_FOUND"
+            done = {"id": sent["result"]["task"]["id"]}
+            kept = await up.call(target, "CancelTask", done, request_id=8, headers={})
+            assert kept["error"]["code"] == NOT_CANCELABLE  # FAILED_PRECONDITION + its reason
             events = [
                 event
                 async for event in up.stream(
@@ -330,26 +342,41 @@ async def test_a_broken_stream_and_other_statuses() -> None:
             assert answer_["error"] == {"code": TASK_NOT_FOUND, "message": "nothing here"}
 
 
-async def test_push_configs_reach_a_grpc_agent(aiohttp_server: Any, sqlite_url: str) -> None:
-    """CreateTaskPushNotificationConfig (what the push relay sends) through the edge."""
-    server = await _switchboard(aiohttp_server, sqlite_url)
-    upstream = server.app[ROUTER].upstream
-    store = PushStore()
-    async with serve_grpc_agent(TaskEchoExecutor(), push=store) as (url, _raw, _recorder):
-        target = Target("tasks", url, "1.0", binding="GRPC")
-        sent = await upstream.call(target, "SendMessage", SEND, request_id=1, headers={})
-        task_id = sent["result"]["task"]["id"]
-        config = {
-            "taskId": task_id,
-            "id": "router",
-            "url": "https://router.example/push",
-            "token": "secret",
-        }
-        made = await upstream.call(
-            target, "CreateTaskPushNotificationConfig", config, request_id=2, headers={}
-        )
-        assert made["result"]["url"] == "https://router.example/push", made
-        assert store.given and store.given[-1]["url"] == "https://router.example/push"
+async def test_push_through_the_router_to_a_grpc_agent(
+    aiohttp_server: Any, sqlite_url: str, http: httpx.AsyncClient
+) -> None:
+    """The push relay registers the router's config with a gRPC agent
+    (CreateTaskPushNotificationConfig over the edge); the agent's notifications reach the
+    client's webhook with the router's IDs."""
+    got: asyncio.Queue[tuple[dict[str, str], Any]] = asyncio.Queue()
+
+    async def webhook(request: web.Request) -> web.Response:
+        await got.put((dict(request.headers), await request.json()))
+        return web.Response(status=204)
+
+    hook_app = web.Application()
+    hook_app.router.add_post("/hook", webhook)
+    hook = str((await aiohttp_server(hook_app)).make_url("/hook"))
+    settings = make_settings(sqlite_url, push_allow_networks=["127.0.0.0/8"])
+    server = await aiohttp_server(create_app(settings))
+    executor, store = TaskEchoExecutor(gated=True), PushStore()
+    async with serve_grpc_agent(executor, push=store) as (_url, raw, _recorder):
+        await server.app[REGISTRY].register_card(raw, "pusher")
+        client = await _client(http, base(server), "JSONRPC", streaming=False)
+        task = await send(client, ask("hello push", return_immediately=True))
+        config = TaskPushNotificationConfig(task_id=task.id, id="mine", url=hook, token="tok")
+        made = await client.create_task_push_notification_config(config)
+        assert (made.task_id, made.url) == (task.id, hook)
+        executor.release()
+        states = []
+        while "TASK_STATE_COMPLETED" not in states:
+            headers, body = await within(got.get())
+            assert headers["X-A2A-Notification-Token"] == "tok"
+            [event] = body.values()  # 1.0: one StreamResponse event per POST
+            assert event.get("taskId", event.get("id")) == task.id  # the router's ID
+            states.append(event.get("status", {}).get("state"))
+    [given] = store.given  # the agent got the router's receiver, never the client's webhook
+    assert given["url"].startswith(base(server) + "/push/") and given.get("token") != "tok"
 
 
 ROOT = Path(__file__).resolve().parents[3]
