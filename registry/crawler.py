@@ -10,6 +10,7 @@ one sentence naming the URL; no aiohttp exception escapes. URLs with credentials
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import re
 import socket
@@ -253,6 +254,24 @@ class Crawler:
                 if resp.status >= 500:
                     raise _http_error(str(target), resp.status, f"HTTP {resp.status}")
                 return resp.status
+
+    async def probe_connect(self, url: str) -> None:
+        """Check that a gRPC endpoint (``host:port``, or ``grpc(s)://``/``http(s)://`` with
+        one) accepts a TCP connection, the address checked and resolved as for a fetch: a
+        gRPC server does not answer HTTP/1.1. :class:`CrawlError` as :meth:`probe`."""
+        scheme, _, rest = url.strip().rpartition("://")
+        tls = scheme.lower() in ("grpcs", "https")
+        target = self.policy.check_url(("https://" if tls else "http://") + rest)
+        port = target.explicit_port or (443 if tls else 80)
+        with _translate_errors(str(target)):
+            found = await GuardedResolver(self.policy).resolve(
+                target.host or "", port, socket.AF_UNSPEC
+            )
+            connecting = asyncio.open_connection(found[0]["host"], port)
+            _reader, writer = await asyncio.wait_for(connecting, self.settings.connect_timeout)
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
 
     # -- one hop -------------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from registry.cards import AgentCard
+from registry.cards import AgentCard, Interface
 from registry.crawler import Crawler, Fetched
 from registry.diff import agent_diff
 from registry.errors import Conflict, NotFound, RegistryError, agent_not_found
@@ -190,7 +190,11 @@ class Upkeep:
             except RegistryError as exc:
                 card_failure = exc
         try:
-            await self.agents.crawler.probe(_endpoint(record))
+            interface = _endpoint(record)
+            if interface.binding == "GRPC":  # no HTTP/1.1 there: a connection is the answer
+                await self.agents.crawler.probe_connect(interface.url)
+            else:
+                await self.agents.crawler.probe(interface.url)
         except RegistryError as exc:
             detail = exc.message
             if card_failure is not None and card_failure.message != exc.message:
@@ -420,13 +424,14 @@ def _health(row: RefreshRow) -> Health:
     )
 
 
-def _endpoint(record: AgentRecord) -> str:
-    """The URL a health probe asks: the agent's first JSON-RPC interface (what the router
-    calls), else its first interface."""
-    for interface in record.card.interfaces:
-        if interface.binding == "JSONRPC":
-            return interface.url
-    return record.card.interfaces[0].url
+def _endpoint(record: AgentRecord) -> Interface:
+    """The interface a health probe asks: the agent's first JSON-RPC interface (what the
+    router calls first), else its first HTTP+JSON one, else its first interface."""
+    for binding in ("JSONRPC", "HTTP+JSON"):
+        for interface in record.card.interfaces:
+            if interface.binding == binding:
+                return interface
+    return record.card.interfaces[0]
 
 
 def _remote_keys(record: AgentRecord) -> bool:

@@ -20,7 +20,7 @@ from registry.errors import NotFound
 from registry.records import AgentRecord
 from registry.service import Registry
 from router.choose.choice import ROUTING_EXTENSION
-from router.choose.fits import reachable_interface
+from router.choose.fits import BINDINGS, reachable_interface
 from router.choose.grants import EVERYTHING, Grant
 from router.protocol.versions import Version, version_of
 from router.transport.grpctenant import agent_tenant
@@ -44,7 +44,7 @@ def _router_version() -> str:
 
 def relayable(record: AgentRecord) -> bool:
     """Whether the router can relay to this agent at all: a JSON-RPC or HTTP+JSON interface
-    of 0.3 or 1.0."""
+    of 0.3 or 1.0, or a gRPC one of 1.0 (see :data:`router.choose.fits.BINDINGS`)."""
     return any(reachable_interface(record, version) for version in ROUTER_PROTOCOL_VERSIONS)
 
 
@@ -188,7 +188,8 @@ def agent_card_via_router(
     lists it for A2A 1.0 with the tenant that pins the agent (``agents/<id>``, then the agent's
     own tenant: :mod:`router.transport.grpctenant`), once per tenant of its 1.0 interfaces.
     Signatures are removed; everything else is the agent's own. :class:`NotFound` when the
-    agent has no JSON-RPC or HTTP+JSON interface the router can relay.
+    agent has no interface the router can relay (a gRPC-only agent's card is served as an
+    HTTP+JSON-only one's: the router's JSON-RPC and HTTP+JSON endpoints for it).
     """
     if not relayable(record):
         raise NotFound(
@@ -209,6 +210,8 @@ def agent_card_via_router(
 
 def _relayable_interface(binding: Any, version: Any) -> bool:
     reachable = _is_jsonrpc(binding) or _is_rest(binding)
+    if isinstance(version, str) and version_of(version) == "1.0" and "GRPC" in BINDINGS:
+        reachable = reachable or (isinstance(binding, str) and binding.strip().upper() == "GRPC")
     return reachable and isinstance(version, str) and version_of(version) is not None
 
 

@@ -22,6 +22,7 @@ CLOSEST = 5
 """How many of the closest skills a ``-32050`` error lists."""
 JSONRPC = "JSONRPC"
 HTTP_JSON = "HTTP+JSON"
+GRPC = "GRPC"
 """The bindings the router calls agents in (``protocolBinding`` of an interface)."""
 ROUTING_EXTENSION = "urn:a2a-switchboard:routing:v1"
 """The routing extension's URI: the metadata key of a routing hint (declared in the router card)."""
@@ -30,7 +31,7 @@ ROUTING_EXTENSION = "urn:a2a-switchboard:routing:v1"
 @dataclass(frozen=True)
 class Target:
     """Where a call goes: the agent and the interface chosen for it (its ``binding``:
-    :data:`JSONRPC` or :data:`HTTP_JSON`)."""
+    :data:`JSONRPC`, :data:`HTTP_JSON` or :data:`GRPC`)."""
 
     agent_id: str
     url: str

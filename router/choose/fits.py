@@ -1,5 +1,6 @@
 """Whether an agent or a skill can take a call at all: its interfaces (JSON-RPC or HTTP+JSON
-of A2A 0.3 or 1.0: the client's version first, JSON-RPC before HTTP+JSON) and its media types
+of A2A 0.3 or 1.0, gRPC of 1.0 when the ``grpc`` extra is installed: the client's version
+first, JSON-RPC before HTTP+JSON before gRPC) and its media types
 (input modes against the message's parts, output modes against ``acceptedOutputModes``).
 These are the hard filters applied before any score."""
 
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from functools import lru_cache
+from importlib.util import find_spec
 
 from registry import mediatypes
 from registry.cards import Interface, canonical_version
@@ -16,12 +18,18 @@ from router.protocol.versions import VERSIONS, Version, version_of
 _TEXT = "text/plain"
 
 
-BINDINGS = ("JSONRPC", "HTTP+JSON")
-"""The bindings the router calls agents in, the preferred first."""
+GRPC_CALLABLE = find_spec("grpc") is not None and find_spec("a2a") is not None
+"""Whether gRPC agents can be called: grpcio and the a2a-sdk's stubs (the ``grpc`` extra)."""
+
+BINDINGS = ("JSONRPC", "HTTP+JSON", *(("GRPC",) if GRPC_CALLABLE else ()))
+"""The bindings the router calls agents in, the preferred first (gRPC for A2A 1.0 only: the
+router has no client for 0.3's ``a2a.v1.A2AService``)."""
 
 
 def interface_of(agent: AgentRecord, version: Version, binding: str) -> Interface | None:
     """The agent's first interface of ``binding`` and A2A ``version`` (0.x counts as 0.3)."""
+    if binding == "GRPC" and version != "1.0":
+        return None
     for interface in agent.card.interfaces:
         if interface.binding == binding and version_of(interface.protocol_version) == version:
             return interface
@@ -34,7 +42,7 @@ def jsonrpc_interface(agent: AgentRecord, version: Version) -> Interface | None:
 
 
 def reachable_interface(agent: AgentRecord, version: Version) -> Interface | None:
-    """The interface of A2A ``version`` the router calls: JSON-RPC, else HTTP+JSON."""
+    """The interface of A2A ``version`` the router calls: the first of :data:`BINDINGS`."""
     for binding in BINDINGS:
         interface = interface_of(agent, version, binding)
         if interface is not None:
@@ -44,9 +52,9 @@ def reachable_interface(agent: AgentRecord, version: Version) -> Interface | Non
 
 def route_interface(agent: AgentRecord, version: Version) -> tuple[Interface, Version] | None:
     """The interface a call of A2A ``version`` goes to, and the agent's version there: one of
-    the client's version when the agent has one (pass-through; JSON-RPC before HTTP+JSON),
-    else one of the other version (the router translates); None if the agent has no
-    JSON-RPC or HTTP+JSON interface of either. The version comes first: translating between
+    the client's version when the agent has one (pass-through; in the order of
+    :data:`BINDINGS`), else one of the other version (the router translates); None if the
+    agent has no interface the router can call. The version comes first: translating between
     versions loses more than calling in the other binding."""
     for wanted in (version, *(v for v in VERSIONS if v != version)):
         interface = reachable_interface(agent, wanted)
@@ -55,7 +63,9 @@ def route_interface(agent: AgentRecord, version: Version) -> tuple[Interface, Ve
     return None
 
 
-NOT_REACHABLE = "agent has no JSON-RPC or HTTP+JSON interface for A2A 0.3 or 1.0"
+NOT_REACHABLE = "agent has no JSON-RPC or HTTP+JSON interface for A2A 0.3 or 1.0" + (
+    ", nor gRPC for 1.0" if GRPC_CALLABLE else " (gRPC needs a2a-switchboard[grpc])"
+)
 """Why an agent cannot be called (followed by what it offers, see :func:`offers`)."""
 
 

@@ -290,8 +290,8 @@ class Matcher:
         if found is None:
             raise RpcError(
                 VERSION_NOT_SUPPORTED,
-                f"agent {agent_id!r} has no JSON-RPC or HTTP+JSON interface for A2A 0.3 or "
-                f"1.0 (it offers {offers(agent)})",
+                f"agent {agent_id!r} {NOT_REACHABLE.removeprefix('agent ')} (it offers"
+                f" {offers(agent)})",
                 {"agent": agent_id, "requested": version, "supportedVersions": []},
             )
         interface, agent_version = found

@@ -1,6 +1,8 @@
 """Forwarding JSON-RPC calls and streams to agents over one pooled aiohttp session, in the
 binding of the target's interface: JSON-RPC, or HTTP+JSON converted at the edge
-(:mod:`router.forward.upstream_rest`), so answers are JSON-RPC response objects either way.
+(:mod:`router.forward.upstream_rest`), so answers are JSON-RPC response objects either way;
+gRPC agents through :mod:`router.forward.upstream_grpc` (imported only then: it needs the
+``grpc`` extra; without it such a call is -32052 saying to install it).
 
 :class:`Upstream` owns the client session (per-host and total connection limits, no cookie
 jar, no proxy variables from the environment, redirects not followed). Failures become
@@ -23,6 +25,7 @@ yielded (``stream``) as the agent's response object, whatever the HTTP status.
 
 from __future__ import annotations
 
+import contextlib
 import errno as errno_mod
 import json
 import math
@@ -37,7 +40,7 @@ from yarl import URL
 from registry.errors import RegistryError
 from registry.jsonsafe import json_depth
 from registry.netguard import AddressPolicy, GuardedResolver, redact_url
-from router.choose.choice import Target
+from router.choose.choice import GRPC, Target
 from router.forward.credentials import OutboundAuth
 from router.forward.headers import (
     CLIENT_HEADERS,
@@ -154,6 +157,7 @@ class Upstream:
         self.auth: OutboundAuth | None = None  # outbound credentials, if set
         self._session: aiohttp.ClientSession | None = None
         self._streams: aiohttp.ClientSession | None = None
+        self._grpc: Any = None  # the gRPC edge (router.forward.upstream_grpc), once needed
 
     async def start(self) -> None:
         """Create the sessions (idempotent): one for calls, with the per-agent and total
@@ -189,6 +193,9 @@ class Upstream:
             if session is not None:
                 await session.close()
         self._session = self._streams = None
+        if self._grpc is not None:
+            await self._grpc.close()
+            self._grpc = None
         if self.auth is not None:
             await self.auth.close()
 
@@ -218,6 +225,11 @@ class Upstream:
         ``extensions`` (if given) receives the extensions the agent's answer says it
         activated (its ``A2A-Extensions``/``X-A2A-Extensions`` headers)."""
         session = self._require_session()
+        if target.binding == GRPC:
+            ext = extensions
+            return await self._grpc_edge(target).call(
+                target, method, params, request_id=request_id, headers=headers, extensions=ext
+            )
         out, retried = self._leg(target, method, params, request_id), False
         while True:
             sent = await self._headers(target, headers, "application/json")
@@ -256,6 +268,15 @@ class Upstream:
         the one plain JSON answer follows).
         """
         session = self._require_session(streams=True)
+        if target.binding == GRPC:
+            hook = on_headers
+            events = self._grpc_edge(target).stream(
+                target, method, params, request_id=request_id, headers=headers, on_headers=hook
+            )
+            async with contextlib.aclosing(events):
+                async for event in events:
+                    yield event
+            return
         out, retried = self._leg(target, method, params, request_id), False
         resp: aiohttp.ClientResponse | None = None
         finished = False
@@ -321,6 +342,19 @@ class Upstream:
                     resp.close()
 
     # -- helpers -----------------------------------------------------------------------------
+
+    def _grpc_edge(self, target: Target) -> Any:
+        if self._grpc is None:
+            try:
+                from router.forward.upstream_grpc import GrpcEdge
+            except ImportError:
+                raise self._error(
+                    target,
+                    AGENT_UNAVAILABLE,
+                    "the agent is reached only over gRPC: install a2a-switchboard[grpc]",
+                ) from None
+            self._grpc = GrpcEdge(self, self._headers, self._error)
+        return self._grpc
 
     def _require_session(self, *, streams: bool = False) -> aiohttp.ClientSession:
         session = self._streams if streams else self._session

@@ -15,6 +15,11 @@ Pure conversions for :mod:`router.transport.grpcserver`, on the a2a-sdk's genera
   the ``grpc-status-details-bin`` trailer (a ``google.rpc.Status`` whose details are the
   error's ``google.rpc.ErrorInfo`` and the rest of its typed details), the codes mapped as
   the 1.0 specification's table says (section 5.4).
+
+The other way, for calling gRPC agents (:mod:`router.forward.upstream_grpc`):
+:func:`request_message` (1.0 params as the RPC's request message), :func:`result_json` (a
+response message as the 1.0 ``result``) and :func:`status_error` (an agent's gRPC status as
+the 1.0 JSON-RPC ``error``, the table read backwards).
 """
 
 from __future__ import annotations
@@ -31,9 +36,11 @@ from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2
 
 from router.protocol.errors import (
+    A2A_ERROR_DOMAIN,
     AGENT_UNAVAILABLE,
     BAD_ROUTING_HINT,
     CONTENT_TYPE,
+    ERROR_DOMAIN,
     ERROR_INFO_TYPE,
     INTERNAL,
     INVALID_AGENT_RESPONSE,
@@ -48,6 +55,7 @@ from router.protocol.errors import (
     STRUCT_TYPE,
     TASK_NOT_FOUND,
     UNAUTHENTICATED,
+    UNSUPPORTED,
     VALUE_TYPE,
     error_domain,
 )
@@ -59,8 +67,11 @@ __all__ = [
     "Rpc",
     "error_status",
     "grpc_code",
+    "request_message",
+    "result_json",
     "result_message",
     "rpc_body",
+    "status_error",
 ]
 
 SERVICE = "lf.a2a.v1.A2AService"
@@ -224,3 +235,82 @@ def _info_strings(detail: Mapping[str, Any]) -> Mapping[str, Any]:
         return detail
     strings = {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in metadata.items()}
     return {**detail, "metadata": strings}
+
+
+# --- the other way: an agent's gRPC answers as 1.0 JSON-RPC ---------------------------------
+
+
+def request_message(rpc: Rpc, params: Mapping[str, Any]) -> Message:
+    """1.0 JSON-RPC ``params`` as ``rpc``'s request message (proto3 JSON, unknown fields
+    refused). :class:`google.protobuf.json_format.ParseError` when they do not fit."""
+    return json_format.ParseDict(dict(params), rpc.request(), ignore_unknown_fields=False)
+
+
+def result_json(message: Message) -> Any:
+    """A response message (or one stream event) as the 1.0 JSON-RPC ``result``: its proto3
+    JSON (lowerCamelCase names, enum names); ``google.protobuf.Empty`` as null."""
+    if isinstance(message, empty_pb2.Empty):
+        return None
+    return json_format.MessageToDict(message)
+
+
+_BY_REASON = {reason: code for code, reason in REASONS.items()}
+
+# A status without an A2A ErrorInfo, read backwards through the table above (where it is
+# ambiguous: the most general code of those that share the status).
+_STATUS_CODES: dict[grpc.StatusCode, int] = {
+    grpc.StatusCode.NOT_FOUND: TASK_NOT_FOUND,
+    grpc.StatusCode.INVALID_ARGUMENT: INVALID_PARAMS,
+    grpc.StatusCode.UNIMPLEMENTED: METHOD_NOT_FOUND,
+    grpc.StatusCode.FAILED_PRECONDITION: UNSUPPORTED,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: RATE_LIMITED,
+}
+
+
+def status_error(
+    code: grpc.StatusCode, message: str, details_bin: bytes | None
+) -> dict[str, Any] | None:
+    """An agent's gRPC status (code, message, its ``grpc-status-details-bin`` trailer) as a 1.0
+    JSON-RPC ``error`` object: the code from the ``ErrorInfo`` reason (domain
+    ``a2a-protocol.org`` or ``switchboard.a2a``), else from the status (:data:`_STATUS_CODES`,
+    else ``-32603``); the status details (typed detail objects) are its ``data``. None for a
+    status that carries no A2A error and says the call did not get through (``UNAVAILABLE``,
+    ``DEADLINE_EXCEEDED``, ``CANCELLED``, ``UNAUTHENTICATED``, ``PERMISSION_DENIED``): the
+    caller's to judge."""
+    status = status_pb2.Status()
+    if details_bin:
+        try:
+            status.ParseFromString(details_bin)
+        except ValueError:  # google.protobuf.message.DecodeError
+            status = status_pb2.Status()
+    data: list[dict[str, Any]] = []
+    number: int | None = None
+    for detail in status.details:
+        try:
+            data.append(json_format.MessageToDict(detail))
+        except (TypeError, KeyError, json_format.Error):
+            continue  # a detail of a type this process does not know
+        if number is None and detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            if info.domain in (A2A_ERROR_DOMAIN, ERROR_DOMAIN):
+                number = _BY_REASON.get(info.reason)
+    if number is None:
+        if code in _NOT_THROUGH:
+            return None
+        number = _STATUS_CODES.get(code, INTERNAL)
+    error: dict[str, Any] = {"code": number, "message": status.message or message}
+    if data:
+        error["data"] = data
+    return error
+
+
+_NOT_THROUGH = frozenset(
+    {
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.CANCELLED,
+        grpc.StatusCode.UNAUTHENTICATED,
+        grpc.StatusCode.PERMISSION_DENIED,
+    }
+)

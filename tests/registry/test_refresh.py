@@ -705,3 +705,25 @@ async def test_a_full_health_reload_keeps_a_newer_local_write(db_url: str) -> No
         assert registry.health_of("a").consecutive_failures == 1
     finally:
         await registry.store.close()
+
+
+async def test_a_grpc_only_agent_is_probed_with_a_connection(
+    sb: TestClient, clock: FakeClock
+) -> None:
+    """A gRPC server does not answer HTTP/1.1: its health is a TCP connection."""
+    listening = await asyncio.start_server(lambda _r, w: w.close(), "127.0.0.1", 0)
+    port = listening.sockets[0].getsockname()[1]
+    card = card_v1(f"http://127.0.0.1:{port}")
+    card["supportedInterfaces"] = [
+        {"url": f"127.0.0.1:{port}", "protocolBinding": "GRPC", "protocolVersion": "1.0"}
+    ]
+    resp = await sb.post("/api/v1/agents", json={"card": card}, headers=AUTH)
+    agent = await resp.json()
+    refresher = await _lease(sb)
+    await _run(refresher, clock, 300)
+    assert (await _agent(sb, agent["id"]))["health"]["status"] == "healthy"
+    listening.close()
+    await listening.wait_closed()
+    await _run(refresher, clock, 300)
+    health = (await _agent(sb, agent["id"]))["health"]
+    assert health["status"] == "degraded" and "connect" in health["last_error"], health

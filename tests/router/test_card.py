@@ -211,7 +211,7 @@ async def test_router_card_follows_the_policy_and_the_catalog(registry: Registry
     await registry.register_card(signed, agent_id="currency")
     await registry.register_card(translate_card("http://127.0.0.1:9102"), agent_id="translate")
     grpc = card_v1("http://127.0.0.1:9104")
-    grpc["supportedInterfaces"][0]["protocolBinding"] = "GRPC"
+    grpc["supportedInterfaces"][0].update(protocolBinding="GRPC", protocolVersion="0.3")
     await registry.register_card(grpc, agent_id="grpc-weather")  # the router cannot relay it
     assert [s["id"] for s in build(registry)["skills"]] == ["convert-currency", "translate-text"]
     registry.require_signed = True
@@ -389,8 +389,8 @@ def test_v02_card_points_at_the_router(version: str | None) -> None:
 
 
 def test_agents_the_router_cannot_relay_have_no_card() -> None:
-    raw = card_v1("http://127.0.0.1:8001")
-    raw["supportedInterfaces"][0]["protocolBinding"] = "GRPC"
+    raw = card_v1("http://127.0.0.1:8001")  # gRPC of A2A 0.3 (a2a.v1.A2AService): no client
+    raw["supportedInterfaces"][0].update(protocolBinding="GRPC", protocolVersion="0.3")
     with pytest.raises(NotFound) as info:
         agent_card_via_router(record("grpc", raw), raw, BASE)
     assert info.value.code == "not_relayable"

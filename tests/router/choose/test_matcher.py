@@ -370,26 +370,52 @@ async def test_http_json_interfaces_are_reached_json_rpc_preferred(catalog: Cata
     assert (choice.target.url, choice.target.binding) == ("http://127.0.0.1:8002/v03", "JSONRPC")
 
 
-async def test_agents_without_a_jsonrpc_interface_are_dropped(catalog: Catalog) -> None:
-    card = card_v1("http://127.0.0.1:8001")
-    card["supportedInterfaces"][0]["protocolBinding"] = "GRPC"
+async def test_agents_without_a_callable_interface_are_dropped(catalog: Catalog) -> None:
+    card = card_v1("http://127.0.0.1:8001")  # the router has no client for 0.3's gRPC service
+    card["supportedInterfaces"][0].update(protocolBinding="GRPC", protocolVersion="0.3")
     await catalog.add("grpc-weather", card)
     params = message("1.0", "weather forecast")
     error = rpc_error(lambda: catalog.matcher().choose("1.0", Op.SEND, params))
-    assert "it offers GRPC 1.0" in error.data["closest"][0]["reason"]
+    assert "it offers GRPC 0.3" in error.data["closest"][0]["reason"]
+
+
+async def test_grpc_10_agents_are_called_last(catalog: Catalog) -> None:
+    card = card_v1("http://127.0.0.1:8001")
+    card["supportedInterfaces"] = [
+        {"url": "127.0.0.1:8002", "protocolBinding": "GRPC", "protocolVersion": "1.0"},
+        {
+            "url": "http://127.0.0.1:8001/r",
+            "protocolBinding": "HTTP+JSON",
+            "protocolVersion": "1.0",
+        },
+    ]
+    await catalog.add("both", card)
+    choice = catalog.matcher().choose("1.0", Op.SEND, message("1.0", "hi"), pinned_agent="both")
+    assert choice.target.binding == "HTTP+JSON"
+    card["supportedInterfaces"] = [{**card["supportedInterfaces"][0], "url": "127.0.0.1:8003"}]
+    await catalog.add("grpc-only", card)
+    choice = catalog.matcher().choose(
+        "0.3", Op.SEND, message("0.3", "hi"), pinned_agent="grpc-only"
+    )
+    assert (choice.target.url, choice.target.version) == ("127.0.0.1:8003", "1.0")
+    assert choice.target.binding == "GRPC" and "over GRPC" in choice.reason
 
 
 async def test_what_an_agent_offers_names_each_version_once(catalog: Catalog) -> None:
     card = card_v1("http://127.0.0.1:8001")
     card["supportedInterfaces"] = [
-        {"url": "http://127.0.0.1:8001/g1", "protocolBinding": "GRPC", "protocolVersion": "1.0.0"},
-        {"url": "http://127.0.0.1:8001/g2", "protocolBinding": "GRPC", "protocolVersion": "1"},
+        {
+            "url": "http://127.0.0.1:8001/g1",
+            "protocolBinding": "WEBSOCKET",
+            "protocolVersion": "1.0.0",
+        },
+        {"url": "http://127.0.0.1:8001/g2", "protocolBinding": "WEBSOCKET", "protocolVersion": "1"},
         {"url": "http://127.0.0.1:8001/r", "protocolBinding": "GRPC", "protocolVersion": "0.3.0"},
     ]
     await catalog.add("grpc-weather", card)
     params = message("1.0", "weather forecast")
     error = rpc_error(lambda: catalog.matcher().choose("1.0", Op.SEND, params))
-    assert "(it offers GRPC 1.0, GRPC 0.3)" in error.data["closest"][0]["reason"]
+    assert "(it offers WEBSOCKET 1.0, GRPC 0.3)" in error.data["closest"][0]["reason"]
 
 
 async def test_agents_without_skills_are_not_matched(catalog: Catalog) -> None:
@@ -565,7 +591,7 @@ async def test_unusable_hints_are_errors_never_a_fallback(
 ) -> None:
     await demo.add("invoices", card_v03("http://127.0.0.1:8001"))
     grpc = card_v1("http://127.0.0.1:8002")
-    grpc["supportedInterfaces"][0]["protocolBinding"] = "GRPC"
+    grpc["supportedInterfaces"][0].update(protocolBinding="GRPC", protocolVersion="0.3")
     await demo.add("grpc", grpc)
     text = "convert 100 USD to EUR" if "invoices" not in value.values() else "invoice"
     params = message(version, text, metadata=hint(**value))
@@ -603,7 +629,7 @@ async def test_pinned_agent_errors(demo: Catalog) -> None:
     choice = matcher.choose("1.0", Op.GET, {"id": "t"}, pinned_agent="translate")
     assert choice.target.version == "0.3"  # translated
     grpc = card_v1("http://127.0.0.1:8002")
-    grpc["supportedInterfaces"][0]["protocolBinding"] = "GRPC"
+    grpc["supportedInterfaces"][0].update(protocolBinding="GRPC", protocolVersion="0.3")
     await demo.add("grpc", grpc)
     matcher = demo.matcher()
     error = rpc_error(lambda: matcher.choose("1.0", Op.GET, {"id": "t"}, pinned_agent="grpc"))
