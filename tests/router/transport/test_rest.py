@@ -21,7 +21,7 @@ from aiohttp.test_utils import TestServer
 
 from registry.api import REGISTRY
 from router.app import create_app
-from tests.peers03 import agent03, client03_lines
+from tests.peers03 import agent03, cancel_and_resubscribe03, client03_lines
 from tests.support.helpers import base, make_settings
 from tests.support.sdk_clients import Keys, answer, ask, send
 from tests.support.sdk_peers import TaskEchoExecutor, serve_sdk_agent
@@ -371,3 +371,18 @@ async def test_draft_paths(aiohttp_server: Any, sqlite_url: str, http: httpx.Asy
     assert error["details"][0]["reason"] == "TASK_NOT_FOUND"
     card = await http.get(url + "/agent-card")
     assert card.json()["details"][0]["reason"] == "EXTENDED_AGENT_CARD_NOT_CONFIGURED"
+
+
+async def test_the_sdk_03_rest_client_cancels_and_resubscribes(
+    aiohttp_server: Any, sqlite_url: str, sdk03_python: Path
+) -> None:
+    """The 0.3 client on REST, cancel and resubscribe, to a 1.0 JSON-RPC agent (routed and
+    through its own endpoint)."""
+    server = await _switchboard(aiohttp_server, sqlite_url)
+    executor = TaskEchoExecutor(gated=True)
+    async with serve_sdk_agent(executor=executor) as agent_url:
+        await server.app[REGISTRY].register_url(agent_url, "tasks")
+        for url in (base(server), base(server) + "/agents/tasks"):
+            lines = await cancel_and_resubscribe03(sdk03_python, url)
+            assert lines[0]["kind"] == "task", lines
+        assert len(executor.cancels) == 2
