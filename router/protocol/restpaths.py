@@ -18,6 +18,7 @@ object of an agent's HTTP error answer (the 1.0 ``google.rpc.Status`` body, or t
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -47,13 +48,17 @@ from router.protocol.errors import (
     UNAUTHENTICATED,
     UNSUPPORTED,
 )
-from router.protocol.versions import VERSION_HEADER, Version
+from router.protocol.versions import PREFIX, VERSION_HEADER, Version
 
 __all__ = [
+    "RESERVED_SEGMENTS",
     "ROUTES",
+    "TENANT",
+    "TENANT_ROUTES",
     "RestCall",
     "RestRoute",
     "http_status",
+    "is_draft",
     "rest_call",
     "rest_error",
     "rest_params",
@@ -132,11 +137,83 @@ _V03: tuple[RestRoute, ...] = (
     RestRoute("GET", "/v1/tasks/{id}", "0.3", "tasks/get"),
     RestRoute("GET", "/v1/card", "0.3", "agent/getAuthenticatedExtendedCard"),
 )
-ROUTES: tuple[RestRoute, ...] = _V1 + _V03
+# Seed 002's draft paths, served as its ``A2A.``-prefixed methods (router.compat.prefixed),
+# where they do not collide with the 1.0 ones (its GET /tasks/{id} and GET /tasks are 1.0's).
+_DRAFT: tuple[RestRoute, ...] = (
+    RestRoute("POST", "/messages", "1.0", "A2A.SendMessage", body=True),
+    RestRoute(
+        "POST", "/messages/stream", "1.0", "A2A.SendStreamingMessage", body=True, stream=True
+    ),
+    RestRoute("DELETE", "/tasks/{id}", "1.0", "A2A.CancelTask"),
+    RestRoute("GET", "/tasks/{id}/stream", "1.0", "A2A.SubscribeToTask", stream=True),
+    RestRoute(
+        "POST",
+        "/tasks/{id}/notifications",
+        "1.0",
+        "A2A.CreateTaskPushNotificationConfig",
+        body=True,
+    ),
+    RestRoute("GET", "/tasks/{id}/notifications", "1.0", "A2A.ListTaskPushNotificationConfig"),
+    RestRoute(
+        "GET", "/tasks/{id}/notifications/{configId}", "1.0", "A2A.GetTaskPushNotificationConfig"
+    ),
+    RestRoute(
+        "DELETE",
+        "/tasks/{id}/notifications/{configId}",
+        "1.0",
+        "A2A.DeleteTaskPushNotificationConfig",
+    ),
+    RestRoute("GET", "/agent-card", "1.0", "A2A.GetExtendedAgentCard"),
+)
+ROUTES: tuple[RestRoute, ...] = _V1 + _V03 + _DRAFT
 """Every path the router serves in the HTTP+JSON binding, in matching order."""
+
+TENANT_ROUTES: tuple[RestRoute, ...] = _V1
+"""The paths also served under a tenant's first segment (``/{tenant}/message:send``): the
+1.0 ones, as A2A 1.0's ``additional_bindings`` spell them."""
+
+RESERVED_SEGMENTS = frozenset(
+    {
+        ".well-known",
+        "agent-card",
+        "agents",
+        "api",
+        "extendedAgentCard",
+        "healthz",
+        "messages",
+        "metrics",
+        "push",
+        "readyz",
+        "tasks",
+        "ui",
+        "v1",
+    }
+)
+"""First path segments that are the router's own (or a binding's) and never a tenant."""
+
+TENANT = (
+    "{tenant:(?!(?:" + "|".join(sorted(re.escape(s) for s in RESERVED_SEGMENTS)) + ")(?:/|$))[^/]+}"
+)
+"""The aiohttp path segment of a tenant: any one segment but the reserved ones (so
+``/agents/{agent_id}/...`` and ``/v1/...`` never read as a tenant's)."""
+
+
+def is_draft(route: RestRoute) -> bool:
+    """Whether ``route`` is one of seed 002's draft paths (``A2A.``-prefixed, any version)."""
+    return route.method.startswith(PREFIX)
+
 
 _INTEGERS = frozenset({"historyLength", "pageSize"})
 _BOOLEANS = frozenset({"includeArtifacts"})
+# query parameters as proto field names (seed 002's draft; HTTP transcoding takes both)
+_SNAKE = {
+    "context_id": "contextId",
+    "page_size": "pageSize",
+    "page_token": "pageToken",
+    "history_length": "historyLength",
+    "include_artifacts": "includeArtifacts",
+    "status_timestamp_after": "statusTimestampAfter",
+}
 
 
 def rest_params(
@@ -148,11 +225,17 @@ def rest_params(
     """The JSON-RPC params of one request of ``route``: the body (for a route that has
     one), the query parameters (numbers and booleans as JSON values when they read as such;
     anything else is left a string for the params check to name), the task ``id`` of the
-    path (and the config id of a push config path) over whatever the body says."""
+    path (and the config id of a push config path) over whatever the body says; a 1.0
+    path's ``{tenant}`` segment as the ``tenant`` param. A 1.0 query's snake_case names
+    (``page_size``) are read as the JSON names."""
     params: dict[str, Any] = dict(body) if route.body and body is not None else {}
     for key, value in query.items():
         if key != VERSION_HEADER:
+            if route.version == "1.0" and key in _SNAKE and _SNAKE[key] not in query:
+                key = _SNAKE[key]
             params[key] = _query_value(key, value)
+    if "tenant" in match and route.version == "1.0":
+        params["tenant"] = match["tenant"]
     if "id" in match:
         push = "PushNotificationConfig" in route.method or "pushNotificationConfig" in route.method
         params["taskId" if push else "id"] = match["id"]
@@ -230,7 +313,7 @@ def _outbound(route: RestRoute) -> bool:
 
 
 _CALLS: dict[tuple[Version, str], RestRoute] = {
-    (r.version, r.method): r for r in reversed(ROUTES) if _outbound(r)
+    (r.version, r.method): r for r in reversed(_V1 + _V03) if _outbound(r)
 }
 
 

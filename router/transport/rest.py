@@ -43,7 +43,7 @@ from router.protocol.errors import (
     error_domain,
     error_object,
 )
-from router.protocol.restpaths import RestRoute, http_status, rest_params
+from router.protocol.restpaths import RestRoute, http_status, is_draft, rest_params
 from router.protocol.versions import VERSION_HEADER, Op, Version
 from router.transport import jsonrpc
 from router.transport.gate import Gate, Refused
@@ -69,14 +69,15 @@ async def serve(
     """Answer one HTTP+JSON request of ``route`` from ``caller`` (``pinned``: the agent of a
     per-agent endpoint; ``gate``: takes a stream slot of the caller for a streaming route)."""
     settings = router.settings
+    draft = is_draft(route)
     try:
         rpc = await _read(request, route, settings.max_request_bytes, settings.max_json_depth)
     except RpcError as error:
-        return error_response(error_object("1.0", error))
+        return error_response(error_object("1.0", error), draft=draft)
     except Exception:  # a bug: still the binding's error, no trace
         log.exception("internal error reading a request")
         error = RpcError(INTERNAL, "Switchboard failed internally; see its log", {})
-        return error_response(error_object("1.0", error))
+        return error_response(error_object("1.0", error), draft=draft)
     call = Call(
         rpc,
         headers=CIMultiDict((k, v) for k, v in request.headers.items() if k.lower() in _HEADERS),
@@ -90,7 +91,7 @@ async def serve(
         try:
             gate.open_stream(request, caller)
         except Refused as refusal:
-            return refused(refusal)
+            return refused(refusal, draft=draft)
         opened = True
     try:
         answer = await router.handle(call)
@@ -101,15 +102,15 @@ async def serve(
     if isinstance(answer, Reply):
         if opened and gate is not None:
             gate.close_stream(caller)
-        return _reply(answer.body, answer.headers, rpc)
+        return _reply(answer.body, answer.headers, rpc, draft)
     if opened and gate is not None:
         answer.add_closer(_closer(gate, caller))
     first = await _first(answer)
     if first is None or "error" in first[0]:  # nothing sent yet: an HTTP error answer
         await answer.aclose()
         body = first[0] if first is not None else {"error": _internal("the stream was empty")}
-        return _reply(body, answer.headers, rpc)
-    events = EventStream(_events(first, answer, rpc), answer.headers, answer.aclose)
+        return _reply(body, answer.headers, rpc, draft)
+    events = EventStream(_events(first, answer, rpc, draft), answer.headers, answer.aclose)
     return await jsonrpc.write_events(request, events, settings.sse_keepalive)
 
 
@@ -124,7 +125,7 @@ async def _read(request: web.Request, route: RestRoute, max_bytes: int, depth: i
     """The JSON-RPC request ``route`` stands for, checked as the JSON-RPC binding checks it."""
     header = request.headers.get(VERSION_HEADER)
     version = jsonrpc.request_version(request)
-    if version != route.version:
+    if version != route.version and not is_draft(route):  # a draft path: any version
         raise _wrong_version(route, version)
     body: dict[str, Any] | None = None
     if route.body:
@@ -191,23 +192,27 @@ async def _first(stream: EventStream) -> Event | None:
         return None
 
 
-async def _events(first: Event, stream: EventStream, rpc: Request) -> AsyncGenerator[Event, None]:
+async def _events(
+    first: Event, stream: EventStream, rpc: Request, draft: bool
+) -> AsyncGenerator[Event, None]:
     """The stream's JSON-RPC bodies as the binding's: each result object; an error as an
     ``error`` event carrying the error body."""
-    yield _event(first[0], rpc)
+    yield _event(first[0], rpc, draft)
     async for body, _ in stream.events:
-        yield _event(body, rpc)
+        yield _event(body, rpc, draft)
 
 
-def _event(body: Mapping[str, Any], rpc: Request) -> Event:
+def _event(body: Mapping[str, Any], rpc: Request, draft: bool) -> Event:
     if "error" in body:
-        return rest_error_body(body["error"]), "error"
+        return rest_error_body(body["error"], draft=draft), "error"
     return _result(body.get("result"), rpc, stream=True), None
 
 
-def _reply(body: Mapping[str, Any], headers: Mapping[str, str], rpc: Request) -> web.Response:
+def _reply(
+    body: Mapping[str, Any], headers: Mapping[str, str], rpc: Request, draft: bool
+) -> web.Response:
     if "error" in body:
-        return error_response(body["error"], headers)
+        return error_response(body["error"], headers, draft=draft)
     result = _result(body.get("result"), rpc)
     return web.Response(text=_DUMPS(result), content_type=_MEDIA_TYPE[rpc.version], headers=headers)
 
@@ -223,9 +228,10 @@ def _internal(message: str) -> dict[str, Any]:
     return error_object("1.0", RpcError(INTERNAL, message, {}))
 
 
-def rest_error_body(error: Mapping[str, Any]) -> dict[str, Any]:
+def rest_error_body(error: Mapping[str, Any], *, draft: bool = False) -> dict[str, Any]:
     """A JSON-RPC ``error`` object (of either version's shape, or an agent's as it came) as
-    the binding's ``{"error": {"code", "status", "message", "details"}}``."""
+    the binding's ``{"error": {"code", "status", "message", "details"}}`` (``draft``: seed
+    002's error object itself, ``{"code", "status", "message", "details"}``)."""
     code = error.get("code")
     code = code if isinstance(code, int) and not isinstance(code, bool) else INTERNAL
     status, name = http_status(code)
@@ -254,25 +260,26 @@ def rest_error_body(error: Mapping[str, Any]) -> dict[str, Any]:
         "message": message if isinstance(message, str) else "",
         "details": details,
     }
-    return {"error": body}
+    return body if draft else {"error": body}
 
 
 def error_response(
-    error: Mapping[str, Any], headers: Mapping[str, str] | None = None
+    error: Mapping[str, Any], headers: Mapping[str, str] | None = None, *, draft: bool = False
 ) -> web.Response:
-    """A JSON-RPC ``error`` object answered in the binding's format, with its HTTP status."""
-    body = rest_error_body(error)
+    """A JSON-RPC ``error`` object answered in the binding's format, with its HTTP status
+    (``draft``: in seed 002's)."""
+    body = rest_error_body(error, draft=draft)
     return web.Response(
         text=_DUMPS(body),
-        status=body["error"]["code"],
+        status=body["code"] if draft else body["error"]["code"],
         content_type="application/json",
         headers=headers,
     )
 
 
-def refused(refusal: Refused) -> web.Response:
-    """The Gate's refusal (401, 503, 429 with a JSON-RPC error body) in the binding's format,
-    its ``WWW-Authenticate`` and ``Retry-After`` kept."""
+def refused(refusal: Refused, *, draft: bool = False) -> web.Response:
+    """The Gate's refusal (401, 503, 429 with a JSON-RPC error body) in the binding's format
+    (``draft``: seed 002's), its ``WWW-Authenticate`` and ``Retry-After`` kept."""
     response = refusal.response
     try:
         document = json.loads(response.body)  # type: ignore[arg-type]
@@ -280,9 +287,9 @@ def refused(refusal: Refused) -> web.Response:
     except (TypeError, ValueError, KeyError):
         return response
     keep = {k: v for k, v in response.headers.items() if k in ("WWW-Authenticate", "Retry-After")}
-    answer = error_response(error, keep)
+    answer = error_response(error, keep, draft=draft)
     answer.set_status(response.status)
     answer_body = json.loads(answer.text or "{}")
-    answer_body["error"]["code"] = response.status
+    (answer_body if draft else answer_body["error"])["code"] = response.status
     answer.text = _DUMPS(answer_body)
     return answer

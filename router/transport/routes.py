@@ -4,7 +4,8 @@
   (see :mod:`router.transport.jsonrpc`).
 - The HTTP+JSON binding's paths (:data:`router.protocol.restpaths.ROUTES`: ``POST
   /message:send``, ``GET /tasks/{id}``, ``/v1/...`` for 0.3, ...) at the root and under
-  ``/agents/{agent_id}`` (see :mod:`router.transport.rest`).
+  ``/agents/{agent_id}`` (see :mod:`router.transport.rest`); the 1.0 ones also under a
+  tenant's first segment (``/{tenant}/message:send``, ``/agents/{agent_id}/{tenant}/...``).
 - ``GET /.well-known/agent-card.json`` (and the legacy ``agent.json``): the router's card.
 - ``GET /agents/{agent_id}/.well-known/agent-card.json``: that agent's card with every URL
   pointing at the router. Both cards are re-signed with the router's key.
@@ -33,7 +34,7 @@ from router.choose.grants import EVERYTHING
 from router.forward.handler import Router
 from router.protocol.errors import RpcError
 from router.protocol.fieldnames import json_names
-from router.protocol.restpaths import ROUTES, RestRoute
+from router.protocol.restpaths import ROUTES, TENANT, TENANT_ROUTES, RestRoute
 from router.protocol.versions import VERSION_HEADER, Op, Version, client_version
 from router.signing import CardSigner
 from router.transport import jsonrpc, rest
@@ -70,6 +71,10 @@ def add_router_routes(app: web.Application) -> None:
         handler = _rest_endpoint(route)
         app.router.add_route(route.verb, route.path, handler)
         app.router.add_route(route.verb, "/agents/{agent_id}" + route.path, handler)
+    for route in TENANT_ROUTES:  # a tenant's: never one of the reserved first segments
+        handler = _rest_endpoint(route)
+        app.router.add_route(route.verb, f"/{TENANT}{route.path}", handler)
+        app.router.add_route(route.verb, f"/agents/{{agent_id}}/{TENANT}{route.path}", handler)
     for path in _WELL_KNOWN:
         for slash in ("", "/"):
             app.router.add_get(path + slash, get_router_card)

@@ -27,7 +27,7 @@ import shutil
 import subprocess
 import sys
 import venv
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -202,6 +202,42 @@ async def client03_lines(
 ) -> list[dict[str, Any]]:
     """All the lines of one client run."""
     return [item async for item in run_client03(python, base_url, op, **options)]
+
+
+async def cancel_and_resubscribe03(
+    python: Path | str,
+    base_url: str,
+    *,
+    transport: str = "HTTP+JSON",
+    subscribed: Callable[[], Awaitable[Any]] | None = None,
+) -> list[dict[str, Any]]:
+    """The 0.3 client's cancel and resubscribe on a task left working (a gated agent): a
+    stream is started and dropped after its task, the client resubscribes (``subscribed``
+    waits until the agent sees it; without it, the resubscription's first event, the task,
+    says so), cancels the task (asserted canceled) and reads the resubscription to its end;
+    returns what the resubscription yielded (its last event is the canceled status)."""
+    options = {"transport": transport}
+    stream = run_client03(python, base_url, "stream", text="echo left working", **options)
+    async with contextlib.aclosing(stream):
+        first = await anext(stream)
+    assert first.get("kind") == "task", first
+    task_id = first["id"]
+    resubscribed = run_client03(python, base_url, "resubscribe", task_id=task_id, **options)
+    async with contextlib.aclosing(resubscribed):
+        pending = asyncio.ensure_future(anext(resubscribed))
+        lines: list[dict[str, Any]] = []
+        if subscribed is None:
+            lines.append(await pending)
+            assert lines[0].get("id") == task_id, lines
+        else:
+            await subscribed()
+        canceled = await client03_lines(python, base_url, "cancel", task_id=task_id, **options)
+        assert canceled[-1].get("status", {}).get("state") == "canceled", canceled
+        if subscribed is not None:
+            lines.append(await pending)
+        lines += [line async for line in resubscribed]
+    assert lines[-1].get("status", {}).get("state") == "canceled", lines
+    return lines
 
 
 @dataclass

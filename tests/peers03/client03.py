@@ -7,15 +7,18 @@ Usage::
         [--metadata JSON] [--request-metadata JSON] [--accepted-output-modes a,b]
         [--extensions a,b] [--header 'Name: value']... [--history-length N]
         [--card-path PATH] [--stream] [--timeout S] [--credential SCHEME=VALUE]...
-        [--transport JSONRPC|HTTP+JSON]
+        [--transport JSONRPC|HTTP+JSON] [--push-url URL] [--push-token T] [--config-id ID]
 
-OP is ``send``, ``stream``, ``get``, ``cancel``, ``resubscribe``, ``card`` or
-``extended-card`` (the client's ``get_card``: the extended card when the card offers
-one). The card is resolved with ``A2ACardResolver`` from CARD_BASE_URL; the client built by
-``ClientFactory`` then posts to the URL inside the card, as real clients do. ``send --stream``
-is ``stream``. ``--transport`` picks the card's interface of that binding (the 0.3 SDK's REST
-transport applies no interceptors: authenticate it with ``--header``). ``--metadata`` goes
-on the message, ``--request-metadata`` on the request params.
+OP is ``send``, ``stream``, ``get``, ``cancel``, ``resubscribe``, ``push-set``,
+``push-get``, ``card`` or ``extended-card`` (the client's ``get_card``: the extended card
+when the card offers one). ``push-set`` sets the push config ``--push-url``/``--push-token``
+(id ``--config-id``) on ``--task-id`` (``set_task_callback``), ``push-get`` reads one back
+(``get_task_callback``); on ``send``/``stream``, ``--push-url`` is the client's push config,
+sent with the message. The card is resolved with ``A2ACardResolver`` from CARD_BASE_URL; the
+client built by ``ClientFactory`` then posts to the URL inside the card, as real clients do.
+``send --stream`` is ``stream``. ``--transport`` picks the card's interface of that binding
+(the 0.3 SDK's REST transport applies no interceptors: authenticate it with ``--header``).
+``--metadata`` goes on the message, ``--request-metadata`` on the request params.
 
 Each response or stream event is printed as one JSON line (the raw event: a task, message,
 status-update or artifact-update; the card for ``card``), flushed at once; exit 0. A failure
@@ -43,15 +46,21 @@ from a2a.types import (
     FilePart,
     FileWithBytes,
     FileWithUri,
+    GetTaskPushNotificationConfigParams,
     Message,
     Part,
+    PushNotificationConfig,
     Role,
     TaskIdParams,
+    TaskPushNotificationConfig,
     TaskQueryParams,
     TextPart,
 )
 
-OPS = ("send", "stream", "get", "cancel", "resubscribe", "card", "extended-card")
+OPS = (
+    "send", "stream", "get", "cancel", "resubscribe", "push-set", "push-get", "card",
+    "extended-card",
+)  # fmt: skip
 
 
 def out(obj: Any) -> None:
@@ -106,6 +115,11 @@ class Credentials(CredentialService):
         return self.by_scheme.get(security_scheme_name)
 
 
+def push_config(args: argparse.Namespace) -> PushNotificationConfig:
+    """The push config of ``--push-url``, ``--push-token`` and ``--config-id``."""
+    return PushNotificationConfig(url=args.push_url, token=args.push_token, id=args.config_id)
+
+
 def csv(value: str | None) -> list[str]:
     return [item.strip() for item in (value or "").split(",") if item.strip()]
 
@@ -127,6 +141,7 @@ async def run(args: argparse.Namespace) -> None:
             accepted_output_modes=csv(args.accepted_output_modes),
             extensions=csv(args.extensions),
             supported_transports=[args.transport] if args.transport else ["JSONRPC"],
+            push_notification_configs=[push_config(args)] if args.push_url else [],
         )
         credentials = dict(c.split("=", 1) for c in args.credential)
         interceptors = [AuthInterceptor(Credentials(credentials))] if credentials else None
@@ -139,6 +154,18 @@ async def run(args: argparse.Namespace) -> None:
             events = client.resubscribe(TaskIdParams(id=args.task_id))
         elif args.op == "extended-card":  # Client.get_card: the extended card when offered
             out(await client.get_card())
+            return
+        elif args.op == "push-set":
+            config = TaskPushNotificationConfig(
+                task_id=args.task_id, push_notification_config=push_config(args)
+            )
+            out(await client.set_task_callback(config))
+            return
+        elif args.op == "push-get":
+            params = GetTaskPushNotificationConfigParams(
+                id=args.task_id, push_notification_config_id=args.config_id
+            )
+            out(await client.get_task_callback(params))
             return
         elif args.op == "get":
             out(
@@ -189,8 +216,11 @@ def main() -> int:
     parser.add_argument("--stream", action="store_true")
     parser.add_argument("--timeout", type=float, default=60.0)
     parser.add_argument("--transport", help="the binding to use from the card (JSONRPC)")
+    parser.add_argument("--push-url")
+    parser.add_argument("--push-token")
+    parser.add_argument("--config-id")
     args = parser.parse_args()
-    if args.op in ("get", "cancel", "resubscribe") and not args.task_id:
+    if args.op in ("get", "cancel", "resubscribe", "push-set", "push-get") and not args.task_id:
         parser.error(f"{args.op} needs --task-id")
     try:
         asyncio.run(run(args))

@@ -40,7 +40,7 @@ from router.protocol.errors import (
     TASK_NOT_FOUND,
     RpcError,
 )
-from tests.peers03 import agent03, client03_lines
+from tests.peers03 import agent03, cancel_and_resubscribe03, client03_lines
 from tests.support.helpers import base, card_v1, make_settings
 from tests.support.sdk_clients import answer, ask, send
 from tests.support.sdk_peers import TaskEchoExecutor, serve_sdk_agent
@@ -370,3 +370,25 @@ async def test_the_rest_clients_to_a_03_json_rpc_agent(
             sdk03_python, base(server), "send", text="echo old over rest", transport="HTTP+JSON"
         )
         assert sent[-1]["status"]["state"] == "completed", sent
+
+
+async def test_the_03_rest_client_cancels_and_resubscribes_via_rest_agents(
+    aiohttp_server: Any, sqlite_url: str, sdk03_python: Path
+) -> None:
+    """The 0.3 client on REST, cancel and resubscribe, to a 1.0 REST agent (the 1.x SDK's)
+    and to a 0.3 REST agent (the 0.3 SDK's own REST app)."""
+    server = await _switchboard(aiohttp_server, sqlite_url)
+    executor = TaskEchoExecutor(gated=True)
+    async with serve_sdk_agent(executor=executor, rest_only=True) as agent_url:
+        await server.app[REGISTRY].register_url(agent_url, "tasks")
+        lines = await cancel_and_resubscribe03(sdk03_python, base(server) + "/agents/tasks")
+        assert lines[0]["kind"] == "task" and len(executor.cancels) == 1
+    server = await _switchboard(aiohttp_server, sqlite_url.replace(".db", "2.db"))
+    async with agent03(sdk03_python, gated=True, rest=True) as agent:
+        await server.app[REGISTRY].register_url(agent.base_url, "old-rest")
+        # routed: the per-agent card of a 0.3 card offers no HTTP+JSON (router/card.py)
+        await cancel_and_resubscribe03(
+            sdk03_python, base(server), subscribed=lambda: agent.wait_for("taps")
+        )
+        assert len(agent.cancels) == 1
+        assert all(r["path"].startswith(("/v1/", "/.well-known/")) for r in agent.requests)

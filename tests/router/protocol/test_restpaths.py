@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from router.protocol.restpaths import (
+    RESERVED_SEGMENTS,
     ROUTES,
+    TENANT,
+    TENANT_ROUTES,
     RestCall,
     RestRoute,
     http_status,
@@ -26,6 +31,9 @@ def test_every_path_has_its_version_and_method() -> None:
     assert route("POST", "/v1/message:send").method == "message/send"
     assert {r.version for r in ROUTES if r.path.startswith("/v1/")} == {"0.3"}
     assert {r.version for r in ROUTES if not r.path.startswith("/v1/")} == {"1.0"}
+    draft = {(r.verb, r.path) for r in ROUTES if r.method.startswith("A2A.")}
+    assert len(draft) == 9 and ("DELETE", "/tasks/{id}") in draft
+    assert ("GET", "/tasks/{id}") not in draft  # the 1.0 path's
     paths = [r.path for r in ROUTES]  # the :verb paths are matched before /tasks/{id}
     assert paths.index("/tasks/{id}:cancel") < paths.index("/tasks/{id}")
     assert route("GET", "/tasks/{id}:subscribe").stream
@@ -161,3 +169,37 @@ def test_agent_errors_become_json_rpc_errors() -> None:
     assert rest_error(get, 404, "<html>")["code"] == -32001  # type: ignore[index]
     assert rest_status_error(get, 418) is None
     assert rest_error(get, 500, {"unrelated": True}) is None
+
+
+def test_tenant_routes_and_params() -> None:
+    assert {r.version for r in TENANT_ROUTES} == {"1.0"} and not any(
+        r.method.startswith("A2A.") for r in TENANT_ROUTES
+    )
+    sent = rest_params(route("POST", "/message:send"), {"tenant": "acme"}, {}, {"message": {}})
+    assert sent == {"message": {}, "tenant": "acme"}
+    # the aiohttp segment pattern: any segment but the router's own first segments
+    pattern = re.compile(TENANT.removeprefix("{tenant:").removesuffix("}") + "/")
+    assert pattern.match("acme/") and pattern.match("agents-of-acme/")
+    for reserved in ("agents", "api", "v1", "push", ".well-known", "ui", "metrics", "tasks"):
+        assert reserved in RESERVED_SEGMENTS and not pattern.match(reserved + "/"), reserved
+
+
+def test_draft_paths_and_snake_case_queries() -> None:
+    cancel = route("DELETE", "/tasks/{id}")
+    assert cancel.method == "A2A.CancelTask" and cancel.version == "1.0"
+    assert rest_params(cancel, {"id": "t1"}, {}, None) == {"id": "t1"}
+    config = route("GET", "/tasks/{id}/notifications/{configId}")
+    assert rest_params(config, {"id": "t1", "configId": "c"}, {}, None) == {
+        "taskId": "t1",
+        "id": "c",
+    }
+    assert route("GET", "/agent-card").method == "A2A.GetExtendedAgentCard"
+    listed = rest_params(route("GET", "/tasks"), {}, {"page_size": "5", "context_id": "c"}, None)
+    assert listed == {"pageSize": 5, "contextId": "c"}
+    # not the 0.3 paths' query, and a camelCase name given too wins
+    assert rest_params(route("GET", "/v1/tasks/{id}"), {"id": "t"}, {"page_size": "5"}, None) == {
+        "id": "t",
+        "page_size": "5",
+    }
+    both = rest_params(route("GET", "/tasks"), {}, {"page_size": "5", "pageSize": "6"}, None)
+    assert both == {"page_size": "5", "pageSize": 6}

@@ -21,7 +21,7 @@ from aiohttp.test_utils import TestServer
 
 from registry.api import REGISTRY
 from router.app import create_app
-from tests.peers03 import agent03, client03_lines
+from tests.peers03 import agent03, cancel_and_resubscribe03, client03_lines
 from tests.support.helpers import base, make_settings
 from tests.support.sdk_clients import Keys, answer, ask, send
 from tests.support.sdk_peers import TaskEchoExecutor, serve_sdk_agent
@@ -268,3 +268,121 @@ async def test_rate_limits_in_the_bindings_format(
     error = limited.json()["error"]
     assert (error["code"], error["status"]) == (429, "RESOURCE_EXHAUSTED")
     assert error["details"][0]["reason"] == "RATE_LIMITED"
+
+
+class _TenantEcho(TaskEchoExecutor):
+    """The task echo agent, keeping the tenant each message came for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tenants: list[str] = []
+
+    async def execute(self, context: Any, event_queue: Any) -> None:
+        self.tenants.append(context.tenant)
+        await super().execute(context, event_queue)
+
+
+async def test_tenant_paths(aiohttp_server: Any, sqlite_url: str, http: httpx.AsyncClient) -> None:
+    """Every 1.0 path under a tenant's first segment (root and per agent): the tenant reaches
+    the agent (JSON-RPC: its ``tenant`` param; HTTP+JSON: its path); the router's own first
+    segments are never a tenant."""
+    server = await _switchboard(aiohttp_server, sqlite_url)
+    url = base(server)
+    rpc, rest = _TenantEcho(), _TenantEcho()
+    async with (
+        serve_sdk_agent(executor=rpc) as rpc_url,
+        # the SDK mounts /{tenant} before its path prefix: serve at the root
+        serve_sdk_agent(executor=rest, rest_only=True, rpc_path="/") as rest_url,
+    ):
+        await server.app[REGISTRY].register_url(rpc_url, "rpc")
+        await server.app[REGISTRY].register_url(rest_url, "rest")
+        for agent, executor in (("rpc", rpc), ("rest", rest)):
+            sent = await http.post(
+                f"{url}/agents/{agent}/acme/message:send", json=_message("tenant"), headers=V1
+            )
+            assert sent.status_code == 200, sent.text
+            assert executor.tenants == ["acme"], agent
+            task_id = sent.json()["task"]["id"]
+            got = await http.get(f"{url}/agents/{agent}/acme/tasks/{task_id}", headers=V1)
+            assert got.status_code == 200 and got.json()["id"] == task_id, got.text
+            # routed (at the root): the tenant's paths, snake_case query names read too
+            got = await http.get(f"{url}/acme/tasks/{task_id}?history_length=1", headers=V1)
+            assert got.status_code == 200 and len(got.json().get("history", [])) <= 1, got.text
+            listed = await http.get(f"{url}/acme/tasks?page_size=5", headers=V1)
+            assert listed.status_code == 200 and listed.json()["tasks"], listed.text
+            canceled = await http.post(f"{url}/acme/tasks/{task_id}:cancel", json={}, headers=V1)
+            assert canceled.status_code == 400, canceled.text  # completed: not cancelable
+        streamed = await http.post(
+            url + "/globex/message:stream", json=_message("echo s"), headers=V1
+        )
+        assert streamed.status_code == 200 and "data:" in streamed.text, streamed.text
+        assert "globex" in rpc.tenants + rest.tenants
+    # the router's own first segments are not tenants
+    wrong = await http.get(url + "/v1/tasks/nope", headers=V1)
+    assert wrong.json()["error"]["details"][0]["reason"] == "VERSION_NOT_SUPPORTED"
+    for path in ("/push/message:send", "/api/message:send", "/.well-known/message:send"):
+        answer = await http.post(url + path, json=_message("x"), headers=V1)
+        assert answer.status_code in (404, 405) and "ErrorInfo" not in answer.text, path
+    nested = await http.get(url + "/tasks/tasks/x", headers=V1)
+    assert nested.status_code == 404 and "ErrorInfo" not in nested.text
+
+
+async def test_draft_paths(aiohttp_server: Any, sqlite_url: str, http: httpx.AsyncClient) -> None:
+    """Seed 002's draft paths, root and per agent: its bodies in, its shapes out (a bare
+    Task with ``taskId``, bare states), its errors ``{code, status, message, details}``."""
+    server = await _switchboard(aiohttp_server, sqlite_url)
+    url = base(server)
+    executor = TaskEchoExecutor(gated=True)
+    async with serve_sdk_agent(executor=executor) as agent_url:
+        await server.app[REGISTRY].register_url(agent_url, "tasks")
+        executor.release()
+        body = {
+            "message": {"role": "user", "parts": [{"text": "echo draft"}], "messageId": "d1"},
+            "configuration": {"blocking": True},
+        }
+        sent = await http.post(url + "/messages", json=body, headers=V1)
+        assert sent.status_code == 200, sent.text
+        task = sent.json()
+        assert task["taskId"] and task["status"]["state"] == "COMPLETED", task
+        executor.release()
+        streamed = await http.post(url + "/agents/tasks/messages/stream", json=body)
+        assert streamed.status_code == 200 and '"taskId"' in streamed.text, streamed.text
+
+        body["configuration"] = {"blocking": False}
+        working = (await http.post(url + "/messages", json=body, headers=V1)).json()
+        assert working["status"]["state"] in ("SUBMITTED", "WORKING"), working
+        async with http.stream("GET", url + f"/tasks/{working['taskId']}/stream") as stream:
+            assert stream.status_code == 200
+            lines = aiter(stream.aiter_lines())
+            first = await anext(line async for line in lines if line.startswith("data:"))
+            assert working["taskId"] in first, first
+            canceled = await http.delete(url + f"/tasks/{working['taskId']}")
+            assert canceled.status_code == 200, canceled.text
+            assert canceled.json()["status"]["state"] == "CANCELED", canceled.text
+            rest = [line async for line in lines]
+            assert any('"CANCELED"' in line for line in rest), rest
+
+        configs = await http.get(url + f"/tasks/{task['taskId']}/notifications")
+        assert configs.status_code == 200 and configs.json()["configs"] == [], configs.text
+    missing = await http.delete(url + "/tasks/nope")
+    assert missing.status_code == 404, missing.text
+    error = missing.json()
+    assert (error["code"], error["status"]) == (404, "NOT_FOUND") and error["message"]
+    assert error["details"][0]["reason"] == "TASK_NOT_FOUND"
+    card = await http.get(url + "/agent-card")
+    assert card.json()["details"][0]["reason"] == "EXTENDED_AGENT_CARD_NOT_CONFIGURED"
+
+
+async def test_the_sdk_03_rest_client_cancels_and_resubscribes(
+    aiohttp_server: Any, sqlite_url: str, sdk03_python: Path
+) -> None:
+    """The 0.3 client on REST, cancel and resubscribe, to a 1.0 JSON-RPC agent (routed and
+    through its own endpoint)."""
+    server = await _switchboard(aiohttp_server, sqlite_url)
+    executor = TaskEchoExecutor(gated=True)
+    async with serve_sdk_agent(executor=executor) as agent_url:
+        await server.app[REGISTRY].register_url(agent_url, "tasks")
+        for url in (base(server), base(server) + "/agents/tasks"):
+            lines = await cancel_and_resubscribe03(sdk03_python, url)
+            assert lines[0]["kind"] == "task", lines
+        assert len(executor.cancels) == 2
