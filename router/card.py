@@ -288,6 +288,8 @@ def _rewrite_legacy(card: dict[str, Any], endpoint: str) -> None:
     if "preferredTransport" in card:
         card["preferredTransport"] = "JSONRPC"
     additional = card.get("additionalInterfaces")
+    if additional is None and str(card.get("protocolVersion", "")).startswith("0.3"):
+        additional = []  # a 0.3 card without the list: the a2a-sdk 0.3 client reads it for REST
     if isinstance(additional, list):
         rewritten = [
             {**i, "url": endpoint}

@@ -386,9 +386,11 @@ async def test_the_03_rest_client_cancels_and_resubscribes_via_rest_agents(
     server = await _switchboard(aiohttp_server, sqlite_url.replace(".db", "2.db"))
     async with agent03(sdk03_python, gated=True, rest=True) as agent:
         await server.app[REGISTRY].register_url(agent.base_url, "old-rest")
-        # routed: the per-agent card of a 0.3 card offers no HTTP+JSON (router/card.py)
+        # pinned: the per-agent card of a 0.3 card without additionalInterfaces gets them
         await cancel_and_resubscribe03(
-            sdk03_python, base(server), subscribed=lambda: agent.wait_for("taps")
+            sdk03_python,
+            base(server) + "/agents/old-rest",
+            subscribed=lambda: agent.wait_for("taps"),
         )
         assert len(agent.cancels) == 1
         assert all(r["path"].startswith(("/v1/", "/.well-known/")) for r in agent.requests)
