@@ -108,23 +108,29 @@ async def serve_grpc_agent(
         await sender.aclose()
 
 
-async def _switchboard(aiohttp_server: Any, database_url: str) -> TestServer:
-    return await aiohttp_server(create_app(make_settings(database_url)))
+async def _switchboard(aiohttp_server: Any, database_url: str, **settings: Any) -> TestServer:
+    return await aiohttp_server(create_app(make_settings(database_url, **settings)))
 
 
 async def _client(http: httpx.AsyncClient, url: str, binding: str, *, streaming: bool) -> Any:
     card = await A2ACardResolver(http, url).get_agent_card()
     config = ClientConfig(
-        httpx_client=http, streaming=streaming, supported_protocol_bindings=[binding]
+        httpx_client=http,
+        streaming=streaming,
+        supported_protocol_bindings=[binding],
+        grpc_channel_factory=grpc.aio.insecure_channel,
     )
     return ClientFactory(config).create(card)
 
 
-@pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON"])
+@pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON", "GRPC"])
 async def test_a_grpc_only_agent_through_the_router(
     aiohttp_server: Any, sqlite_url: str, http: httpx.AsyncClient, binding: str
 ) -> None:
-    server = await _switchboard(aiohttp_server, sqlite_url)
+    """The 1.x client on each of its bindings (the router's gRPC port on for GRPC: per-agent
+    calls then go by the card's tenant ``agents/tasks``) to a gRPC-only agent."""
+    grpc_on = {"grpc_port": 0} if binding == "GRPC" else {}
+    server = await _switchboard(aiohttp_server, sqlite_url, **grpc_on)
     executor = TaskEchoExecutor(gated=True)
     async with serve_grpc_agent(executor) as (target, raw, recorder):
         record = await server.app[REGISTRY].register_card(raw, "tasks")
@@ -133,11 +139,12 @@ async def test_a_grpc_only_agent_through_the_router(
         # its card through the router offers the router's JSON-RPC and HTTP+JSON endpoints
         card = (await http.get(base(server) + "/agents/tasks/.well-known/agent-card.json")).json()
         endpoint = base(server) + "/agents/tasks"
-        offered = {
-            (i["protocolBinding"], i["protocolVersion"]) for i in card["supportedInterfaces"]
-        }
+        http_interfaces = [i for i in card["supportedInterfaces"] if i["protocolBinding"] != "GRPC"]
+        offered = {(i["protocolBinding"], i["protocolVersion"]) for i in http_interfaces}
         assert offered == {(b, v) for b in ("JSONRPC", "HTTP+JSON") for v in ("1.0", "0.3")}
-        assert {i["url"] for i in card["supportedInterfaces"]} == {endpoint}
+        assert {i["url"] for i in http_interfaces} == {endpoint}
+        tenants = [i.get("tenant") for i in card["supportedInterfaces"] if i not in http_interfaces]
+        assert tenants == (["agents/tasks"] if grpc_on else [])
 
         client = await _client(http, base(server), binding, streaming=True)
         # stream: the task, its updates, the answer
@@ -156,9 +163,11 @@ async def test_a_grpc_only_agent_through_the_router(
             TaskState.TASK_STATE_COMPLETED
         )
         sent = recorder.metadata[-1]  # what the agent got, as gRPC metadata
-        assert sent["a2a-version"] == "1.0" and sent["a2a-extensions"] == "urn:x-test"
-        assert sent["traceparent"] == headers["traceparent"]
-        assert executor.extensions[-1] == {"urn:x-test"}
+        assert sent["a2a-version"] == "1.0"
+        if not grpc_on:  # the headers went with the HTTP client's requests
+            assert sent["a2a-extensions"] == "urn:x-test"
+            assert sent["traceparent"] == headers["traceparent"]
+            assert executor.extensions[-1] == {"urn:x-test"}
         task_id = events[0].task.id
         got = await client.get_task(GetTaskRequest(id=task_id, history_length=1))
         assert got.id == task_id and "hello agent" in answer(got)
