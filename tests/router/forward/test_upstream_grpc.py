@@ -46,7 +46,7 @@ from router.protocol.errors import (
     UNSUPPORTED,
     RpcError,
 )
-from tests.peers03 import client03_lines
+from tests.peers03 import cancel_and_resubscribe03, client03_lines
 from tests.support.helpers import base, make_settings
 from tests.support.sdk_clients import answer, ask, send
 from tests.support.sdk_peers import PushStore, TaskEchoExecutor, echo_card
@@ -217,7 +217,8 @@ async def test_a_grpc_only_agent_through_the_router(
 async def test_the_03_client_to_a_grpc_agent(
     aiohttp_server: Any, sqlite_url: str, sdk03_python: Path
 ) -> None:
-    """The 0.3 client, on JSON-RPC and on REST, to a 1.0 agent reached over gRPC."""
+    """The 0.3 client, on JSON-RPC and on REST, to a 1.0 agent reached over gRPC: send,
+    stream, get, cancel, resubscribe, the agent's errors."""
     server = await _switchboard(aiohttp_server, sqlite_url)
     async with serve_grpc_agent(TaskEchoExecutor()) as (_target, raw, _recorder):
         await server.app[REGISTRY].register_card(raw, "tasks")
@@ -245,6 +246,16 @@ async def test_the_03_client_to_a_grpc_agent(
                 sdk03_python, base(server), "get", task_id="nope", transport=transport
             )
             assert "error" in missing[-1], missing
+    # a task left working: the 0.3 client resubscribes and cancels it (pinned)
+    executor = TaskEchoExecutor(gated=True)
+    async with serve_grpc_agent(executor) as (_target, raw, _recorder):
+        await server.app[REGISTRY].register_card(raw, "gated")
+        for transport in ("JSONRPC", "HTTP+JSON"):
+            lines = await cancel_and_resubscribe03(
+                sdk03_python, base(server) + "/agents/gated", transport=transport
+            )
+            assert lines[-1]["status"]["state"] == "canceled", lines
+        assert len(executor.cancels) == 2
 
 
 # --- the edge ------------------------------------------------------------------------------------
