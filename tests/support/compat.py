@@ -138,7 +138,10 @@ def render(records: Iterable[dict[str, Any]]) -> str:
                 continue
             ops = [op for op in OPS if op in cell["ops"]]
             ops += sorted(cell["ops"] - set(OPS))
-            files = ", ".join(f"`{f}`" for f in sorted(cell["files"]))
+            named = sorted(cell["files"])
+            files = ", ".join(f"`{f}`" for f in named[:3])
+            if len(named) > 3:
+                files += f" and {len(named) - 3} more"
             out.append(f"{', '.join(ops)} ({files})")
         lines.append(f"| {_name(*client)} | " + " | ".join(out) + " |")
     return "\n".join(lines)
