@@ -47,6 +47,7 @@ __all__ = [
     "STREAMS_OPEN",
     "STREAM_EVENTS",
     "STREAM_SECONDS",
+    "TRANSLATIONS",
     "UPSTREAM_CALLS",
     "UPSTREAM_SECONDS",
     "observed_call",
@@ -54,6 +55,7 @@ __all__ = [
     "observed_handle",
     "observed_stream",
     "outcome_of",
+    "translated",
 ]
 
 log = logging.getLogger("switchboard.a2a")
@@ -126,6 +128,20 @@ DECISION_SECONDS = Histogram(
     registry=METRICS,
 )
 
+TRANSLATIONS = Counter(
+    "switchboard_translations",
+    "Requests, answers and stream events translated between protocol versions, by part "
+    "(request: client to agent; answer, event: agent to client) and direction (0.3->1.0, "
+    "1.0->0.3)",
+    ["part", "direction"],
+    registry=METRICS,
+)
+_TRANSLATED = {
+    (part, source, target): TRANSLATIONS.labels(part, f"{source}->{target}")
+    for part in ("request", "answer", "event")
+    for source, target in (("0.3", "1.0"), ("1.0", "0.3"))
+}
+
 _UPSTREAM_FAILURES = {
     AGENT_UNAVAILABLE: "unavailable",
     INVALID_AGENT_RESPONSE: "invalid_response",
@@ -153,6 +169,15 @@ def outcome_of(body: Any) -> str:
     if -32099 <= code <= -32000:
         return "a2a_error"
     return "error"
+
+
+def translated(part: str, source: str, target: str) -> None:
+    """Count one translation of a ``part`` (``request``, ``answer``, ``event``) from version
+    ``source`` to ``target``."""
+    child = _TRANSLATED.get((part, source, target))
+    if child is None:
+        child = _TRANSLATED[part, source, target] = TRANSLATIONS.labels(part, f"{source}->{target}")
+    child.inc()
 
 
 H = TypeVar("H", bound=Callable[..., Awaitable[Reply | EventStream]])
