@@ -27,6 +27,7 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from registry.metrics import METRICS
 from router.forward.call import Call, Event, EventStream, Reply
+from router.observe.recent import RECENT
 from router.observe.requestid import Observed, current, new_request_id, observing
 from router.protocol.errors import (
     AGENT_UNAVAILABLE,
@@ -279,6 +280,7 @@ def observed_choice(choose: C) -> C:
 
 def _decided(tier: str, agent: str, started: float) -> None:
     DECISIONS.labels(tier, agent).inc()
+    RECENT.record(tier, agent)
     DECISION_SECONDS.labels(tier).observe(time.perf_counter() - started)
     observed = current()
     if observed is not None:
