@@ -172,6 +172,19 @@ def outcome_of(body: Any) -> str:
     return "error"
 
 
+_CHILDREN: dict[tuple[int, tuple[str, ...]], Any] = {}
+
+
+def _child(metric: Any, *labels: str) -> Any:
+    """``metric.labels(*labels)``, looked up once: prometheus-client's lookup takes a lock
+    and checks the labels on every call (the children are bounded as the labels are)."""
+    key = (id(metric), labels)
+    child = _CHILDREN.get(key)
+    if child is None:
+        child = _CHILDREN[key] = metric.labels(*labels)
+    return child
+
+
 def translated(part: str, source: str, target: str) -> None:
     """Count one translation of a ``part`` (``request``, ``answer``, ``event``) from version
     ``source`` to ``target``."""
@@ -198,9 +211,9 @@ def observed_handle(handle: H) -> H:
             started, waited = time.perf_counter(), observed.upstream_seconds
             answer = await handle(self, call)
             elapsed = time.perf_counter() - started
-            REQUEST_SECONDS.labels(call.rpc.method, call.rpc.version).observe(elapsed)
+            _child(REQUEST_SECONDS, call.rpc.method, call.rpc.version).observe(elapsed)
             router_part = elapsed - (observed.upstream_seconds - waited)
-            ROUTER_SECONDS.labels(call.rpc.method).observe(max(router_part, 0.0))
+            _child(ROUTER_SECONDS, call.rpc.method).observe(max(router_part, 0.0))
             if isinstance(answer, EventStream):
                 _follow(answer, observed, started)
             else:
@@ -230,7 +243,7 @@ def _follow(stream: EventStream, observed: Observed, started: float) -> None:
     async def closed() -> None:
         STREAMS_OPEN.dec()
         duration = time.perf_counter() - started
-        STREAM_SECONDS.labels(observed.agent_id or "").observe(duration)
+        _child(STREAM_SECONDS, observed.agent_id or "").observe(duration)
         _finish(observed, outcome[0], duration)
 
     stream.events = events(stream.events)
@@ -240,7 +253,7 @@ def _follow(stream: EventStream, observed: Observed, started: float) -> None:
 def _finish(observed: Observed, outcome: str, duration: float) -> None:
     """Count the call and write its log line."""
     observed.outcome, observed.duration = outcome, duration
-    REQUESTS.labels(observed.method or "", observed.version or "", outcome).inc()
+    _child(REQUESTS, observed.method or "", observed.version or "", outcome).inc()
     restore = observing(observed)  # a stream ends outside the request's context
     try:
         log.info(
@@ -279,9 +292,9 @@ def observed_choice(choose: C) -> C:
 
 
 def _decided(tier: str, agent: str, started: float) -> None:
-    DECISIONS.labels(tier, agent).inc()
+    _child(DECISIONS, tier, agent).inc()
     RECENT.record(tier, agent)
-    DECISION_SECONDS.labels(tier).observe(time.perf_counter() - started)
+    _child(DECISION_SECONDS, tier).observe(time.perf_counter() - started)
     observed = current()
     if observed is not None:
         observed.tier, observed.agent_id = tier, agent or None
@@ -320,8 +333,8 @@ def observed_call(call: C) -> C:
             elapsed = time.perf_counter() - started
             if watching is not None:
                 watching.upstream_seconds += elapsed
-            UPSTREAM_CALLS.labels(agent, "call", outcome).inc()
-            UPSTREAM_SECONDS.labels(agent, "call").observe(elapsed)
+            _child(UPSTREAM_CALLS, agent, "call", outcome).inc()
+            _child(UPSTREAM_SECONDS, agent, "call").observe(elapsed)
 
     return observed  # type: ignore[return-value]
 
@@ -339,7 +352,7 @@ def observed_stream(stream: S) -> S:
     ) -> AsyncGenerator[Any, None]:
         watching = current()
         agent, outcome, waiting = _agent_of(target, watching), "cancelled", True
-        events = STREAM_EVENTS.labels(agent)
+        events = _child(STREAM_EVENTS, agent)
         started = time.perf_counter()
 
         def first() -> None:
@@ -349,7 +362,7 @@ def observed_stream(stream: S) -> S:
                 elapsed = time.perf_counter() - started
                 if watching is not None:
                     watching.upstream_seconds += elapsed
-                UPSTREAM_SECONDS.labels(agent, "stream").observe(elapsed)
+                _child(UPSTREAM_SECONDS, agent, "stream").observe(elapsed)
 
         inner = stream(self, target, *args, **kwargs)
         try:
@@ -366,7 +379,7 @@ def observed_stream(stream: S) -> S:
         finally:
             if outcome == "cancelled" and not waiting:
                 outcome = "ok"  # closed by the router after events: not the agent's failure
-            UPSTREAM_CALLS.labels(agent, "stream", outcome).inc()
+            _child(UPSTREAM_CALLS, agent, "stream", outcome).inc()
             await inner.aclose()  # type: ignore[attr-defined]
 
     return observed  # type: ignore[return-value]
