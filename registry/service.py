@@ -27,6 +27,7 @@ from registry.crawler import Crawler, Fetched, is_card_url
 from registry.diff import agent_diff
 from registry.errors import Conflict, RegistryError, agent_not_found
 from registry.health import Health, RefreshPolicy
+from registry.metrics import counted_crawl
 from registry.records import AgentRecord, Source, VerificationRecord, utcnow
 from registry.signatures import KeyResolver
 from registry.store import Store
@@ -166,10 +167,11 @@ class Registry:
         if existing:
             raise _duplicate(existing, f"{url} is already registered as agent {existing!r}")
         source: Source = "card_url" if is_card_url(url) else "url"
-        if source == "card_url":
-            fetched = await self.crawler.fetch_card(url)
-        else:
-            fetched = await self.crawler.discover(url)
+        with counted_crawl():
+            if source == "card_url":
+                fetched = await self.crawler.fetch_card(url)
+            else:
+                fetched = await self.crawler.discover(url)
         generation = self.verifier.generation
         card, verification = await self.verifier.check(fetched.data)
         record = await self._create(

@@ -20,8 +20,10 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import SQLModel, col, delete, select, update
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from registry.dbmetrics import time_statements
 from registry.engine import create_engine
 from registry.errors import RegistryError
+from registry.metrics import CARD_CHANGES
 from registry.records import AgentRecord, as_utc
 from registry.rows import agent_row, child_rows, records_from, revision_row
 from registry.tables import (
@@ -60,6 +62,7 @@ class Store:
         self.url = url
         self.tables = tuple(tables)
         self.engine = create_engine(url)
+        time_statements(self.engine)
 
     async def create_schema(self) -> None:
         """Create missing tables (idempotent)."""
@@ -194,7 +197,10 @@ class Store:
             await _insert_rows(session, child_rows(record))
             if changed or diff:
                 session.add(revision_row(record, raw, diff))
-            return changed, await bump(session)
+            version = await bump(session)
+        if changed or diff:
+            CARD_CHANGES.labels("card" if changed else "reverified").inc()
+        return changed, version
 
     async def replace_raw(
         self, record: AgentRecord, raw: bytes, *, expected_sha256: str
@@ -219,7 +225,8 @@ class Store:
             )
             row.fetched_at, row.updated_at = record.fetched_at, record.updated_at
             session.add(revision_row(record, raw, {}))
-            return True
+        CARD_CHANGES.labels("same_meaning").inc()
+        return True
 
     async def delete(self, agent_id: str) -> int | None:
         """Remove an agent with its index rows and revisions; the new catalog version, or

@@ -19,6 +19,7 @@ from registry.catalog import Catalog
 from registry.diff import agent_diff
 from registry.errors import CardError
 from registry.jsonsafe import JsonLimitError, loads_limited
+from registry.metrics import counted_verification
 from registry.records import AgentRecord, VerificationRecord
 from registry.signatures import KeyResolver, StaticKeys, verify_card
 from registry.store import Store
@@ -52,6 +53,7 @@ class Verifier:
         """Grows with every change of keys; a writer compares it before and after a check."""
         self._lock = asyncio.Lock()
 
+    @counted_verification
     async def check(self, data: Any) -> tuple[AgentCard, VerificationRecord]:
         """Validate a card and check its signatures against the trusted keys.
 

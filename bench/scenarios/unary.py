@@ -5,7 +5,9 @@ concurrency level by a separate load process (closed loop, keep-alive): direct t
 Switchboard's ``POST /`` (skill matched); Switchboard's pinned ``POST /agents/{id}``;
 nginx ``proxy_pass`` when installed; and (unary only) ``POST /`` of a Switchboard with
 client authentication on, called with an API key (``router+key``: the cost of checking the
-key, one database read per request, and of the caller's own task scope).
+key, one database read per request, and of the caller's own task scope); and (unary only)
+``POST /`` of a Switchboard with ``SWITCHBOARD_METRICS=off`` (``router-metrics-off``: no
+``/metrics`` endpoint; compare with ``router`` for the cost of serving metrics).
 """
 
 from __future__ import annotations
@@ -68,6 +70,9 @@ async def run(opts: Options) -> Section:
         urls = await contestants(opts, stack, section.notes)
         keyed_url, keyed = await authenticated(opts, stack, urls["direct"].rstrip("/"))
         urls["router+key"] = keyed_url
+        unmetered, _proc = await stack.enter_async_context(switchboard(opts.tmp, metrics="off"))
+        await register(unmetered, {"url": urls["direct"].rstrip("/"), "id": "echo"})
+        urls["router-metrics-off"] = f"{unmetered}/"
         extra = {"router+key": keyed}
         spec = {
             "kind": "unary",

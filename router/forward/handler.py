@@ -44,7 +44,7 @@ from router.forward.upstream import Upstream, forward_headers
 from router.ids.idmap import IdMap
 from router.ids.refs import TaskRef
 from router.ids.rewrite import Rewriter, owner_forgot_task
-from router.observe.metrics import observed_choice, observed_handle
+from router.observe.metrics import observed_choice, observed_handle, translated
 from router.protocol import payloads as wire
 from router.protocol.envelope import Request
 from router.protocol.errors import (
@@ -426,6 +426,7 @@ class Router:
         result = translate.result_to(
             op, answer["result"], target.version, rpc.version, no_history=no_history
         )
+        translated("answer", target.version, rpc.version)
         return {**answer, "result": result}
 
     async def _stream(
@@ -535,6 +536,7 @@ def _translated_params(
     chosen interface when the client named none."""
     target = choice.target
     out = translate.params_to(op, params, client, target.version)
+    translated("request", client, target.version)
     if target.version == "1.0" and "tenant" not in out:
         tenant = target.tenant or _interface_tenant(choice)
         if tenant:

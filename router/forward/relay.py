@@ -24,6 +24,7 @@ from router.forward.call import Event, EventStream, Reply
 from router.forward.upstream import EXTENSIONS_HEADER, Upstream, forward_headers
 from router.ids.idmap import IdMap
 from router.ids.rewrite import Rewriter
+from router.observe.metrics import translated
 from router.protocol.envelope import Request
 from router.protocol.errors import AGENT_UNAVAILABLE, INTERNAL, RpcError, error_body, result_body
 from router.protocol.events import ends_stream
@@ -127,6 +128,7 @@ class Relay:
                 answer = upstream_answer
                 if source != rpc.version and "result" in answer:
                     result = translate.result_to(rpc.op, answer["result"], source, rpc.version)
+                    translated("event", source, rpc.version)
                     answer = {**answer, "result": result}
                 if "error" in answer:  # IDs rewritten in the agent's shape, then translated
                     error = await rewriter.error_from_upstream(answer["error"])

@@ -1,7 +1,8 @@
 """``GET /metrics``: the Prometheus exposition, on the main port or on its own.
 
 :func:`add_observability` wires an application: request ids on every response
-(:mod:`router.observe.http`) and the metrics endpoint per the settings:
+(:mod:`router.observe.http`), ``GET /api/v1/status`` (:mod:`router.observe.status`) and the
+metrics endpoint per the settings:
 
 - ``SWITCHBOARD_METRICS=off``: no endpoint (``/metrics`` answers 404); metrics are still
   counted (the cost is a few counter increments per call).
@@ -28,6 +29,7 @@ from registry.errors import RegistryError
 from registry.metrics import METRICS
 from router.observe.collector import CatalogCollector
 from router.observe.http import add_request_id_header, request_id_middleware
+from router.observe.status import add_status_route
 
 __all__ = ["EXPOSITION", "METRICS_ENDPOINT", "MetricsEndpoint", "add_observability", "metrics"]
 
@@ -58,6 +60,7 @@ def add_observability(app: web.Application) -> None:
     ``app`` holds SETTINGS, REGISTRY and REFRESHER."""
     app.middlewares.insert(0, request_id_middleware)  # outermost: errors get the id too
     app.on_response_prepare.append(add_request_id_header)
+    add_status_route(app)
     settings = app[SETTINGS]
     if not settings.metrics:
         return

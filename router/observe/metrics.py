@@ -27,6 +27,7 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from registry.metrics import METRICS
 from router.forward.call import Call, Event, EventStream, Reply
+from router.observe.recent import RECENT
 from router.observe.requestid import Observed, current, new_request_id, observing
 from router.protocol.errors import (
     AGENT_UNAVAILABLE,
@@ -47,6 +48,7 @@ __all__ = [
     "STREAMS_OPEN",
     "STREAM_EVENTS",
     "STREAM_SECONDS",
+    "TRANSLATIONS",
     "UPSTREAM_CALLS",
     "UPSTREAM_SECONDS",
     "observed_call",
@@ -54,6 +56,7 @@ __all__ = [
     "observed_handle",
     "observed_stream",
     "outcome_of",
+    "translated",
 ]
 
 log = logging.getLogger("switchboard.a2a")
@@ -126,6 +129,20 @@ DECISION_SECONDS = Histogram(
     registry=METRICS,
 )
 
+TRANSLATIONS = Counter(
+    "switchboard_translations",
+    "Requests, answers and stream events translated between protocol versions, by part "
+    "(request: client to agent; answer, event: agent to client) and direction (0.3->1.0, "
+    "1.0->0.3)",
+    ["part", "direction"],
+    registry=METRICS,
+)
+_TRANSLATED = {
+    (part, source, target): TRANSLATIONS.labels(part, f"{source}->{target}")
+    for part in ("request", "answer", "event")
+    for source, target in (("0.3", "1.0"), ("1.0", "0.3"))
+}
+
 _UPSTREAM_FAILURES = {
     AGENT_UNAVAILABLE: "unavailable",
     INVALID_AGENT_RESPONSE: "invalid_response",
@@ -155,6 +172,28 @@ def outcome_of(body: Any) -> str:
     return "error"
 
 
+_CHILDREN: dict[tuple[int, tuple[str, ...]], Any] = {}
+
+
+def _child(metric: Any, *labels: str) -> Any:
+    """``metric.labels(*labels)``, looked up once: prometheus-client's lookup takes a lock
+    and checks the labels on every call (the children are bounded as the labels are)."""
+    key = (id(metric), labels)
+    child = _CHILDREN.get(key)
+    if child is None:
+        child = _CHILDREN[key] = metric.labels(*labels)
+    return child
+
+
+def translated(part: str, source: str, target: str) -> None:
+    """Count one translation of a ``part`` (``request``, ``answer``, ``event``) from version
+    ``source`` to ``target``."""
+    child = _TRANSLATED.get((part, source, target))
+    if child is None:
+        child = _TRANSLATED[part, source, target] = TRANSLATIONS.labels(part, f"{source}->{target}")
+    child.inc()
+
+
 H = TypeVar("H", bound=Callable[..., Awaitable[Reply | EventStream]])
 
 
@@ -172,9 +211,9 @@ def observed_handle(handle: H) -> H:
             started, waited = time.perf_counter(), observed.upstream_seconds
             answer = await handle(self, call)
             elapsed = time.perf_counter() - started
-            REQUEST_SECONDS.labels(call.rpc.method, call.rpc.version).observe(elapsed)
+            _child(REQUEST_SECONDS, call.rpc.method, call.rpc.version).observe(elapsed)
             router_part = elapsed - (observed.upstream_seconds - waited)
-            ROUTER_SECONDS.labels(call.rpc.method).observe(max(router_part, 0.0))
+            _child(ROUTER_SECONDS, call.rpc.method).observe(max(router_part, 0.0))
             if isinstance(answer, EventStream):
                 _follow(answer, observed, started)
             else:
@@ -204,7 +243,7 @@ def _follow(stream: EventStream, observed: Observed, started: float) -> None:
     async def closed() -> None:
         STREAMS_OPEN.dec()
         duration = time.perf_counter() - started
-        STREAM_SECONDS.labels(observed.agent_id or "").observe(duration)
+        _child(STREAM_SECONDS, observed.agent_id or "").observe(duration)
         _finish(observed, outcome[0], duration)
 
     stream.events = events(stream.events)
@@ -214,7 +253,7 @@ def _follow(stream: EventStream, observed: Observed, started: float) -> None:
 def _finish(observed: Observed, outcome: str, duration: float) -> None:
     """Count the call and write its log line."""
     observed.outcome, observed.duration = outcome, duration
-    REQUESTS.labels(observed.method or "", observed.version or "", outcome).inc()
+    _child(REQUESTS, observed.method or "", observed.version or "", outcome).inc()
     restore = observing(observed)  # a stream ends outside the request's context
     try:
         log.info(
@@ -253,8 +292,9 @@ def observed_choice(choose: C) -> C:
 
 
 def _decided(tier: str, agent: str, started: float) -> None:
-    DECISIONS.labels(tier, agent).inc()
-    DECISION_SECONDS.labels(tier).observe(time.perf_counter() - started)
+    _child(DECISIONS, tier, agent).inc()
+    RECENT.record(tier, agent)
+    _child(DECISION_SECONDS, tier).observe(time.perf_counter() - started)
     observed = current()
     if observed is not None:
         observed.tier, observed.agent_id = tier, agent or None
@@ -293,8 +333,8 @@ def observed_call(call: C) -> C:
             elapsed = time.perf_counter() - started
             if watching is not None:
                 watching.upstream_seconds += elapsed
-            UPSTREAM_CALLS.labels(agent, "call", outcome).inc()
-            UPSTREAM_SECONDS.labels(agent, "call").observe(elapsed)
+            _child(UPSTREAM_CALLS, agent, "call", outcome).inc()
+            _child(UPSTREAM_SECONDS, agent, "call").observe(elapsed)
 
     return observed  # type: ignore[return-value]
 
@@ -312,7 +352,7 @@ def observed_stream(stream: S) -> S:
     ) -> AsyncGenerator[Any, None]:
         watching = current()
         agent, outcome, waiting = _agent_of(target, watching), "cancelled", True
-        events = STREAM_EVENTS.labels(agent)
+        events = _child(STREAM_EVENTS, agent)
         started = time.perf_counter()
 
         def first() -> None:
@@ -322,7 +362,7 @@ def observed_stream(stream: S) -> S:
                 elapsed = time.perf_counter() - started
                 if watching is not None:
                     watching.upstream_seconds += elapsed
-                UPSTREAM_SECONDS.labels(agent, "stream").observe(elapsed)
+                _child(UPSTREAM_SECONDS, agent, "stream").observe(elapsed)
 
         inner = stream(self, target, *args, **kwargs)
         try:
@@ -339,7 +379,7 @@ def observed_stream(stream: S) -> S:
         finally:
             if outcome == "cancelled" and not waiting:
                 outcome = "ok"  # closed by the router after events: not the agent's failure
-            UPSTREAM_CALLS.labels(agent, "stream", outcome).inc()
+            _child(UPSTREAM_CALLS, agent, "stream", outcome).inc()
             await inner.aclose()  # type: ignore[attr-defined]
 
     return observed  # type: ignore[return-value]

@@ -43,6 +43,7 @@ from router.compat.dialects import served_call
 from router.forward.call import Call, EventStream, Reply
 from router.forward.handler import Router
 from router.forward.upstream import CLIENT_HEADERS
+from router.observe.grpcid import observed_rpc
 from router.protocol.envelope import Request, parse_request
 from router.protocol.errors import (
     INTERNAL,
@@ -126,6 +127,7 @@ class GrpcServer:
             await self._server.stop(grace)
             self._server, self.port = None, None
 
+    @observed_rpc
     async def unary(self, rpc: Rpc, request: Message, context: grpc.aio.ServicerContext) -> Any:
         """Answer one unary RPC."""
         caller = await self._admit(context)
@@ -136,6 +138,7 @@ class GrpcServer:
             await _abort_error(context, _internal("a stream answered a unary call"))
         return await _result(context, rpc, answer.body)
 
+    @observed_rpc
     async def stream(self, rpc: Rpc, request: Message, context: grpc.aio.ServicerContext) -> None:
         """Answer one server-streaming RPC, writing each event until the stream ends or the
         client cancels (the cancellation reaches the upstream read, which closes)."""

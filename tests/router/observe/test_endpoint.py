@@ -1,8 +1,12 @@
 """Where ``GET /metrics`` is served: the main port (guarded by the read token when there is
-one), nowhere with ``SWITCHBOARD_METRICS=off``, or its own port."""
+one), nowhere with ``SWITCHBOARD_METRICS=off``, or its own port; and that the Grafana
+dashboard and the documented queries and alerts name only metrics it really exports."""
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -64,3 +68,56 @@ async def test_client_auth_guards_the_main_port(aiohttp_client: Any, sqlite_url:
     client = await routed(aiohttp_client, sqlite_url, client_auth="api-key")
     assert (await client.get("/metrics")).status == 401
     assert (await client.get("/metrics", headers=AUTH)).status == 200  # the admin token
+
+
+DOCS = Path(__file__).parents[3] / "docs"
+_NAME = re.compile(r"\b(?:switchboard|process|python)_[a-z0-9_]+\b")
+_SUFFIXES = {
+    "counter": ("_total", "_created"),
+    "histogram": ("_bucket", "_count", "_sum", "_created"),
+    "gauge": ("",),
+    "info": ("_info",),
+}
+
+
+def exported(text: str) -> tuple[set[str], set[str]]:
+    """The names a query can use (each family's samples' names by its type), and the
+    families' own names."""
+    out: set[str] = set()
+    families = list(text_string_to_metric_families(text))
+    for family in families:
+        out.update(family.name + suffix for suffix in _SUFFIXES.get(family.type, ("",)))
+        out.update(sample.name for sample in family.samples)
+    return out, {family.name for family in families}
+
+
+def dashboard_queries() -> list[str]:
+    """Every query of docs/grafana-switchboard.json."""
+    dashboard = json.loads((DOCS / "grafana-switchboard.json").read_text(encoding="utf-8"))
+    return [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
+
+
+def unknown(texts: list[str], known: set[str]) -> set[str]:
+    return {name for text in texts for name in _NAME.findall(text)} - known
+
+
+async def test_the_dashboard_and_the_docs_name_only_exported_metrics(
+    aiohttp_client: Any, sqlite_url: str
+) -> None:
+    client = await routed(aiohttp_client, sqlite_url)
+    known, families = exported(await (await client.get("/metrics")).text())
+    queries = dashboard_queries()
+    assert len(queries) >= 15
+    assert unknown(queries, known) == set()
+    operations = (DOCS / "operations.md").read_text(encoding="utf-8")  # scrape config, alerts
+    assert unknown([operations], known) == set()
+    observability = (DOCS / "observability.md").read_text(encoding="utf-8")  # the tables
+    named = unknown([observability], known | families)
+    assert {name for name in named if not name.endswith("_")} == set()
+    needed = ("a2a_requests_total", "a2a_request_seconds_bucket", "streams_open")
+    needed += ("routing_decisions_total", "crawls_total", "upstream_requests_total")
+    for name in needed:
+        assert any(f"switchboard_{name}" in q for q in queries), name
+    assert unknown(["rate(switchboard_a2a_request_total[5m])"], known) == {
+        "switchboard_a2a_request_total"
+    }  # a misspelt name is caught

@@ -1,5 +1,6 @@
 """Log lines: one JSON object per line with ``SWITCHBOARD_LOG_FORMAT=json`` (the request's
-id and A2A facts in it), readable text by default; the access log carries the id too."""
+id and A2A facts in it), readable text by default; the access log carries the id too. No
+secret, token or message text is ever logged, at any level."""
 
 from __future__ import annotations
 
@@ -93,3 +94,85 @@ def test_an_exception_is_one_json_line() -> None:
 def test_formats() -> None:
     formats: tuple[LogFormat, ...] = ("text", "json")
     assert all(isinstance(log_handler(io.StringIO(), f), logging.Handler) for f in formats)
+
+
+ADMIN_SECRET = "adm-SECRET-7f3a91c2"
+READ_SECRET = "rd-SECRET-5c2e04aa"
+WRONG_BEARER = "bad-SECRET-0d9e7b11"
+WRONG_KEY = "sb_wrong-SECRET-66a1"
+MARKER = "MARKER-hush-4417"
+_AGENT_LOGGERS = ("a2a.", "sse_starlette")
+
+
+def _leaks(text: str, secrets: list[str]) -> list[str]:
+    return [secret for secret in secrets if secret in text]
+
+
+async def test_no_secret_token_or_message_text_is_ever_logged(
+    aiohttp_server: Any, aiohttp_client: Any, sqlite_url: str, caplog: Any
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    stream = io.StringIO()
+    handler = log_handler(stream, "json")
+    handler.setLevel(logging.DEBUG)
+    logging.getLogger().addHandler(handler)
+    settings = make_settings(
+        sqlite_url, client_auth="api-key", admin_token=ADMIN_SECRET, read_token=READ_SECRET
+    )
+    try:
+        server = await aiohttp_server(create_app(settings), access_log_class=RequestAccessLogger)
+        client = await aiohttp_client(server)
+        admin = {"Authorization": f"Bearer {ADMIN_SECRET}"}
+        async with recording_agent() as echo:
+            made = await client.post("/api/v1/agents", json={"url": echo.url, "id": "echo"},
+                                     headers=admin)  # fmt: skip
+            assert made.status == 201, await made.text()
+            key_made = await client.post(
+                "/api/v1/clients", json={"subject": "alice"}, headers=admin
+            )
+            assert key_made.status == 201, await key_made.text()
+            key = (await key_made.json())["key"]
+
+            text = f"say hello back {MARKER}"
+            send = {**SEND, "params": {"message": {**SEND["params"]["message"],
+                    "parts": [{"kind": "text", "text": text}]}}}  # fmt: skip
+            sent = await client.post("/", json=send, headers={"X-API-Key": key})
+            assert MARKER in json.dumps(await sent.json())  # routed to the agent and back
+            stream_call = {**send, "method": "message/stream"}
+            streamed = await client.post(
+                "/", json=stream_call, headers={"Authorization": f"Bearer {key}"}
+            )
+            assert MARKER in await streamed.text()
+            refused = {**send, "params": {"message": {**send["params"]["message"],
+                       "parts": [{"kind": "text", "text": f"qqq zzzq {MARKER}"}]}}}  # fmt: skip
+            answer = await (await client.post("/", json=refused, headers={"X-API-Key": key})).json()
+            assert answer["error"]["code"] == -32050
+            for bad in ({"Authorization": f"Bearer {WRONG_BEARER}"}, {"X-API-Key": WRONG_KEY}):
+                assert (await client.post("/", json=send, headers=bad)).status == 401
+                assert (await client.get("/api/v1/agents", headers=bad)).status == 401
+                assert (await client.get("/metrics", headers=bad)).status == 401
+            reader = {"Authorization": f"Bearer {READ_SECRET}"}
+            for path in ("/api/v1/agents", "/api/v1/status", "/metrics"):
+                assert (await client.get(path, headers=reader)).status == 200, path
+            explain = await client.post(
+                "/api/v1/route/explain", json={"message": send["params"]["message"]}, headers=reader
+            )
+            assert explain.status == 200, await explain.text()
+        await client.close()  # the access log lines are written
+    finally:
+        logging.getLogger().removeHandler(handler)
+
+    secrets = [ADMIN_SECRET, READ_SECRET, WRONG_BEARER, WRONG_KEY, key, MARKER]
+    # the test agent (the a2a-sdk's server, sse-starlette) runs in this process and logs
+    # requests whole at DEBUG: its records are not Switchboard's
+    records = [r for r in caplog.records if not r.name.startswith(_AGENT_LOGGERS)]
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    lines = [line for line in lines if not line["logger"].startswith(_AGENT_LOGGERS)]
+    assert len(records) > 10 and len(lines) == len(records)
+    for record in records:
+        seen = [record.getMessage(), repr(record.args), record.exc_text or ""]
+        seen += [repr(value) for value in vars(record).values()]
+        assert _leaks(" ".join(seen), secrets) == [], (record.name, record.getMessage())
+    assert _leaks(json.dumps(lines), secrets) == []
+    names = {r.name for r in records}
+    assert {"switchboard.a2a", "aiohttp.access"} <= names, names

@@ -40,7 +40,7 @@ def moved(before: Samples, after: Samples, name: str, **labels: str) -> float:
 
 def rpc(method: str, text: str, **extra: Any) -> dict[str, Any]:
     message: dict[str, Any] = {"messageId": "m-1", "parts": [{"text": text}]}
-    if method == "message/send":
+    if method.startswith("message/"):
         message.update(role="user", kind="message")
         message["parts"][0]["kind"] = "text"
     else:
@@ -128,3 +128,26 @@ async def test_no_task_ids_or_texts_in_labels(aiohttp_client: Any, sqlite_url: s
         text = await (await client.get("/metrics")).text()
     assert task_id not in text
     assert "say hello back" not in text and "127.0.0.1" not in text
+
+
+async def test_translations_are_counted_by_part_and_direction(
+    aiohttp_client: Any, sqlite_url: str
+) -> None:
+    client = await routed(aiohttp_client, sqlite_url)
+    async with recording_agent() as echo:  # an a2a-sdk 1.x agent
+        await register(client, echo.url, "echo")
+        before = await scrape(client)
+        sent = await (await client.post("/", json=rpc("message/send", "say hello back"))).json()
+        assert sent["result"]["kind"] == "task"
+        stream = await client.post("/", json=rpc("message/stream", "say hello back"))
+        events = [line for line in (await stream.text()).splitlines() if line.startswith("data:")]
+        same = await client.post(
+            "/", json=rpc("SendMessage", "say hello back"), headers={"A2A-Version": "1.0"}
+        )
+        assert "result" in await same.json()
+        after = await scrape(client)
+    count = "switchboard_translations_total"
+    assert moved(before, after, count, part="request", direction="0.3->1.0") == 2
+    assert moved(before, after, count, part="answer", direction="1.0->0.3") == 1
+    assert moved(before, after, count, part="event", direction="1.0->0.3") == len(events) >= 3
+    assert moved(before, after, count, part="request", direction="1.0->0.3") == 0
