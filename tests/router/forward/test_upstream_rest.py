@@ -4,8 +4,9 @@ the official clients on JSON-RPC and on REST; the agent's errors in the client's
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,35 @@ async def _client(http: httpx.AsyncClient, url: str, binding: str, *, streaming:
     return ClientFactory(config).create(card)
 
 
+async def _subscribe_and_cancel(
+    client: Any, subscribed: Callable[[], Awaitable[Any]] | None = None
+) -> list[Any]:
+    """The 1.x client's subscribe and cancel on a task left working (a gated agent): a stream
+    is dropped after its task, the client subscribes (``subscribed`` waits until the agent sees
+    it; without it, the subscription's first event, the task, says so), cancels the task
+    (asserted canceled) and reads the subscription to its end, the canceled status."""
+    stream = client.send_message(ask("echo cancel me", return_immediately=True))
+    first = await anext(aiter(stream))
+    await stream.aclose()
+    working = first.task.id
+    subscription = client.subscribe(SubscribeToTaskRequest(id=working))
+    pending = asyncio.ensure_future(anext(aiter(subscription)))
+    events: list[Any] = []
+    if subscribed is None:
+        events.append(await pending)
+        assert events[0].task.id == working, events
+    else:
+        await subscribed()
+    canceled = await client.cancel_task(CancelTaskRequest(id=working))
+    assert canceled.id == working and canceled.status.state == TaskState.TASK_STATE_CANCELED
+    if subscribed is not None:
+        events.append(await pending)
+    events += [event async for event in subscription]
+    assert events[-1].status_update.status.state == TaskState.TASK_STATE_CANCELED, events
+    assert events[-1].status_update.task_id == working
+    return events
+
+
 @pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON"])
 async def test_a_rest_only_agent_through_the_router(
     aiohttp_server: Any, sqlite_url: str, http: httpx.AsyncClient, binding: str
@@ -94,17 +124,7 @@ async def test_a_rest_only_agent_through_the_router(
             await client.cancel_task(CancelTaskRequest(id=task_id))
 
         # a task left working: subscribe to it, cancel it
-        stream = client.send_message(ask("echo cancel me", return_immediately=True))
-        first = await anext(aiter(stream))
-        await stream.aclose()
-        working = first.task.id
-        subscribed = client.subscribe(SubscribeToTaskRequest(id=working))
-        seen = await anext(aiter(subscribed))
-        assert seen.task.id == working
-        canceled = await client.cancel_task(CancelTaskRequest(id=working))
-        assert canceled.status.state == TaskState.TASK_STATE_CANCELED
-        rest = [event async for event in subscribed]
-        assert rest and rest[-1].status_update.status.state == TaskState.TASK_STATE_CANCELED
+        await _subscribe_and_cancel(client)
         assert executor.cancels  # the agent got the cancel, under its own task id
 
         # without streaming: one task; the router's IDs, never the agent's
@@ -147,9 +167,9 @@ async def test_a_03_rest_only_agent(
     aiohttp_server: Any, sqlite_url: str, http: httpx.AsyncClient, sdk03_python: Path
 ) -> None:
     """A2A 0.3 over HTTP+JSON only, served by the 1.x SDK's 0.3 REST adapter: the 1.x client
-    (the router translates) and the 0.3 client on JSON-RPC and on REST."""
+    (the router translates) and the 0.3 client, each on JSON-RPC and on REST."""
     server = await _switchboard(aiohttp_server, sqlite_url)
-    executor = TaskEchoExecutor()
+    executor = TaskEchoExecutor(gated=True)
     async with serve_sdk_agent(
         executor=executor, rest_only=True, compat=True, versions=("0.3",)
     ) as agent_url:
@@ -157,16 +177,25 @@ async def test_a_03_rest_only_agent(
         assert [(i.binding, i.protocol_version) for i in record.card.interfaces] == [
             ("HTTP+JSON", "0.3")
         ]
-        client = await _client(http, base(server), "JSONRPC", streaming=True)
-        events = [event async for event in client.send_message(ask("echo translated"))]
-        assert events[0].HasField("task")
-        assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
-        got = await client.get_task(GetTaskRequest(id=events[0].task.id))
-        assert "echo translated" in answer(got)
-        with pytest.raises(TaskNotCancelableError):
-            await client.cancel_task(CancelTaskRequest(id=got.id))
+        for binding in ("JSONRPC", "HTTP+JSON"):
+            client = await _client(http, base(server), binding, streaming=True)
+            executor.release()
+            events = [event async for event in client.send_message(ask("echo translated"))]
+            assert events[0].HasField("task")
+            assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+            got = await client.get_task(GetTaskRequest(id=events[0].task.id))
+            assert "echo translated" in answer(got)
+            with pytest.raises(TaskNotCancelableError):
+                await client.cancel_task(CancelTaskRequest(id=got.id))
+            plain = await _client(http, base(server), binding, streaming=False)
+            executor.release()
+            task = await send(plain, ask("echo sent plainly"))
+            assert "sent plainly" in answer(task) and task.id != got.id
+            await _subscribe_and_cancel(client)
+        assert len(executor.cancels) == 2
 
         for transport in ("JSONRPC", "HTTP+JSON"):
+            executor.release(2)
             sent = await client03_lines(
                 sdk03_python, base(server), "send", text="echo old client", transport=transport
             )
@@ -342,6 +371,11 @@ async def test_the_03_client_to_a_10_rest_agent(
     async with serve_sdk_agent(executor=TaskEchoExecutor(), rest_only=True) as agent_url:
         await server.app[REGISTRY].register_url(agent_url, "tasks")
         for transport in ("JSONRPC", "HTTP+JSON"):
+            sent = await client03_lines(
+                sdk03_python, base(server), "send", text="echo sent to new", transport=transport
+            )
+            assert sent[-1].get("kind") == "task", sent
+            assert sent[-1]["status"]["state"] == "completed", sent
             streamed = await client03_lines(
                 sdk03_python, base(server), "stream", text="echo old to new", transport=transport
             )
@@ -357,40 +391,74 @@ async def test_the_03_client_to_a_10_rest_agent(
 async def test_the_rest_clients_to_a_03_json_rpc_agent(
     aiohttp_server: Any, sqlite_url: str, http: httpx.AsyncClient, sdk03_python: Path
 ) -> None:
-    """The cells the HTTP+JSON server's tests leave: REST clients to a 0.3 JSON-RPC agent."""
+    """The cells the HTTP+JSON server's tests leave: REST clients (1.x and 0.3) to a 0.3
+    JSON-RPC agent: send, stream, get, subscribe (resubscribe) and cancel."""
     server = await _switchboard(aiohttp_server, sqlite_url)
-    async with agent03(sdk03_python) as agent:
+    async with agent03(sdk03_python, gated=True) as agent:
         await server.app[REGISTRY].register_url(agent.base_url, "echo03")
         client = await _client(http, base(server), "HTTP+JSON", streaming=True)
+        agent.release()
         events = [event async for event in client.send_message(ask("echo new over rest"))]
         assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
         got = await client.get_task(GetTaskRequest(id=events[0].task.id))
         assert "new over rest" in answer(got)
-        sent = await client03_lines(
-            sdk03_python, base(server), "send", text="echo old over rest", transport="HTTP+JSON"
-        )
+        plain = await _client(http, base(server), "HTTP+JSON", streaming=False)
+        agent.release()
+        task = await send(plain, ask("echo sent over rest"))
+        assert "sent over rest" in answer(task) and task.id != got.id
+
+        old = {"transport": "HTTP+JSON"}
+        agent.release(2)
+        sent = await client03_lines(sdk03_python, base(server), "send", text="echo old", **old)
         assert sent[-1]["status"]["state"] == "completed", sent
+        streamed = await client03_lines(
+            sdk03_python, base(server), "stream", text="echo old stream", **old
+        )
+        assert streamed[0]["kind"] == "task" and streamed[-1]["status"]["state"] == "completed"
+        got03 = await client03_lines(
+            sdk03_python, base(server), "get", task_id=streamed[0]["id"], **old
+        )
+        words = [p["text"] for a in got03[-1]["artifacts"] for p in a["parts"]]
+        assert "".join(words) == "echo: echo old stream", got03
+
+        # tasks left working (the gate stays shut): subscribed to and canceled, a 0.3 agent
+        # sends no task first, its log says when the subscription reached it
+        await _subscribe_and_cancel(client, subscribed=lambda: agent.wait_for("taps"))
+        await agent.wait_for("taps", 2)  # the subscription's and the cancel's
+        await cancel_and_resubscribe03(
+            sdk03_python, base(server), subscribed=lambda: agent.wait_for("taps", 3)
+        )
+        assert len(agent.cancels) == 2
 
 
 async def test_the_03_rest_client_cancels_and_resubscribes_via_rest_agents(
     aiohttp_server: Any, sqlite_url: str, sdk03_python: Path
 ) -> None:
-    """The 0.3 client on REST, cancel and resubscribe, to a 1.0 REST agent (the 1.x SDK's)
-    and to a 0.3 REST agent (the 0.3 SDK's own REST app)."""
+    """The 0.3 client on REST and on JSON-RPC, cancel and resubscribe, to a 1.0 REST agent
+    (the 1.x SDK's) and to a 0.3 REST agent (the 0.3 SDK's own REST app)."""
+    transports = ("HTTP+JSON", "JSONRPC")
     server = await _switchboard(aiohttp_server, sqlite_url)
     executor = TaskEchoExecutor(gated=True)
     async with serve_sdk_agent(executor=executor, rest_only=True) as agent_url:
         await server.app[REGISTRY].register_url(agent_url, "tasks")
-        lines = await cancel_and_resubscribe03(sdk03_python, base(server) + "/agents/tasks")
-        assert lines[0]["kind"] == "task" and len(executor.cancels) == 1
+        for transport in transports:
+            lines = await cancel_and_resubscribe03(
+                sdk03_python, base(server) + "/agents/tasks", transport=transport
+            )
+            assert lines[0]["kind"] == "task", lines
+        assert len(executor.cancels) == 2
     server = await _switchboard(aiohttp_server, sqlite_url.replace(".db", "2.db"))
     async with agent03(sdk03_python, gated=True, rest=True) as agent:
         await server.app[REGISTRY].register_url(agent.base_url, "old-rest")
-        # pinned: the per-agent card of a 0.3 card without additionalInterfaces gets them
-        await cancel_and_resubscribe03(
-            sdk03_python,
-            base(server) + "/agents/old-rest",
-            subscribed=lambda: agent.wait_for("taps"),
-        )
-        assert len(agent.cancels) == 1
+        for done, transport in enumerate(transports):
+            # each round taps the task's queue twice: its resubscribe, its cancel
+            await agent.wait_for("taps", 2 * done)
+            # pinned: the per-agent card of a 0.3 card without additionalInterfaces gets them
+            await cancel_and_resubscribe03(
+                sdk03_python,
+                base(server) + "/agents/old-rest",
+                transport=transport,
+                subscribed=lambda n=2 * done + 1: agent.wait_for("taps", n),
+            )
+        assert len(agent.cancels) == 2
         assert all(r["path"].startswith(("/v1/", "/.well-known/")) for r in agent.requests)
