@@ -187,7 +187,9 @@ def agent_card_via_router(
     With ``grpc_target`` (the router's gRPC binding, ``host:port``) a 1.0-shaped card also
     lists it for A2A 1.0 with the tenant that pins the agent (``agents/<id>``, then the agent's
     own tenant: :mod:`router.transport.grpctenant`), once per tenant of its 1.0 interfaces.
-    Signatures are removed; everything else is the agent's own. :class:`NotFound` when the
+    ``capabilities.pushNotifications`` is true: the router relays push, or provides it for an
+    agent without (docs/push.md). Signatures are removed; everything else is the agent's own.
+    :class:`NotFound` when the
     agent has no interface the router can relay (a gRPC-only agent's card is served as an
     HTTP+JSON-only one's: the router's JSON-RPC and HTTP+JSON endpoints for it).
     """
@@ -205,6 +207,9 @@ def agent_card_via_router(
         _rewrite_v1(card, record, endpoint, grpc_target)
     else:
         _rewrite_legacy(card, endpoint)
+    capabilities = card.get("capabilities")
+    if isinstance(capabilities, dict):  # relayed, or synthesized for an agent without it
+        capabilities["pushNotifications"] = True
     return card
 
 

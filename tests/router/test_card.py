@@ -267,10 +267,15 @@ def test_v1_card_points_at_the_router_and_loses_its_signatures() -> None:
         "preferredTransport",
         "protocolVersion",
         "additionalInterfaces",
+        "capabilities",
     )
     assert {k: v for k, v in card.items() if k not in added} == {
-        k: v for k, v in raw.items() if k not in ("supportedInterfaces", "signatures")
+        k: v
+        for k, v in raw.items()
+        if k not in ("supportedInterfaces", "signatures", "capabilities")
     }
+    # push is relayed, or provided by the router for an agent without it
+    assert card["capabilities"] == {**raw["capabilities"], "pushNotifications": True}
     parsed = check_v1(card)
     assert parsed.supported_interfaces[0].url == endpoint
     assert not parsed.signatures
@@ -385,7 +390,8 @@ def test_v02_card_points_at_the_router(version: str | None) -> None:
     if version:
         raw["protocolVersion"] = version
     card = agent_card_via_router(record("old", raw), raw, BASE)
-    assert card == {**raw, "url": f"{BASE}/agents/old"}
+    expected = {**raw, "url": f"{BASE}/agents/old", "capabilities": {"pushNotifications": True}}
+    assert card == expected
 
 
 def test_agents_the_router_cannot_relay_have_no_card() -> None:
