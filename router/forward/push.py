@@ -155,6 +155,8 @@ class PushRelay:
             raise wire.params_error([(_id_field(rpc), "must be a string")])
         if method == _GET:
             config = await self.configs.get(task_id, config_id)
+            if config is None and rpc.version == "0.3":  # as a2a-sdk 0.3 agents: the first
+                config = next(iter(await self.configs.list(task_id)), None)
             if config is None:
                 raise _no_config(task_id, config_id)
             return self._shown(rpc, config)

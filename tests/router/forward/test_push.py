@@ -151,6 +151,18 @@ async def test_a_config_on_a_send_is_relayed_and_a_0_3_client_gets_whole_tasks(
         assert body["kind"] == "task" and body["id"] == task_id  # 0.3: the whole Task
     assert [c["pushNotificationConfig"]["url"] for c in listed["result"]] == [webhook]
     assert webhook not in str(store.given)
+    # a 0.3 get names a config id the client never set (the conformance suite's "default"):
+    # the task's first config, as a2a-sdk 0.3 agents answer; a 1.0 get is exact
+    got = await _rpc(
+        http, base(server) + "/", "tasks/pushNotificationConfig/get",
+        {"id": task_id, "pushNotificationConfigId": "default"}, version="0.3",
+    )  # fmt: skip
+    assert got["result"]["pushNotificationConfig"]["url"] == webhook, got
+    exact = await _rpc(
+        http, base(server) + "/", "GetTaskPushNotificationConfig",
+        {"taskId": task_id, "id": "default"},
+    )  # fmt: skip
+    assert exact["error"]["code"] == -32001, exact
 
 
 async def test_webhooks_on_forbidden_networks_are_refused(
