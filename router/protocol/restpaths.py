@@ -134,6 +134,12 @@ _V03: tuple[RestRoute, ...] = (
     RestRoute(
         "GET", "/v1/tasks/{id}/pushNotificationConfigs", "0.3", "tasks/pushNotificationConfig/list"
     ),
+    RestRoute(  # in the 0.3 specification's table (section 7.8), not in a2a-sdk 0.3's REST app
+        "DELETE",
+        "/v1/tasks/{id}/pushNotificationConfigs/{configId}",
+        "0.3",
+        "tasks/pushNotificationConfig/delete",
+    ),
     RestRoute("GET", "/v1/tasks/{id}", "0.3", "tasks/get"),
     RestRoute("GET", "/v1/card", "0.3", "agent/getAuthenticatedExtendedCard"),
 )

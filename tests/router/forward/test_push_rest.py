@@ -114,6 +114,12 @@ async def test_the_03_rest_client_sets_configs_on_a_send_and_by_path(
         assert got[-1]["pushNotificationConfig"]["token"] == "t2", got
         listed = await http.get(base(server) + f"/v1/tasks/{task_id}/pushNotificationConfigs")
         assert listed.status_code == 200, listed.text
+        # the 0.3 specification's DELETE (the a2a-sdk 0.3 client has no delete)
+        path = f"/v1/tasks/{task_id}/pushNotificationConfigs/second"
+        deleted = await http.delete(base(server) + path)
+        assert deleted.status_code == 200, deleted.text
+        left = await http.get(base(server) + f"/v1/tasks/{task_id}/pushNotificationConfigs")
+        assert "second" not in left.text and webhook in left.text, left.text
     for headers, body in seen:
         assert headers["X-A2A-Notification-Token"] == "t03"
         assert body["kind"] == "task" and body["id"] == task_id  # 0.3: the whole Task
