@@ -55,6 +55,7 @@ from router.protocol.errors import (
     STREAM_FAILED,
     RpcError,
 )
+from router.tracing import spans
 
 __all__ = [
     "CLIENT_HEADERS",
@@ -200,6 +201,7 @@ class Upstream:
 
     # -- calls -------------------------------------------------------------------------------
 
+    @spans.traced_call
     async def call(
         self,
         target: Target,
@@ -233,6 +235,7 @@ class Upstream:
             except _TRANSPORT_ERRORS as exc:
                 raise self._unreachable(target, exc) from None
 
+    @spans.traced_stream
     async def stream(
         self,
         target: Target,
@@ -369,6 +372,7 @@ class Upstream:
         out["Accept"] = accept
         if target.version == "1.0":
             out["A2A-Version"] = "1.0"
+        spans.inject(out)  # the agent continues the router's client span (traceparent)
         return out
 
     def _refused_token(
