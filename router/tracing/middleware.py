@@ -2,7 +2,7 @@
 
 :func:`server_span` is the app's outermost middleware. It continues the client's W3C
 ``traceparent``/``tracestate`` (and ``baggage``), names the span ``<METHOD> <route>`` (the
-route's pattern, such as ``/admin/v1/agents/{agent_id}``, never the query string) until the
+route's pattern, such as ``/api/v1/agents/{agent_id}``, never the query string) until the
 core names an A2A call after its method (:func:`router.tracing.spans.on_request`), and
 records the response status (5xx: an error). A client that goes away ends the span without
 an error (``switchboard.client_gone``).
@@ -26,7 +26,7 @@ HTTP_METHOD = "http.request.method"
 HTTP_ROUTE = "http.route"
 HTTP_STATUS = "http.response.status_code"
 API = "switchboard.api"
-"""Which face of Switchboard was called: ``admin`` (``/admin/...``), ``a2a`` (the A2A
+"""Which face of Switchboard was called: ``admin`` (the admin API, ``/api/...``), ``a2a`` (the A2A
 endpoints), ``card``, or ``other``."""
 CLIENT_GONE = "switchboard.client_gone"
 
@@ -45,7 +45,7 @@ def _route(request: web.Request) -> str:
 
 
 def _api(route: str) -> str:
-    if route.startswith("/admin/"):
+    if route.startswith("/api/"):
         return "admin"
     if "/.well-known/" in route:
         return "card"

@@ -78,7 +78,7 @@ def configure(*, install: bool = True) -> Any:
             raise TracingConfigError(_MISSING) from error
         exporter = OTLPSpanExporter()
     resource = Resource.create()
-    if not str(resource.attributes.get(SERVICE_NAME, "")).removeprefix("unknown_service"):
+    if str(resource.attributes.get(SERVICE_NAME, "unknown_service")).startswith("unknown_service"):
         resource = resource.merge(Resource({SERVICE_NAME: DEFAULT_SERVICE_NAME}))
     provider = TracerProvider(resource=resource)
     provider.add_span_processor(BatchSpanProcessor(exporter))
