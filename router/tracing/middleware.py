@@ -5,7 +5,7 @@
 route's pattern, such as ``/api/v1/agents/{agent_id}``, never the query string) until the
 core names an A2A call after its method (:func:`router.tracing.spans.on_request`), and
 records the response status (5xx: an error). A client that goes away ends the span without
-an error (``switchboard.client_gone``).
+an error (``switchboard.client_gone``). Without a tracer provider it only calls the handler.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from opentelemetry import propagate
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from router.protocol.restpaths import ROUTES
-from router.tracing.spans import tracer
+from router.tracing.spans import active, tracer
 
 __all__ = ["API", "CLIENT_GONE", "HTTP_METHOD", "HTTP_ROUTE", "HTTP_STATUS", "server_span"]
 
@@ -54,7 +54,10 @@ def _api(route: str) -> str:
 
 @web.middleware
 async def server_span(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Run ``handler`` in a server span continuing the client's trace."""
+    """Run ``handler`` in a server span continuing the client's trace (without a tracer
+    provider: just run it)."""
+    if not active():
+        return await handler(request)
     parent = propagate.extract(request.headers)
     route = _route(request)
     with tracer().start_as_current_span(

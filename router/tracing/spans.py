@@ -1,8 +1,10 @@
 """The spans Switchboard records, their attribute names, and the hooks the core calls.
 
-Every hook goes through the OpenTelemetry API: without an SDK provider
-(:mod:`router.tracing.setup`) each span is the API's non-recording no-op, and attributes are
-only computed for a span that records. No attribute carries message text, tokens or
+Every hook goes through the OpenTelemetry API, and only while a tracer provider is installed
+(:func:`active`; :mod:`router.tracing.setup` installs the SDK's): without one the hooks call
+the wrapped code directly and start no span at all, not even the API's no-op one (the
+client's ``traceparent`` then reaches the agent through the forwarded headers, as it came).
+Attributes are only computed for a span that records. No attribute carries message text, tokens or
 credentials: methods, versions, agent and skill ids, scores, task ids, error codes.
 
 Spans (names): ``A2A <method>`` (server, :mod:`router.tracing.middleware` renamed by
@@ -59,6 +61,7 @@ __all__ = [
     "TRANSLATION_KIND",
     "TRANSLATION_TO",
     "VIA",
+    "active",
     "chose",
     "inject",
     "now",
@@ -101,6 +104,7 @@ URL_FULL = "url.full"
 FAILURES = frozenset({INTERNAL, AGENT_UNAVAILABLE, STREAM_FAILED, INVALID_AGENT_RESPONSE})
 
 F = TypeVar("F", bound=Callable[..., Any])
+_INACTIVE = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
 _cached: tuple[Any, trace.Tracer] | None = None
 
 
@@ -113,6 +117,11 @@ def tracer() -> trace.Tracer:
     return _cached[1]
 
 
+def active() -> bool:
+    """Whether a tracer provider is installed (else every hook is skipped)."""
+    return type(trace.get_tracer_provider()) not in _INACTIVE
+
+
 def now() -> int:
     """The time in the unit spans take (nanoseconds since the epoch)."""
     return time.time_ns()
@@ -121,7 +130,8 @@ def now() -> int:
 def inject(headers: MutableMapping[str, str]) -> None:
     """Put the current span context in ``headers`` (W3C ``traceparent``/``tracestate``, and
     ``baggage``), replacing what the client sent: the agent continues the router's span."""
-    propagate.inject(headers)
+    if active():
+        propagate.inject(headers)
 
 
 # -- the incoming call ------------------------------------------------------------------------
@@ -181,6 +191,8 @@ def traced_choice(choose: F) -> F:
 
     @functools.wraps(choose)
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if not active():
+            return await choose(*args, **kwargs)
         request = trace.get_current_span()
         with tracer().start_as_current_span(
             "choose agent", record_exception=False, set_status_on_exception=False
@@ -253,8 +265,9 @@ def traced_call(call: Callable[..., Awaitable[dict[str, Any]]]) -> Any:
     async def wrapper(
         self: Any, target: Target, method: str, params: dict[str, Any], **kwargs: Any
     ) -> dict[str, Any]:
-        span_tracer = tracer()
-        with span_tracer.start_as_current_span(
+        if not active():
+            return await call(self, target, method, params, **kwargs)
+        with tracer().start_as_current_span(
             f"agent {method}",
             kind=SpanKind.CLIENT,
             record_exception=False,
@@ -279,49 +292,62 @@ def traced_stream(stream: Callable[..., AsyncGenerator[dict[str, Any], None]]) -
     only while the wrapped generator runs (never across a ``yield``)."""
 
     @functools.wraps(stream)
-    async def wrapper(
+    def wrapper(
         self: Any, target: Target, method: str, params: dict[str, Any], **kwargs: Any
     ) -> AsyncGenerator[dict[str, Any], None]:
-        span = tracer().start_span(f"agent {method}", kind=SpanKind.CLIENT)
-        if span.is_recording():
-            span.set_attributes(_client_attributes(target, method))
-        inside = trace.set_span_in_context(span)
         events = stream(self, target, method, params, **kwargs)
-        count = 0
-        try:
-            while True:
-                token = otel_context.attach(inside)
-                try:
-                    item = await anext(events)
-                except StopAsyncIteration:
-                    break
-                finally:
-                    otel_context.detach(token)
-                count += 1
-                _answered(span, item)
-                yield item
-        except Exception as error:
-            _failed(span, error)
-            raise
-        finally:
-            try:
-                await events.aclose()
-            finally:
-                if span.is_recording():
-                    span.set_attribute(STREAM_EVENTS, count)
-                span.end()
+        return _traced_stream(events, target, method) if active() else events
 
     return wrapper
+
+
+async def _traced_stream(
+    events: AsyncGenerator[dict[str, Any], None], target: Target, method: str
+) -> AsyncGenerator[dict[str, Any], None]:
+    """``events`` of an upstream stream in their client span (see :func:`traced_stream`)."""
+    span = tracer().start_span(f"agent {method}", kind=SpanKind.CLIENT)
+    if span.is_recording():
+        span.set_attributes(_client_attributes(target, method))
+    inside = trace.set_span_in_context(span)
+    count = 0
+    try:
+        while True:
+            token = otel_context.attach(inside)
+            try:
+                item = await anext(events)
+            except StopAsyncIteration:
+                break
+            finally:
+                otel_context.detach(token)
+            count += 1
+            _answered(span, item)
+            yield item
+    except Exception as error:
+        _failed(span, error)
+        raise
+    finally:
+        try:
+            await events.aclose()
+        finally:
+            if span.is_recording():
+                span.set_attribute(STREAM_EVENTS, count)
+            span.end()
 
 
 # -- the stream relay -----------------------------------------------------------------------------
 
 
-async def relayed(
+def relayed(
     events: AsyncGenerator[Event, None], rpc: Request, choice: Choice, started: int
 ) -> AsyncGenerator[Event, None]:
     """``events`` (what the client is sent) in a ``relay stream`` span begun at ``started``
     (:func:`now`): the events counted, the time to the first one, an error event marked."""
+    return _relayed(events, rpc, choice, started) if active() else events
+
+
+async def _relayed(
+    events: AsyncGenerator[Event, None], rpc: Request, choice: Choice, started: int
+) -> AsyncGenerator[Event, None]:
     span = tracer().start_span("relay stream", start_time=started)
     if span.is_recording():
         span.set_attributes(
@@ -362,6 +388,8 @@ def traced_translation(kind: str) -> Callable[[F], F]:
 
         @functools.wraps(translate)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if not active():
+                return translate(*args, **kwargs)
             with tracer().start_as_current_span(name) as span:
                 if span.is_recording():
                     given = signature.bind(*args, **kwargs).arguments
