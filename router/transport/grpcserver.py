@@ -48,6 +48,7 @@ from router.protocol.errors import (
     error_object,
 )
 from router.protocol.versions import VERSION_HEADER, client_version
+from router.tracing.grpcspans import traced_rpc
 from router.transport.gate import Denied, Gate
 from router.transport.grpcwire import RPCS, Rpc, error_status, result_message, rpc_body
 
@@ -121,6 +122,7 @@ class GrpcServer:
             await self._server.stop(grace)
             self._server, self.port = None, None
 
+    @traced_rpc
     async def unary(self, rpc: Rpc, request: Message, context: grpc.aio.ServicerContext) -> Any:
         """Answer one unary RPC."""
         caller = await self._admit(context)
@@ -131,6 +133,7 @@ class GrpcServer:
             await _abort_error(context, _internal("a stream answered a unary call"))
         return await _result(context, rpc, answer.body)
 
+    @traced_rpc
     async def stream(self, rpc: Rpc, request: Message, context: grpc.aio.ServicerContext) -> None:
         """Answer one server-streaming RPC, writing each event until the stream ends or the
         client cancels (the cancellation reaches the upstream read, which closes)."""

@@ -1,12 +1,18 @@
 """Fixtures of the tracing tests: an SDK tracer provider with an in-memory exporter, made the
-global provider for one test (and the API's no-op again after it)."""
+global provider for one test (and none again after it), and an a2a-sdk agent that records the
+trace headers it is sent."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Sequence
+import contextlib
+import socket
+from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
+import uvicorn
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
@@ -14,6 +20,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.util._once import Once
 
 from router.tracing.spans import TRACER_NAME
+from tests.support.sdk_peers import TaskEchoExecutor, echo_card, sdk_app
 
 
 class _Exporter(InMemorySpanExporter):
@@ -99,3 +106,43 @@ def spans() -> Iterator[Spans]:
     finally:
         provider.shutdown()
         _reset_global_provider()
+
+
+@dataclass
+class Agent:
+    """A running SDK agent and the trace headers of every JSON-RPC call it received."""
+
+    url: str
+    port: int
+    traceparents: list[str] = field(default_factory=list)
+    tracestates: list[str] = field(default_factory=list)
+
+
+@contextlib.asynccontextmanager
+async def recording_agent() -> AsyncIterator[Agent]:
+    """An a2a-sdk 1.x task echo agent on a random port, behind an ASGI middleware that
+    records the ``traceparent``/``tracestate`` of each POST."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    port = sock.getsockname()[1]
+    agent = Agent(f"http://127.0.0.1:{port}", port)
+    inner = sdk_app(echo_card(agent.url), executor=TaskEchoExecutor())
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            headers = dict(scope["headers"])
+            agent.traceparents.append(headers.get(b"traceparent", b"").decode())
+            agent.tracestates.append(headers.get(b"tracestate", b"").decode())
+        await inner(scope, receive, send)
+
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        yield agent
+    finally:
+        server.should_exit = True
+        await task
+        sock.close()

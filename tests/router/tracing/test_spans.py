@@ -4,15 +4,9 @@ records the ``traceparent`` it is sent: one trace spans client -> router -> agen
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import socket
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-import uvicorn
 from a2a.types import GetTaskRequest
 from aiohttp.test_utils import TestServer
 from opentelemetry.sdk.trace import ReadableSpan
@@ -21,55 +15,14 @@ from opentelemetry.trace import SpanKind, StatusCode
 from registry.api import REGISTRY
 from router.app import create_app
 from router.tracing import spans as names
-from tests.router.tracing.conftest import Spans
+from tests.router.tracing.conftest import Spans, recording_agent
 from tests.support.helpers import base, make_settings
 from tests.support.sdk_clients import answer, ask, connect, send
-from tests.support.sdk_peers import TaskEchoExecutor, echo_card, sdk_app
 
 CLIENT_TRACE = "0af7651916cd43dd8448eb211c80319c"
 CLIENT_SPAN = "b7ad6b7169203331"
 TRACEPARENT = f"00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"
 SECRET = "the launch code is tangerine"
-
-
-@dataclass
-class Agent:
-    """A running SDK agent and the trace headers of every JSON-RPC call it received."""
-
-    url: str
-    port: int
-    traceparents: list[str] = field(default_factory=list)
-    tracestates: list[str] = field(default_factory=list)
-
-
-@contextlib.asynccontextmanager
-async def recording_agent() -> AsyncIterator[Agent]:
-    """An a2a-sdk 1.x task echo agent on a random port, behind an ASGI middleware that
-    records the ``traceparent``/``tracestate`` of each POST."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(128)
-    port = sock.getsockname()[1]
-    agent = Agent(f"http://127.0.0.1:{port}", port)
-    inner = sdk_app(echo_card(agent.url), executor=TaskEchoExecutor())
-
-    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope["method"] == "POST":
-            headers = dict(scope["headers"])
-            agent.traceparents.append(headers.get(b"traceparent", b"").decode())
-            agent.tracestates.append(headers.get(b"tracestate", b"").decode())
-        await inner(scope, receive, send)
-
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    try:
-        yield agent
-    finally:
-        server.should_exit = True
-        await task
-        sock.close()
 
 
 async def _switchboard(aiohttp_server: Any, sqlite_url: str) -> TestServer:
