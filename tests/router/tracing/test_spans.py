@@ -4,10 +4,12 @@ records the ``traceparent`` it is sent: one trace spans client -> router -> agen
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
 from a2a.types import GetTaskRequest
+from aiohttp import web
 from aiohttp.test_utils import TestServer
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
@@ -16,7 +18,7 @@ from registry.api import REGISTRY
 from router.app import create_app
 from router.tracing import spans as names
 from tests.router.tracing.conftest import Spans, recording_agent
-from tests.support.helpers import base, make_settings
+from tests.support.helpers import base, card_v1, make_settings
 from tests.support.sdk_clients import answer, ask, connect, send
 
 CLIENT_TRACE = "0af7651916cd43dd8448eb211c80319c"
@@ -211,3 +213,55 @@ async def test_without_a_provider_the_clients_traceparent_passes_through(
             client = await connect(http, base(server))
             await send(client, ask("echo hello"))
     assert agent.traceparents == [TRACEPARENT]
+
+
+async def test_a_stream_cut_by_the_agent_marks_the_relay_and_the_call_as_errors(
+    aiohttp_server: Any, sqlite_url: str, spans: Spans
+) -> None:
+    """An agent that sends the task, then drops the connection: -32053 as the last event."""
+
+    async def card(request: web.Request) -> web.Response:
+        return web.json_response(card_v1(str(request.url.origin()), skills=[_SKILL]))
+
+    async def rpc(request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        task = {"id": "t1", "contextId": "c1", "status": {"state": "TASK_STATE_WORKING"}}
+        answer = {"jsonrpc": "2.0", "id": body["id"], "result": {"task": task}}
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(f"data: {json.dumps(answer)}\r\n\r\n".encode())
+        assert request.transport is not None
+        request.transport.close()  # cut mid-stream
+        return response
+
+    app = web.Application()
+    app.router.add_get("/.well-known/agent-card.json", card)
+    app.router.add_post("/a2a", rpc)
+    cutter = await aiohttp_server(app)
+    server = await _switchboard(aiohttp_server, sqlite_url)
+    await server.app[REGISTRY].register_url(base(cutter), "cutter")
+    message = {"role": "ROLE_USER", "messageId": "m1", "parts": [{"text": "echo please"}]}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": {}}
+    body["params"] = {"message": message}
+    async with httpx.AsyncClient(timeout=30) as http:
+        reply = await http.post(base(server) + "/", json=body, headers={"A2A-Version": "1.0"})
+    assert '"code": -32053' in reply.text or '"code":-32053' in reply.text, reply.text
+    (request,) = await spans.ended("A2A SendStreamingMessage")
+    relay = spans.one("relay stream")
+    assert _parent(relay) == request.context.span_id  # type: ignore[union-attr]
+    assert dict(relay.attributes or {})[names.STREAM_EVENTS] == 2  # the task, the error
+    assert dict(relay.attributes or {})[names.ERROR_CODE] == -32053
+    assert relay.status.status_code is StatusCode.ERROR
+    (call,) = spans.named("agent SendStreamingMessage")
+    assert call.status.status_code is StatusCode.ERROR
+    assert dict(call.attributes or {})[names.ERROR_CODE] == -32053
+    assert dict(call.attributes or {})[names.STREAM_EVENTS] == 1
+
+
+_SKILL = {
+    "id": "echo",
+    "name": "Echo",
+    "description": "Echoes what it is sent.",
+    "tags": ["echo"],
+    "examples": ["echo this"],
+}
