@@ -20,7 +20,7 @@ import functools
 import inspect
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, MutableMapping
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
@@ -213,10 +213,6 @@ def traced_choice(choose: F) -> F:
 
 
 # -- the upstream call --------------------------------------------------------------------------
-
-
-class _Upstream(Protocol):
-    def call(self, target: Target, method: str, params: dict[str, Any], **kwargs: Any) -> Any: ...
 
 
 def _client_attributes(target: Target, method: str) -> dict[str, Any]:
