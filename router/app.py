@@ -47,6 +47,8 @@ from router.forward.handler import Router
 from router.observe.endpoint import add_observability
 from router.signing import CardSigner
 from router.tables import SCHEMA
+from router.tracing.middleware import server_span
+from router.tracing.registry import trace_registry
 from router.transport.feedback import EXAMPLES, add_feedback_routes
 from router.transport.gate import GATE, Gate
 from router.transport.ratelimit import CallerLimits
@@ -59,7 +61,7 @@ log = logging.getLogger(__name__)
 def create_app(settings: Settings) -> web.Application:
     """Build the aiohttp application for ``settings`` (nothing is opened until startup)."""
     app = web.Application(
-        middlewares=[api.error_middleware, api.auth_middleware, audit_middleware],
+        middlewares=[server_span, api.error_middleware, api.auth_middleware, audit_middleware],
         client_max_size=settings.max_request_bytes,
         handler_args=RAW_BODIES,  # bodies decoded by registry.bodies: every error in JSON
     )
@@ -83,6 +85,7 @@ def create_app(settings: Settings) -> web.Application:
         policy=settings.refresh_policy(),
     )
     app[KEYS_CHANGED] = app[REGISTRY].reverify_all
+    trace_registry(app[REGISTRY])  # spans around crawls and verifications
     app[REFRESHER] = Refresher(
         app[REGISTRY],
         lease_ttl=settings.refresh_lease_ttl,

@@ -58,6 +58,17 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     serve.set_defaults(func=cmd_serve)
 
 
+def _configure_tracing() -> None:
+    """Install the OpenTelemetry SDK when the ``OTEL_*`` variables ask for it; exit status
+    2 with one line when they ask for what cannot be done."""
+    from router.tracing.setup import TracingConfigError, configure
+
+    try:
+        configure()
+    except TracingConfigError as error:
+        raise CliError(f"cannot export traces: {error}", status=2) from None
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run the server until interrupted.
 
@@ -99,6 +110,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         settings = _demo_settings(settings)
     _check_seed_files(settings.seeds)
     _check_database_url(settings.database_url)
+    _configure_tracing()  # OTEL_EXPORTER_OTLP_ENDPOINT: traces exported (docs/tracing.md)
     try:
         app = create_app(settings)  # creates the database engine (driver import, SQLite dir)
     except OSError as exc:  # the SQLite file's directory could not be created

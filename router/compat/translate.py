@@ -47,6 +47,7 @@ from router.protocol.versions import (
     role_name,
     task_state,
 )
+from router.tracing.spans import traced_translation
 
 __all__ = [
     "DATA_COMPAT_KEY",
@@ -333,6 +334,7 @@ def event_to(event: Any, src: Version, dst: Version) -> Any:
     return inner if dst == "0.3" else {_STREAM_KEYS[kind]: inner}
 
 
+@traced_translation("result")
 def result_to(op: Op, result: Any, src: Version, dst: Version, *, no_history: bool = False) -> Any:
     """The ``result`` of a send/stream/subscribe/get/cancel answer in ``dst``'s shape.
 
@@ -371,6 +373,7 @@ def asks_no_history(op: Op, params: Mapping[str, Any]) -> bool:
 # --- params ------------------------------------------------------------------------------------
 
 
+@traced_translation("params")
 def params_to(op: Op, params: Mapping[str, Any], src: Version, dst: Version) -> dict[str, Any]:
     """A request's params in ``dst``'s shape (see docs/translation.md).
 
@@ -443,6 +446,7 @@ def _configuration(config: dict[str, Any], dst: Version) -> dict[str, Any]:
 # --- errors ------------------------------------------------------------------------------------
 
 
+@traced_translation("error")
 def error_to(error: Any, src: Version, dst: Version) -> Any:
     """A JSON-RPC error object with its ``data`` in ``dst``'s shape (codes are the same).
 

@@ -69,6 +69,7 @@ from router.protocol.versions import (
 )
 from router.push.configs import PushConfigs
 from router.push.outbox import Backoff, Outbox
+from router.tracing import spans
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +138,7 @@ class Router:
                 self._check_pinned(who.grant, call.pinned)
             header = call.headers.get(VERSION_HEADER)
             rpc, client = await codec.open_codec(who.ids, who.aliases, rpc, header=header)
+            spans.on_request(rpc, call.pinned)
             if rpc.op is Op.CARD:  # v0.1 agent/getCard
                 base, pinned = call.base_url, call.pinned
                 card = await codec.v01_card(self.registry, self.settings, base, pinned)
@@ -154,6 +156,7 @@ class Router:
             log.exception("internal error answering %s", rpc.method)
             error = RpcError(INTERNAL, "Switchboard failed internally; see its log", {})
             version = rpc.version
+        spans.on_error(error)
         body = error_body(version, rpc.id, error)
         if rpc.op in (Op.STREAM, Op.SUBSCRIBE) and rpc.version == "0.3":
             # as an a2a-sdk agent serving 0.3 answers a call it has read: one SSE error event
@@ -256,6 +259,7 @@ class Router:
     # --- choosing the agent ----------------------------------------------------------------
 
     @observed_choice
+    @spans.traced_choice
     async def _choose_for_message(
         self, who: Caller, rpc: Request, message: dict[str, Any], pinned: str | None
     ) -> Choice:
@@ -362,6 +366,7 @@ class Router:
         task_id = wire.task_id_param(rpc.version, rpc.op, rpc.params)
         ref = await self._owner(who, task_id, call.pinned)
         choice = self.matcher.target_for(rpc.version, ref.agent_id, grant=who.grant)
+        spans.chose(choice)
         rewriter = Rewriter(who.ids, rpc.version, ref.agent_id, ref.context_id)
         params = await rewriter.request_to_upstream(rpc.op, rpc.params)
         if rpc.op is Op.SUBSCRIBE:

@@ -29,6 +29,7 @@ from router.protocol.envelope import Request
 from router.protocol.errors import AGENT_UNAVAILABLE, INTERNAL, RpcError, error_body, result_body
 from router.protocol.events import ends_stream
 from router.protocol.versions import Version, method_name
+from router.tracing import spans
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,7 @@ class Relay:
     ) -> Reply | EventStream:
         """Open the agent's stream for ``rpc`` (``params`` already in the agent's version)."""
         self.check_capacity()
+        opened = spans.now()
         target = choice.target
         replied = asyncio.Event()
         extensions: list[str] = []
@@ -115,6 +117,7 @@ class Relay:
                 await events.aclose()  # closes the upstream connection at once
 
         pumped = self._pump(rpc, events, rewriter, target.version)
+        pumped = spans.relayed(pumped, rpc, choice, opened)  # the relay span, events counted
         shown = pumped if client is None else in_dialect(pumped, client)
         return EventStream(shown, reply_headers, close)
 

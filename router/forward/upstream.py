@@ -59,6 +59,7 @@ from router.protocol.errors import (
     STREAM_FAILED,
     RpcError,
 )
+from router.tracing import spans
 
 __all__ = [
     "CLIENT_HEADERS",
@@ -209,6 +210,7 @@ class Upstream:
     # -- calls -------------------------------------------------------------------------------
 
     @observed_call
+    @spans.traced_call
     async def call(
         self,
         target: Target,
@@ -248,6 +250,7 @@ class Upstream:
                 raise self._unreachable(target, exc) from None
 
     @observed_stream
+    @spans.traced_stream
     async def stream(
         self,
         target: Target,
@@ -406,6 +409,7 @@ class Upstream:
         out["Accept"] = accept
         if target.version == "1.0":
             out["A2A-Version"] = "1.0"
+        spans.inject(out)  # the agent continues the router's client span (traceparent)
         return out
 
     def _refused_token(

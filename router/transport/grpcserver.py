@@ -53,6 +53,7 @@ from router.protocol.errors import (
     error_object,
 )
 from router.protocol.versions import VERSION_HEADER, client_version
+from router.tracing.grpcspans import traced_rpc
 from router.transport.gate import Denied, Gate
 from router.transport.grpctenant import pinned_by_tenant
 from router.transport.grpcwire import RPCS, Rpc, error_status, result_message, rpc_body
@@ -128,6 +129,7 @@ class GrpcServer:
             self._server, self.port = None, None
 
     @observed_rpc
+    @traced_rpc
     async def unary(self, rpc: Rpc, request: Message, context: grpc.aio.ServicerContext) -> Any:
         """Answer one unary RPC."""
         caller = await self._admit(context)
@@ -139,6 +141,7 @@ class GrpcServer:
         return await _result(context, rpc, answer.body)
 
     @observed_rpc
+    @traced_rpc
     async def stream(self, rpc: Rpc, request: Message, context: grpc.aio.ServicerContext) -> None:
         """Answer one server-streaming RPC, writing each event until the stream ends or the
         client cancels (the cancellation reaches the upstream read, which closes)."""
