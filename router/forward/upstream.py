@@ -27,8 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import errno as errno_mod
-import json
-import math
 import os
 from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any, Protocol
@@ -38,9 +36,9 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from registry.errors import RegistryError
-from registry.jsonsafe import json_depth
 from registry.netguard import AddressPolicy, GuardedResolver, redact_url
 from router.choose.choice import GRPC, Target
+from router.forward.answers import NotJson, Unacceptable, is_response, parse_answer
 from router.forward.credentials import OutboundAuth
 from router.forward.headers import (
     CLIENT_HEADERS,
@@ -460,17 +458,17 @@ class Upstream:
                 f"{status}: redirected{shown}; redirects are not followed",
             )
         try:
-            obj: Any = self._parse(raw)
-        except (_NotJson, _Unacceptable) as exc:
+            obj: Any = parse_answer(raw, self.max_depth)
+        except (NotJson, Unacceptable) as exc:
             obj = None if out.rest and resp.status < 300 and not raw.strip() else exc
         obj = out.answer(resp.status, obj)
-        if _is_response(obj):
+        if is_response(obj):
             return obj
         if resp.status in (401, 403):  # not a JSON-RPC error: the HTTP layer refused the call
             raise self._error(target, AGENT_UNAVAILABLE, f"{status}: {_REFUSED}")
-        if isinstance(obj, _NotJson):
+        if isinstance(obj, NotJson):
             raise self._error(target, AGENT_UNAVAILABLE, f"{status}: {obj}")
-        if isinstance(obj, _Unacceptable):
+        if isinstance(obj, Unacceptable):
             raise self._error(target, INVALID_AGENT_RESPONSE, f"{status}: {obj}")
         if resp.status >= 500:
             raise self._error(target, AGENT_UNAVAILABLE, f"{status} without a JSON-RPC answer")
@@ -480,40 +478,18 @@ class Upstream:
 
     def _event_object(self, target: Target, event: SseEvent, out: Leg) -> dict[str, Any]:
         try:
-            obj = out.event(event.event, self._parse(event.data))
-        except (_NotJson, _Unacceptable) as exc:
+            obj = out.event(event.event, parse_answer(event.data, self.max_depth))
+        except (NotJson, Unacceptable) as exc:
             raise self._error(
                 target, INVALID_AGENT_RESPONSE, f"an {event.event!r} event: {exc}"
             ) from None
-        if not _is_response(obj):
+        if not is_response(obj):
             raise self._error(
                 target,
                 INVALID_AGENT_RESPONSE,
                 f"an {event.event!r} event's data is not a JSON-RPC response",
             )
         return obj
-
-    def _parse(self, raw: bytes | str) -> Any:
-        if isinstance(raw, bytes):
-            try:
-                raw = raw.decode("utf-8-sig")
-            except UnicodeDecodeError:
-                raise _NotJson("the answer is not UTF-8 text") from None
-        if not raw.strip():
-            raise _NotJson("the answer is empty, not JSON")
-        try:
-            value = json.loads(raw, parse_float=_finite_float, parse_constant=_reject_constant)
-        except RecursionError:
-            raise _Unacceptable(f"JSON nested deeper than {self.max_depth} levels") from None
-        except _Unacceptable:
-            raise
-        except json.JSONDecodeError as exc:
-            raise _NotJson(f"the answer is not JSON ({exc.msg})") from None
-        except ValueError:  # valid syntax, but an integer too long for int() (4300 digits)
-            raise _Unacceptable("an integer in the JSON is too long") from None
-        if json_depth(value, stop_after=self.max_depth) > self.max_depth:
-            raise _Unacceptable(f"JSON nested deeper than {self.max_depth} levels")
-        return value
 
     def _error(self, target: Target, code: int, reason: str) -> RpcError:
         messages = {
@@ -552,45 +528,6 @@ class Upstream:
         if isinstance(exc, OSError):
             return _os_reason(exc)
         return f"connection failed ({type(exc).__name__})"
-
-
-class _NotJson(ValueError):
-    """The bytes are not JSON at all."""
-
-
-class _Unacceptable(ValueError):
-    """JSON, but not acceptable (non-standard constants, non-finite numbers, too deep)."""
-
-
-def _reject_constant(name: str) -> Any:
-    raise _Unacceptable(f"{name} is not allowed in JSON")
-
-
-def _finite_float(text: str) -> float:
-    """A JSON number with a fraction or exponent; one beyond a double's range (``1e400``)
-    would become ``inf`` and could not be written back as JSON."""
-    value = float(text)
-    if not math.isfinite(value):
-        shown = text if len(text) <= 40 else f"{text[:37]}..."
-        raise _Unacceptable(f"the number {shown} is out of range")
-    return value
-
-
-def _is_response(obj: Any) -> bool:
-    """A JSON-RPC 2.0 response object: ``result`` xor a well-formed ``error``."""
-    if not isinstance(obj, dict) or obj.get("jsonrpc", "2.0") != "2.0":
-        return False
-    if ("result" in obj) == ("error" in obj):
-        return False
-    if "error" in obj:
-        error = obj["error"]
-        return (
-            isinstance(error, dict)
-            and isinstance(error.get("code"), int)
-            and not isinstance(error.get("code"), bool)
-            and isinstance(error.get("message"), str)
-        )
-    return True
 
 
 def _os_reason(exc: OSError | None) -> str:
