@@ -123,18 +123,30 @@ def cells(records: Iterable[dict[str, Any]]) -> dict[tuple[str, ...], dict[str, 
 
 
 def render(records: Iterable[dict[str, Any]]) -> str:
-    """The Markdown table of ``records``."""
+    """The Markdown tables of ``records``: the SDK clients', then the legacy dialects' (rows
+    only for dialects seen; ``-`` where no test drove a cell)."""
     table = cells(records)
-    rows = list(CLIENTS)
-    rows += sorted({(k[0], k[1]) for k in table} - set(rows))
-    head = "| Client ↓ / agent → | " + " | ".join(_name(*a) for a in AGENTS) + " |"
+    legacy = sorted({(k[0], k[1]) for k in table} - set(CLIENTS))
+    out = _table(table, CLIENTS, "Client ↓ / agent →", "none")
+    if legacy:
+        out += "\n\n" + _table(table, legacy, "Legacy dialect ↓ / agent →", "-")
+    return out
+
+
+def _table(
+    table: dict[tuple[str, ...], dict[str, set[str]]],
+    rows: list[tuple[str, str]],
+    corner: str,
+    empty: str,
+) -> str:
+    head = f"| {corner} | " + " | ".join(name_of(*a) for a in AGENTS) + " |"
     lines = [head, "|---" * (len(AGENTS) + 1) + "|"]
     for client in rows:
         out = []
         for agent in AGENTS:
             cell = table.get((*client, *agent))
             if cell is None:
-                out.append("none")
+                out.append(empty)
                 continue
             ops = [op for op in OPS if op in cell["ops"]]
             ops += sorted(cell["ops"] - set(OPS))
@@ -143,12 +155,16 @@ def render(records: Iterable[dict[str, Any]]) -> str:
             if len(named) > 3:
                 files += f" and {len(named) - 3} more"
             out.append(f"{', '.join(ops)} ({files})")
-        lines.append(f"| {_name(*client)} | " + " | ".join(out) + " |")
+        lines.append(f"| {name_of(*client)} | " + " | ".join(out) + " |")
     return "\n".join(lines)
 
 
-def _name(binding: str, version: str) -> str:
-    return f"{BINDING_NAMES.get(binding, binding)} {version}"
+DIALECT_NAMES = {"0.1": "v0.1", "1.0-prefixed": "`A2A.` prefixed (seed 002)"}
+
+
+def name_of(binding: str, version: str) -> str:
+    """A row's or column's name: ``JSON-RPC 1.0``, ``HTTP+JSON v0.1``, ..."""
+    return f"{BINDING_NAMES.get(binding, binding)} {DIALECT_NAMES.get(version, version)}"
 
 
 def rewrite(doc: Path, table: str) -> None:
