@@ -76,7 +76,9 @@ class JsonFormatter(logging.Formatter):
 
 
 class TextFormatter(logging.Formatter):
-    """The readable format, with ``[request id]`` after the logger name when there is one."""
+    """The readable format, with ``[request id]`` after the logger name when there is one;
+    an access log line of an A2A call ends with the agent it went to and the routing tier
+    (``agent=currency tier=lexical``)."""
 
     def __init__(self) -> None:
         super().__init__(TEXT_FORMAT)
@@ -84,11 +86,19 @@ class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         """The record as text."""
         line = super().format(record)
+        if record.name.endswith(".access"):
+            facts = [f"{name}={getattr(record, key)}" for name, key in _ACCESS_FACTS]
+            facts = [fact for fact in facts if not fact.endswith("=None")]
+            if facts:
+                line = f"{line} {' '.join(facts)}"
         request_id = getattr(record, "request_id", None)
         if request_id is None:
             return line
         head = f"{record.name}: "
         return line.replace(head, f"{record.name} [{request_id}]: ", 1)
+
+
+_ACCESS_FACTS = (("agent", "agent_id"), ("tier", "tier"), ("outcome", "outcome"))
 
 
 def log_handler(stream: IO[str] | None = None, log_format: LogFormat = "text") -> logging.Handler:

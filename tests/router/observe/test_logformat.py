@@ -75,6 +75,12 @@ async def test_text_stays_readable(
         "switchboard.a2a [log-me-1]: message/send (A2A 0.3) -> echo (tier lexical): ok in "
         in (lines[0])
     )
+    # the access log line of the call names where it went and why, never what it said
+    access = [x for x in captured.getvalue().splitlines() if "aiohttp.access" in x]
+    [routed] = [x for x in access if '"POST / ' in x]
+    assert "aiohttp.access [log-me-1]: " in routed
+    assert routed.endswith(" agent=echo tier=lexical outcome=ok"), routed
+    assert "say hello back" not in captured.getvalue()
 
 
 def test_an_exception_is_one_json_line() -> None:
