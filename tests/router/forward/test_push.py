@@ -4,7 +4,6 @@ JSON-RPC calls (docs/push.md)."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from typing import Any
 
@@ -15,7 +14,6 @@ from a2a.types import (
     ListTaskPushNotificationConfigsRequest,
     TaskPushNotificationConfig,
 )
-from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from registry.api import REGISTRY
@@ -24,37 +22,9 @@ from router.transport.routes import ROUTER
 from tests.support.helpers import base, make_settings, said
 from tests.support.sdk_clients import ask, connect, send
 from tests.support.sdk_peers import PushStore, TaskEchoExecutor, serve_sdk_agent
-from tests.support.streams import within
+from tests.support.webhooks import completed_1_0, serve_webhook
 
 ADMIN = {"Authorization": "Bearer admin-secret"}
-
-
-class Webhook:
-    """The client's webhook: every notification it gets, and a queue to wait on them."""
-
-    def __init__(self) -> None:
-        self.got: asyncio.Queue[tuple[dict[str, str], Any]] = asyncio.Queue()
-
-    async def handle(self, request: web.Request) -> web.Response:
-        await self.got.put((dict(request.headers), await request.json()))
-        return web.Response(status=204)
-
-    async def until(self, done: Any) -> list[tuple[dict[str, str], Any]]:
-        """Notifications up to the first for which ``done(body)`` holds."""
-        seen = []
-        while True:
-            headers, body = await within(self.got.get())
-            seen.append((headers, body))
-            if done(body):
-                return seen
-
-
-async def _webhook(aiohttp_server: Any) -> tuple[Webhook, str]:
-    hook = Webhook()
-    app = web.Application()
-    app.router.add_post("/hook", hook.handle)
-    server = await aiohttp_server(app)
-    return hook, str(server.make_url("/hook"))
 
 
 async def _switchboard(aiohttp_server: Any, db_url: str, **settings: Any) -> TestServer:
@@ -75,15 +45,10 @@ async def _rpc(
     return answer.json()
 
 
-def _completed_1_0(body: Any) -> bool:
-    update = body.get("statusUpdate") or body.get("task") or {}
-    return update.get("status", {}).get("state") == "TASK_STATE_COMPLETED"
-
-
 async def test_an_sdk_agents_notifications_reach_the_clients_webhook_with_router_ids(
     aiohttp_server: Any, db_url: str, http: httpx.AsyncClient
 ) -> None:
-    hook, webhook = await _webhook(aiohttp_server)
+    hook, webhook = await serve_webhook(aiohttp_server)
     server = await _switchboard(aiohttp_server, db_url)
     executor, store = TaskEchoExecutor(gated=True), PushStore()
     async with serve_sdk_agent(executor=executor, push=store) as agent_url:
@@ -105,7 +70,7 @@ async def test_an_sdk_agents_notifications_reach_the_clients_webhook_with_router
         )
         assert [c.id for c in listed.configs] == ["mine"]
         executor.release()
-        seen = await hook.until(_completed_1_0)
+        seen = await hook.until(completed_1_0)
         await client.delete_task_push_notification_config(
             DeleteTaskPushNotificationConfigRequest(task_id=task.id, id="mine")
         )
@@ -126,7 +91,7 @@ async def test_an_sdk_agents_notifications_reach_the_clients_webhook_with_router
 async def test_a_config_on_a_send_is_relayed_and_a_0_3_client_gets_whole_tasks(
     aiohttp_server: Any, db_url: str, http: httpx.AsyncClient
 ) -> None:
-    hook, webhook = await _webhook(aiohttp_server)
+    hook, webhook = await serve_webhook(aiohttp_server)
     server = await _switchboard(aiohttp_server, db_url)
     store = PushStore()
     async with serve_sdk_agent(executor=TaskEchoExecutor(), push=store) as agent_url:
@@ -210,7 +175,7 @@ async def _key(http: httpx.AsyncClient, server: TestServer, subject: str) -> str
 async def test_another_principal_can_neither_read_nor_set_a_tasks_configs(
     aiohttp_server: Any, db_url: str, http: httpx.AsyncClient
 ) -> None:
-    _, webhook = await _webhook(aiohttp_server)
+    _, webhook = await serve_webhook(aiohttp_server)
     server = await _switchboard(aiohttp_server, db_url, client_auth="api-key")
     async with serve_sdk_agent(executor=TaskEchoExecutor(), push=PushStore()) as agent_url:
         await server.app[REGISTRY].register_url(agent_url, "pusher")
@@ -242,7 +207,7 @@ async def test_another_principal_can_neither_read_nor_set_a_tasks_configs(
 async def test_the_receiver_refuses_unknown_configs_wrong_tokens_and_oversized_bodies(
     aiohttp_server: Any, db_url: str, http: httpx.AsyncClient
 ) -> None:
-    hook, webhook = await _webhook(aiohttp_server)
+    hook, webhook = await serve_webhook(aiohttp_server)
     server = await _switchboard(aiohttp_server, db_url, max_request_bytes=4096)
     store = PushStore()
     executor = TaskEchoExecutor(gated=True)
@@ -270,7 +235,7 @@ async def test_the_receiver_refuses_unknown_configs_wrong_tokens_and_oversized_b
                                   headers={"X-A2A-Notification-Token": token})  # fmt: skip
         assert foreign.status_code == 403
         executor.release()
-        await hook.until(_completed_1_0)
+        await hook.until(completed_1_0)
     outbox = server.app[ROUTER].outbox
     assert {state for state, _ in await outbox.states(task.id)} == {"delivered"}
     dead = await http.get(base(server) + "/api/v1/push/dead", headers=ADMIN)

@@ -21,10 +21,11 @@ from a2a.types import (
 
 from registry.api import REGISTRY
 from tests.peers03 import client03_lines
-from tests.router.forward.test_push import _completed_1_0, _switchboard, _webhook
+from tests.router.forward.test_push import _switchboard
 from tests.support.helpers import base
 from tests.support.sdk_clients import ask, send
 from tests.support.sdk_peers import PushStore, TaskEchoExecutor, serve_sdk_agent
+from tests.support.webhooks import completed_1_0, serve_webhook
 
 
 async def test_the_rest_client_and_a_rest_only_push_agent(
@@ -33,7 +34,7 @@ async def test_the_rest_client_and_a_rest_only_push_agent(
     """The 1.x client on HTTP+JSON creates, reads, lists and deletes a config; the REST-only
     agent gets the router's receiver over its HTTP+JSON binding; the client's webhook gets
     the agent's notifications named with the router's task ID."""
-    hook, webhook = await _webhook(aiohttp_server)
+    hook, webhook = await serve_webhook(aiohttp_server)
     server = await _switchboard(aiohttp_server, sqlite_url)
     executor, store = TaskEchoExecutor(gated=True), PushStore()
     async with serve_sdk_agent(executor=executor, push=store, rest_only=True) as agent_url:
@@ -60,7 +61,7 @@ async def test_the_rest_client_and_a_rest_only_push_agent(
         )
         assert [c.id for c in listed.configs] == ["mine"]
         executor.release()
-        seen = await hook.until(_completed_1_0)
+        seen = await hook.until(completed_1_0)
         await client.delete_task_push_notification_config(
             DeleteTaskPushNotificationConfigRequest(task_id=task.id, id="mine")
         )
@@ -87,7 +88,7 @@ async def test_the_03_rest_client_sets_configs_on_a_send_and_by_path(
 ) -> None:
     """The 0.3 client on HTTP+JSON: a config on its send (the webhook gets the whole 0.3
     Task, with the router's ID), another by path (set, get; the list through the path)."""
-    hook, webhook = await _webhook(aiohttp_server)
+    hook, webhook = await serve_webhook(aiohttp_server)
     server = await _switchboard(aiohttp_server, sqlite_url)
     store = PushStore()
     async with serve_sdk_agent(

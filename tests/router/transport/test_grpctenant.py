@@ -21,7 +21,6 @@ from a2a.server.agent_execution import RequestContext
 from a2a.server.events import EventQueue
 from a2a.types import a2a_pb2
 from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
-from aiohttp import web
 from aiohttp.test_utils import TestServer, unused_port
 from google.rpc import error_details_pb2, status_pb2
 
@@ -34,6 +33,7 @@ from tests.support.helpers import base, make_settings
 from tests.support.sdk_clients import answer, ask, send
 from tests.support.sdk_peers import PushStore, TaskEchoExecutor, serve_sdk_agent
 from tests.support.streams import within
+from tests.support.webhooks import completed_1_0, serve_webhook
 
 grpc = pytest.importorskip("grpc")  # the grpc extra (CI installs it with the test extra)
 a2a_pb2_grpc = pytest.importorskip("a2a.types.a2a_pb2_grpc")
@@ -310,34 +310,10 @@ async def test_no_grpc_interface_on_agent_cards_when_the_binding_is_off(
 # --- push over gRPC ---------------------------------------------------------------------------
 
 
-class Webhook:
-    """The client's webhook: every notification it gets, to wait on."""
-
-    def __init__(self) -> None:
-        self.got: asyncio.Queue[tuple[dict[str, str], Any]] = asyncio.Queue()
-
-    async def handle(self, request: web.Request) -> web.Response:
-        await self.got.put((dict(request.headers), await request.json()))
-        return web.Response(status=204)
-
-    async def until_completed(self) -> list[tuple[dict[str, str], Any]]:
-        """Notifications up to the one that says the task completed."""
-        seen = []
-        while True:
-            headers, body = await within(self.got.get())
-            seen.append((headers, body))
-            update = body.get("statusUpdate") or body.get("task") or {}
-            if update.get("status", {}).get("state") == "TASK_STATE_COMPLETED":
-                return seen
-
-
 async def test_push_configs_and_notifications_over_grpc(
     aiohttp_server: Any, sqlite_url: str, http: httpx.AsyncClient
 ) -> None:
-    hook = Webhook()
-    hook_app = web.Application()
-    hook_app.router.add_post("/hook", hook.handle)
-    webhook = str((await aiohttp_server(hook_app)).make_url("/hook"))
+    hook, webhook = await serve_webhook(aiohttp_server)
     server = await _switchboard(aiohttp_server, sqlite_url, default_agent="pusher")
     executor, store = TaskEchoExecutor(gated=True), PushStore()
     async with serve_sdk_agent(executor=executor, push=store) as agent_url:
@@ -361,7 +337,7 @@ async def test_push_configs_and_notifications_over_grpc(
             )
             assert [c.id for c in listed.configs] == ["mine"]
             executor.release()
-            seen = await hook.until_completed()
+            seen = await hook.until(completed_1_0)
             await root.delete_task_push_notification_config(
                 a2a_pb2.DeleteTaskPushNotificationConfigRequest(task_id=task.id, id="mine")
             )
@@ -376,7 +352,7 @@ async def test_push_configs_and_notifications_over_grpc(
             )
             again = await send(pinned, request)
             executor.release()
-            seen_again = await hook.until_completed()
+            seen_again = await hook.until(completed_1_0)
         finally:
             await root.close()
             await pinned.close()
