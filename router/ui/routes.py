@@ -65,10 +65,9 @@ def wants_html(request: web.Request) -> bool:
     ask for JSON or event streams, or anything)."""
     accept = request.headers.get("Accept", "")
     for item in accept.split(","):
-        media, _, params = item.strip().partition(";")
-        if media.strip().lower() == "text/html" and "q=0" not in params.replace(" ", "").split(
-            ";"
-        ):
+        media, *params = (part.strip().lower() for part in item.split(";"))
+        refused = any(p.replace(" ", "") in ("q=0", "q=0.0", "q=0.00", "q=0.000") for p in params)
+        if media == "text/html" and not refused:
             return True
     return False
 

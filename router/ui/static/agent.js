@@ -234,8 +234,8 @@ export function diffView(revision) {
     h('thead', null, h('tr', null, h('th', {scope: 'col'}, 'What'), h('th', {scope: 'col'}, 'Before'),
       h('th', {scope: 'col'}, 'After'))),
     h('tbody', null, rows.map(([what, before, after]) => h('tr', null, h('th', {scope: 'row'}, t(what, 200)),
-      h('td', {class: 'before'}, before instanceof Node ? before : show(before)),
-      h('td', {class: 'after'}, after instanceof Node ? after : show(after)))))));
+      h('td', {class: 'before'}, h('div', {class: 'clip'}, before instanceof Node ? before : show(before))),
+      h('td', {class: 'after'}, h('div', {class: 'clip'}, after instanceof Node ? after : show(after))))))));
 }
 
 function list(values) {
