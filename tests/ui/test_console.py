@@ -67,7 +67,11 @@ def hostile_card(description: str = HUGE, extra_skill: bool = False) -> dict[str
         "iconUrl": "javascript:window.__pwned=10",
         "provider": {"organization": "<script>window.__pwned=4</script>", "url": "javascript:x"},
         "supportedInterfaces": [
-            {"url": "http://127.0.0.1:9/a2a", "protocolBinding": "JSONRPC", "protocolVersion": "1"}
+            {
+                "url": "http://127.0.0.1:9/a2a",
+                "protocolBinding": "JSONRPC",
+                "protocolVersion": "1.0",
+            }
         ],
         "capabilities": {},
         "defaultInputModes": ["text/plain"],
