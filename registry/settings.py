@@ -121,6 +121,9 @@ class Settings(BaseSettings):
     metrics_port: int | None = Field(None, ge=0, le=65535)  # /metrics there, not on `port`
     log_format: Literal["text", "json"] = "text"
 
+    # the web console at /ui/ (router/ui/, docs/console.md); off: no /ui/, no redirect from /
+    ui: bool = True
+
     # push notifications relayed to clients' webhooks (see router.push, docs/push.md)
     push_allow_networks: Annotated[list[Network], NoDecode] = Field(default_factory=list)
     push_receiver_url: str | None = None

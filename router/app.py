@@ -54,6 +54,7 @@ from router.transport.gate import GATE, Gate
 from router.transport.ratelimit import CallerLimits
 from router.transport.routes import GRPC_ENDPOINT, ROUTER, SIGNER, GrpcEndpoint, add_router_routes
 from router.transport.webhooks import add_push_routes
+from router.ui.routes import add_ui_routes
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +126,8 @@ def create_app(settings: Settings) -> web.Application:
     add_policy_routes(app)
     add_client_routes(app)
     add_credential_routes(app)
+    if settings.ui:
+        add_ui_routes(app)  # GET / from a browser: the console
     add_router_routes(app)
     add_feedback_routes(app)
     add_push_routes(app)

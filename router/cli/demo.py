@@ -86,11 +86,14 @@ async def _register(app: web.Application, urls: dict[str, str]) -> None:
     log.info("demo agents: %d registered", len(added))
 
 
-def ready_lines(base_url: str, agents: dict[str, str]) -> list[str]:
-    """What ``serve`` prints once it accepts requests: one URL per line."""
+def ready_lines(base_url: str, agents: dict[str, str], *, console: bool = True) -> list[str]:
+    """What ``serve`` prints once it accepts requests: one URL per line (the web console's
+    unless ``SWITCHBOARD_UI=off``)."""
     lines = [
         f"Switchboard (A2A router) at {base_url}/",
         f"admin API at {base_url}/api/v1 (OpenAPI: {base_url}/api/v1/openapi.json)",
     ]
+    if console:
+        lines.append(f"web console at {base_url}/ui/")
     lines += [f"demo agent {name} at {url}" for name, url in agents.items()]
     return lines

@@ -16,6 +16,7 @@ from typing import Any
 from aiohttp import web
 from pydantic import ValidationError
 
+from registry.api import SETTINGS
 from registry.errors import RegistryError
 from registry.settings import CONFIG_VARIABLE, ConfigFileError, Settings
 from router.cli.demo import DEMO_NAMES, DEMO_URLS, demo_agents, parse_demo_ports, ready_lines
@@ -170,7 +171,8 @@ def _ready(app: web.Application, text: str, log: logging.Logger) -> None:
     url = re.search(r"https?://\S+", line)
     if url is None:
         return
-    for shown in ready_lines(url.group(0).rstrip("/"), app.get(DEMO_URLS, {})):
+    base, console = url.group(0).rstrip("/"), app[SETTINGS].ui
+    for shown in ready_lines(base, app.get(DEMO_URLS, {}), console=console):
         print(shown, flush=True)
 
 

@@ -70,11 +70,12 @@ async def _run_demo(tmp_path: Path, port: int, *argv: str) -> dict[str, str]:
     try:
         await asyncio.wait_for(_wait_for_line(proc.stdout, "demo agent caption", printed), 60)
         base = f"http://127.0.0.1:{port}"
-        assert printed[:2] == [
+        assert printed[:3] == [
             f"Switchboard (A2A router) at {base}/\n",
             f"admin API at {base}/api/v1 (OpenAPI: {base}/api/v1/openapi.json)\n",
+            f"web console at {base}/ui/\n",
         ]
-        matches = [_AGENT_LINE.fullmatch(line) for line in printed[2:]]
+        matches = [_AGENT_LINE.fullmatch(line) for line in printed[3:]]
         urls = {m.group(1): m.group(2) for m in matches if m is not None}
         assert len(urls) == 3, printed
         async with aiohttp.ClientSession() as http:
