@@ -86,19 +86,19 @@ async def _register(app: web.Application, urls: dict[str, str]) -> None:
         if seed.id in urls
     ]
     await registry.sync()
-    moved: dict[str, str] = {}  # earlier base URL -> the default one in demo.toml
+    earlier: dict[str, str] = {}  # default base URL (demo.toml) -> an earlier run's
     for seed in wanted:
         current = registry.catalog.snapshot.agents.get(seed.id or "")
         if current is not None and current.source_url != seed.url:
             log.info("demo agent %s moved to %s: registering it again", seed.id, seed.url)
             if current.source_url:
-                moved[current.source_url] = defaults[seed.id]
+                earlier[defaults[seed.id]] = current.source_url
             await registry.remove(current.id)
     trust = app[TRUST]
-    for old, default in moved.items():  # the keys of an earlier run's ports
-        for key in _moved_keys(seeds.keys, {default: old}):
-            if key.jwks_url and jwks_anchor_id(key.jwks_url) in {a.id for a in trust.anchors()}:
-                await trust.remove(jwks_anchor_id(key.jwks_url))
+    known = {anchor.id for anchor in trust.anchors()}
+    for before, stale in zip(seeds.keys, _moved_keys(seeds.keys, earlier), strict=True):
+        if stale != before and stale.jwks_url and jwks_anchor_id(stale.jwks_url) in known:
+            await trust.remove(jwks_anchor_id(stale.jwks_url))  # an earlier run's port
     real = {defaults[name]: url for name, url in urls.items() if name in defaults}
     if await trust.apply_seed_keys(_moved_keys(seeds.keys, real)):
         await registry.reverify_all()
