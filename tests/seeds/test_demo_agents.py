@@ -318,6 +318,8 @@ def test_seed_file_lists_the_demo_agents_on_their_default_ports() -> None:
     seed = tomllib.loads(files("seeds").joinpath("demo.toml").read_text())
     listed = {entry["id"]: entry["url"] for entry in seed["agents"]}
     assert listed == {name: f"http://127.0.0.1:{port}" for name, port in DEMO_PORTS.items()}
+    keys = [entry["jwks_url"] for entry in seed["keys"]]  # each agent's signing key, trusted
+    assert keys == [f"http://127.0.0.1:{port}{JWKS_PATH}" for port in DEMO_PORTS.values()]
 
 
 # --- answers through the SDK client ------------------------------------------------------------
