@@ -3,9 +3,12 @@
 A :class:`DemoAgent` serves its card at the well-known path(s) and JSON-RPC at ``POST /``.
 The skill itself is a plain ``reply(text, parts)`` function returning a :class:`ReplyResult`;
 this module owns the rest: SSE streaming, multi-turn ``input-required`` tasks, non-blocking
-sends, cancel, get, subscribe and list. The wire shapes live in :mod:`seeds.demo_wire` and
-:mod:`seeds.demo_compat`, request parsing in :mod:`seeds.demo_rpc`, the task model in
-:mod:`seeds.demo_model`, the in-memory task store in :mod:`seeds.demo_tasks`.
+sends, cancel, get, subscribe and list. The card is signed (A2A card signatures: a JWS over
+its RFC 8785 form, with ``kid`` and ``jku``) by a P-256 key made when the agent is created
+and kept in memory only; the public key is served at :data:`JWKS_PATH`. The wire shapes live
+in :mod:`seeds.demo_wire` and :mod:`seeds.demo_compat`, request parsing in
+:mod:`seeds.demo_rpc`, the task model in :mod:`seeds.demo_model`, the in-memory task store in
+:mod:`seeds.demo_tasks`.
 
 An agent serving both versions does it as an a2a-sdk 1.3 server in 0.3-compatibility mode:
 one URL; the method name picks the version (their names differ) and ``A2A-Version`` is then
@@ -37,7 +40,11 @@ from operator import methodcaller
 from typing import Any, Literal, TypeAlias
 
 from aiohttp import web
+from jwcrypto.jwk import JWK
 
+from registry.jwkeys import generate_key, public_jwks
+from registry.signatures import sign_card
+from router.signing import CardSigner
 from seeds.demo_compat import COMPAT_WIRE
 from seeds.demo_model import (
     INTERRUPTED_STATES,
@@ -54,6 +61,7 @@ from seeds.demo_tasks import TaskStore
 from seeds.demo_wire import WIRES, Wire
 
 __all__ = [
+    "JWKS_PATH",
     "CardFactory",
     "DemoAgent",
     "Part",
@@ -70,6 +78,10 @@ CardFactory = Callable[[str], dict[str, Any]]
 ReplyFunction = Callable[[str, list[Part]], "ReplyResult | Awaitable[ReplyResult]"]
 
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
+#: Where each agent publishes the public half of its card signing key.
+JWKS_PATH = "/.well-known/jwks.json"
+#: The 0.3 fields an a2a-sdk 1.3 server appends to a 1.0 card in 0.3-compat mode.
+COMPAT_TAIL = ("preferredTransport", "protocolVersion", "url")
 ARTIFACT_CHUNKS = 3
 SSE_HEADERS = {
     "Content-Type": "text/event-stream; charset=utf-8",
@@ -121,6 +133,18 @@ def _wires(versions: Sequence[str]) -> tuple[Wire, ...]:
     return tuple(COMPAT_WIRE if both and v == "0.3" else WIRES[v] for v in versions)
 
 
+def _signed(card: dict[str, Any], key: JWK, jku: str) -> dict[str, Any]:
+    """``card`` signed by ``key`` over its whole RFC 8785 form (nothing left uncovered), a 1.0
+    card also over the a2a-sdk 1.x form that 1.x SDK verifiers check; ``signatures`` placed
+    where a 1.3 server puts it, before the 0.3-compat fields."""
+    signed = sign_card(card, key, jku=jku)
+    if "supportedInterfaces" not in signed:
+        return signed
+    signed["signatures"] += CardSigner(key, jku).resign(card)["signatures"]
+    tail = [k for k in COMPAT_TAIL if k in signed]
+    return {**{k: v for k, v in signed.items() if k not in tail}, **{k: signed[k] for k in tail}}
+
+
 def _url_host(host: str) -> str:
     if host in ("", "0.0.0.0"):
         return "127.0.0.1"
@@ -139,9 +163,10 @@ class DemoAgent:
     as a2a-sdk 1.3 serves it); the first is the agent's main version (:attr:`version`), whose
     format errors outside any method (bad JSON, unknown method) take.
     ``card(base_url)`` builds the card once the agent knows where it is bound; it should list
-    every version served. Every answer streams as: task (submitted), status working,
-    ``ARTIFACT_CHUNKS`` artifact chunks (plus a data chunk), status completed;
-    ``chunk_delay`` seconds pass before each step.
+    every version served; it is served signed by :attr:`key` (``jku``: ``base_url`` +
+    :data:`JWKS_PATH`, where the public key is served). Every answer streams as: task
+    (submitted), status working, ``ARTIFACT_CHUNKS`` artifact chunks (plus a data chunk),
+    status completed; ``chunk_delay`` seconds pass before each step.
     """
 
     def __init__(
@@ -168,6 +193,8 @@ class DemoAgent:
         self.card_max_age = card_max_age
         self.base_url: str | None = None
         self.tasks = TaskStore(max_tasks)  # one store for every version served
+        self.key = generate_key("ES256")  # fresh for each agent, in memory only
+        self.key["kid"] = f"{name}-{self.key.thumbprint()[:12]}"
         self._runner: web.AppRunner | None = None
         self._card_cache: tuple[str, bytes, str] | None = None
 
@@ -182,6 +209,7 @@ class DemoAgent:
         """The aiohttp application: card route(s) and JSON-RPC at ``POST /``."""
         app = web.Application(client_max_size=MAX_REQUEST_BYTES)
         app.router.add_get("/.well-known/agent-card.json", self._serve_card)
+        app.router.add_get(JWKS_PATH, self._serve_jwks)
         if self.versions == ("0.3",):  # the 0.3 SDK's legacy path; 1.3 has only the new one
             app.router.add_get("/.well-known/agent.json", self._serve_card)
         app.router.add_post("/", self._serve_rpc)
@@ -215,7 +243,8 @@ class DemoAgent:
 
     def _card_body(self, base_url: str) -> tuple[bytes, str]:
         if self._card_cache is None or self._card_cache[0] != base_url:
-            body = json.dumps(self.card(base_url), ensure_ascii=False).encode()
+            card = _signed(self.card(base_url), self.key, f"{base_url}{JWKS_PATH}")
+            body = json.dumps(card, ensure_ascii=False).encode()
             etag = f'W/"{hashlib.sha256(body).hexdigest()[:32]}"'
             self._card_cache = (base_url, body, etag)
         return self._card_cache[1], self._card_cache[2]
@@ -227,6 +256,10 @@ class DemoAgent:
         if if_none_match and _etag_matches(if_none_match, etag):
             return web.Response(status=304, headers=headers)
         return web.Response(body=body, content_type="application/json", headers=headers)
+
+    async def _serve_jwks(self, _request: web.Request) -> web.Response:
+        headers = {"Cache-Control": f"public, max-age={self.card_max_age}"}
+        return web.json_response(public_jwks([self.key]), headers=headers)
 
     # JSON-RPC
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import jwt
 import pytest
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.compat.v0_3 import types as types_v03
@@ -43,10 +44,19 @@ from a2a.utils.errors import (
     TaskNotFoundError,
     UnsupportedOperationError,
 )
+from a2a.utils.signing import create_signature_verifier
 from google.protobuf.json_format import ParseDict
 
 from registry.cards import parse_card
-from seeds.demo_agents import DEMO_PORTS, DemoAgents, describe_image, start_demo_agents
+from registry.signatures import StaticKeys, verify_card
+from seeds.demo_agents import (
+    DEMO_PORTS,
+    DemoAgents,
+    build_demo_agents,
+    describe_image,
+    start_demo_agents,
+)
+from seeds.demo_server import JWKS_PATH
 from tests.support.images import gif, jpeg, png
 from tests.support.sdk_clients import ask, connect, send
 
@@ -267,10 +277,49 @@ async def test_card_etag_cache_control_and_legacy_path(
     assert (await raw.get(f"{demo.urls['currency']}/.well-known/agent.json")).status_code == 404
 
 
+async def test_cards_are_signed_by_the_key_each_agent_publishes(
+    demo: DemoAgents, raw: httpx.AsyncClient
+) -> None:
+    """Each card verifies with its agent's JWKS over the whole card (an a2a-sdk 1.x verifier
+    accepts the 1.0 ones too); a card changed after signing does not verify."""
+    kids = {}
+    for name, base_url in demo.urls.items():
+        card = (await raw.get(f"{base_url}/.well-known/agent-card.json")).json()
+        jwks = (await raw.get(f"{base_url}{JWKS_PATH}")).json()
+        assert [set(k) for k in jwks["keys"]] == [{"kty", "crv", "x", "y", "kid", "alg", "use"}]
+        kid = kids[name] = jwks["keys"][0]["kid"]
+        assert kid.startswith(f"{name}-")
+        verification = await verify_card(card, StaticKeys(jwks))
+        assert verification.to_api() == {
+            "status": "verified",
+            "kid": kid,
+            "reason": None,
+            "key_source": "jwks",
+            "payload_form": "rfc8785",
+            "uncovered_fields": [],
+        }
+        header = json.loads(base64.urlsafe_b64decode(card["signatures"][0]["protected"] + "=="))
+        jku = f"{base_url}{JWKS_PATH}"
+        assert header == {"alg": "ES256", "kid": kid, "typ": "JOSE", "jku": jku}
+        tampered = {**card, "description": card["description"] + " (now free of charge)"}
+        assert (await verify_card(tampered, StaticKeys(jwks))).status == "invalid"
+        if name != "translate":
+            strict = {k: v for k, v in card.items() if k not in COMPAT_FIELDS}
+            sdk_verifier = create_signature_verifier(
+                key_provider=lambda _kid, _jku: jwt.PyJWK(jwks["keys"][0]),  # noqa: B023
+                algorithms=["ES256"],
+            )
+            sdk_verifier(ParseDict(strict, AgentCard()))
+    assert len(kids) == 3
+    assert build_demo_agents()["currency"].key["kid"] != kids["currency"]  # fresh at each start
+
+
 def test_seed_file_lists_the_demo_agents_on_their_default_ports() -> None:
     seed = tomllib.loads(files("seeds").joinpath("demo.toml").read_text())
     listed = {entry["id"]: entry["url"] for entry in seed["agents"]}
     assert listed == {name: f"http://127.0.0.1:{port}" for name, port in DEMO_PORTS.items()}
+    keys = [entry["jwks_url"] for entry in seed["keys"]]  # each agent's signing key, trusted
+    assert keys == [f"http://127.0.0.1:{port}{JWKS_PATH}" for port in DEMO_PORTS.values()]
 
 
 # --- answers through the SDK client ------------------------------------------------------------

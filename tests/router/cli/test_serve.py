@@ -89,6 +89,11 @@ async def _run_demo(tmp_path: Path, port: int, *argv: str) -> dict[str, str]:
                 "currency": "1.0",
                 "translate": "0.3",
             }
+            # their cards signed by keys made at start, trusted at their real URLs
+            assert {a["id"]: a["verification"]["key_source"] for a in agents} == {
+                name: f"jwks:{url}/.well-known/jwks.json" for name, url in urls.items()
+            }
+            assert {a["verification"]["status"] for a in agents} == {"verified"}
             # registered where they really listen
             assert {a["id"]: a["interfaces"][0]["url"] for a in agents} == {
                 name: f"{url}/" for name, url in urls.items()
