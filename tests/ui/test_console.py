@@ -128,6 +128,10 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     try:
         assert server.demo is not None
         with httpx.Client(base_url=server.base, headers=AUTH, timeout=30) as http:
+            for name in ("currency", "caption", "translate"):  # the demo agents sign their cards
+                jwks = server.demo.urls[name] + "/.well-known/jwks.json"
+                resp = http.post("/api/v1/keys", json={"jwks_url": jwks})
+                assert resp.status_code == 201, resp.text
             for name in ("currency", "caption"):
                 resp = http.post("/api/v1/agents", json={"url": server.demo.urls[name], "id": name})
                 assert resp.status_code == 201, resp.text
@@ -264,7 +268,7 @@ def test_agent_page_shows_the_card_and_a_revision_diff(page: Any, live: Live) ->
     main = page.find_element(By.TAG_NAME, "main").text
     assert "convert 100 USD to EUR" in main  # a skill's example
     assert f"{live.base}/agents/currency" in main  # the router URL in the snippets
-    assert "unsigned" in main and "healthy" in main
+    assert "verified" in main and "healthy" in main  # its card is signed and trusted
     page.find_element(By.CSS_SELECTOR, "details.raw summary").click()
     raw = page.find_element(By.CSS_SELECTOR, "details.raw pre").text
     assert '"supportedInterfaces"' in raw
