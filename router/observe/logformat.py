@@ -87,8 +87,8 @@ class TextFormatter(logging.Formatter):
         """The record as text."""
         line = super().format(record)
         if record.name.endswith(".access"):
-            facts = [f"{name}={getattr(record, key)}" for name, key in _ACCESS_FACTS]
-            facts = [fact for fact in facts if not fact.endswith("=None")]
+            values = [(name, getattr(record, key, None)) for name, key in _ACCESS_FACTS]
+            facts = [f"{name}={value}" for name, value in values if value is not None]
             if facts:
                 line = f"{line} {' '.join(facts)}"
         request_id = getattr(record, "request_id", None)

@@ -182,3 +182,12 @@ async def test_no_secret_token_or_message_text_is_ever_logged(
     assert _leaks(json.dumps(lines), secrets) == []
     names = {r.name for r in records}
     assert {"switchboard.a2a", "aiohttp.access"} <= names, names
+
+
+def test_an_access_line_outside_a_request_is_left_as_it_is() -> None:
+    """A bad HTTP request is logged before any request context exists: no facts, no error."""
+    stream = io.StringIO()
+    handler = log_handler(stream, "text")
+    record = logging.LogRecord("switchboard.access", logging.INFO, __file__, 1, "bad", (), None)
+    handler.handle(record)
+    assert stream.getvalue().rstrip().endswith("switchboard.access: bad")
