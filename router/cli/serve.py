@@ -66,6 +66,19 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     serve.set_defaults(func=cmd_serve)
 
 
+def _check_tracing() -> None:
+    """What :func:`_configure_tracing` would refuse, refused before any worker is forked (the
+    exporter's thread it starts is stopped again: a fork copies no threads)."""
+    from router.tracing.setup import TracingConfigError, configure
+
+    try:
+        provider = configure(install=False)
+    except TracingConfigError as error:
+        raise CliError(f"cannot export traces: {error}", status=2) from None
+    if provider is not None:
+        provider.shutdown()
+
+
 def _configure_tracing() -> None:
     """Install the OpenTelemetry SDK when the ``OTEL_*`` variables ask for it; exit status
     2 with one line when they ask for what cannot be done."""
@@ -146,6 +159,7 @@ def _worker_count(args: argparse.Namespace, settings: Settings) -> int:
 def _supervise(args: argparse.Namespace, settings: Settings, count: int) -> int:
     """Bind the port(s), then run ``count`` workers under a supervisor."""
     _check_database(settings)  # once, before any worker: a bad database is no reason to retry
+    _check_tracing()
     log = logging.getLogger("switchboard")
     try:
         sockets = listen_sockets(settings.host, settings.port, count)
@@ -155,7 +169,10 @@ def _supervise(args: argparse.Namespace, settings: Settings, count: int) -> int:
     except socket.gaierror as exc:
         raise CliError(f"cannot start: host {settings.host!r}: {_reason(exc)}") from None
     except OSError as exc:
-        raise CliError(f"cannot start: {settings.host}:{settings.port}: {_reason(exc)}") from None
+        reason = _reason(exc)
+        raise CliError(
+            f"cannot start: {settings.host}:{settings.port}: {reason[:1].lower()}{reason[1:]}"
+        ) from None
     grpc_port = grpc.getsockname()[1] if grpc is not None else None
     log.info(
         "%d workers on %s, port %d (%s)", count, settings.host, sockets[0].getsockname()[1],
@@ -178,6 +195,8 @@ def _supervise(args: argparse.Namespace, settings: Settings, count: int) -> int:
             sock.close()
         if grpc is not None:
             grpc.close()
+    if status == 2:
+        return 2  # a worker's configuration error: the worker said which
     if status:
         raise CliError("workers keep failing: stopped (see the log above)")
     log_stopped()
@@ -193,14 +212,16 @@ def _for_worker(settings: Settings, index: int) -> Settings:
 
 
 def _check_database(settings: Settings) -> None:
-    """Create the database engine the way the app does (driver import, SQLite directory) and
-    check a SQLite file: CliError (status 2) for what stops every worker alike."""
+    """Connect to the database once, the way the app does (driver import, SQLite directory
+    and file), before any worker starts: what would stop every worker alike is one line,
+    status 2 for the configuration, 1 for an unreachable database."""
+    from sqlalchemy import text
     from sqlalchemy.exc import SQLAlchemyError
 
     from registry.engine import create_engine
 
     try:
-        create_engine(settings.database_url)
+        engine = create_engine(settings.database_url)
     except OSError as exc:  # the SQLite file's directory could not be created
         raise CliError(
             f"cannot use database {_safe_url(settings.database_url)}: "
@@ -212,6 +233,20 @@ def _check_database(settings: Settings) -> None:
             f"cannot use database {_safe_url(settings.database_url)}: {_reason(exc)}", status=2
         ) from None
     _check_sqlite_file(settings.database_url)
+
+    async def ping() -> None:
+        try:
+            async with engine.connect() as connection:
+                await connection.execute(text("SELECT 1"))
+        finally:
+            await engine.dispose()
+
+    try:
+        asyncio.run(ping())  # its loop and connections are gone before the workers fork
+    except (SQLAlchemyError, OSError) as exc:
+        raise CliError(
+            f"cannot start: database {_safe_url(settings.database_url)}: {_reason(exc)}"
+        ) from None
 
 
 def _serve(args: argparse.Namespace, settings: Settings, worker: Worker | None) -> int:

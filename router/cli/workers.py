@@ -218,7 +218,8 @@ class Supervisor:
     _status: int = 0
 
     def run(self) -> int:
-        """Fork the workers, supervise them; the exit status (0 after SIGTERM/SIGINT)."""
+        """Fork the workers, supervise them; the exit status: 0 after SIGTERM/SIGINT, 2 when
+        a worker stopped for a configuration error (it said why), 1 when one kept failing."""
         self.failures = [0] * self.count
         start = self.prepare()
         wake_r, wake_w = os.pipe()
@@ -321,7 +322,7 @@ class Supervisor:
             log.error(
                 "worker %d (pid %d) %s: giving up, stopping the others", index, child.pid, how
             )
-            self._status, self._stopping = 1, True
+            self._status, self._stopping = (2 if code == _CONFIG_ERROR else 1), True
             self._restart_at.clear()
             for other in self.children.values():
                 _kill(other.pid, signal.SIGTERM)
