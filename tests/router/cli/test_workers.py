@@ -118,7 +118,7 @@ async def test_two_workers_share_the_port_survive_a_kill_and_stop_on_sigterm(
                 served.add(_pid((await status())["name"]))
                 return served if len(served) == 2 else None
 
-            workers = await _until(both_served)
+            workers = set(await _until(both_served))
             # any worker answers for a task another made: the ID key is shared
             for task in tasks[-6:]:
                 got = await client.get_task(GetTaskRequest(id=task.id))
@@ -145,10 +145,25 @@ async def test_two_workers_share_the_port_survive_a_kill_and_stop_on_sigterm(
             await _until(both_served)
             assert holder not in served
 
+            # SIGHUP: each worker replaced once its replacement is ready; no call fails
+            old = set(served)
+            proc.send_signal(signal.SIGHUP)
+
+            async def old_gone() -> bool | None:
+                task = await send(client, ask("during reload"))
+                assert answer(task) == "echo: during reload"
+                return True if not any(_alive(pid) for pid in old) else None
+
+            await _until(old_gone)
+            served.clear()
+            await _until(both_served)
+            assert not served & old
+            workers |= old
+
         proc.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(proc.wait(), 60) == 0, log.text
     assert "Traceback" not in log.text, log.text
-    assert "stopping 2 workers" in log.text
+    assert "reloading: replacing 2 workers" in log.text and "stopping 2 workers" in log.text
     assert not any(_alive(pid) for pid in served | workers)
 
 
