@@ -18,8 +18,10 @@ runs one process).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
+import time
 from typing import Any
 
 import aiohttp
@@ -70,13 +72,24 @@ async def authenticated(
     return f"{router}/", {"X-API-Key": await client_key(router)}
 
 
-async def _probe(url: str, headers: dict[str, str], body: str) -> None:
-    """One call before the load: a Task, not a JSON-RPC error (wrk does not read answers)."""
+async def _probe(url: str, headers: dict[str, str], body: str, seconds: float = 60) -> None:
+    """Calls before the load, each on a new connection, until 8 in a row answer with a Task
+    (wrk does not read answers; with several workers, each must have read the new agent and
+    its vectors from the database): RuntimeError after ``seconds``."""
     headers = {"Content-Type": "application/json", **headers}
-    async with aiohttp.ClientSession() as http, http.post(url, data=body, headers=headers) as resp:
-        answer = await resp.json(content_type=None)
-    if resp.status != 200 or "task" not in (answer.get("result") or {}):
-        raise RuntimeError(f"{url} did not answer with a task: {resp.status} {answer}")
+    deadline, streak = time.monotonic() + seconds, 0
+    while streak < 8:
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(url, data=body, headers=headers) as resp,
+        ):
+            answer = await resp.json(content_type=None)
+        ok = resp.status == 200 and "task" in (answer.get("result") or {})
+        streak = streak + 1 if ok else 0
+        if not ok and time.monotonic() > deadline:
+            raise RuntimeError(f"{url} did not answer with a task: {resp.status} {answer}")
+        if not ok:
+            await asyncio.sleep(0.1)  # polling: the other workers catch up within 2 s
 
 
 async def run(opts: Options) -> Section:
