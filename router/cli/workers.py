@@ -289,8 +289,8 @@ class Supervisor:
     def _on_ready(self, child: _Child) -> None:
         child.ready = True
         self.failures[child.worker.index] = 0
-        for old in self.children.values():
-            if old.replaced_by == child.pid:
+        for old in self.children.values():  # the worker it replaces (a reload's)
+            if old is not child and old.worker.index == child.worker.index and old.replaced_by:
                 _kill(old.pid, signal.SIGTERM)
 
     def _reap(self) -> None:
