@@ -158,6 +158,7 @@ def _worker_count(args: argparse.Namespace, settings: Settings) -> int:
 
 def _supervise(args: argparse.Namespace, settings: Settings, count: int) -> int:
     """Bind the port(s), then run ``count`` workers under a supervisor."""
+    _check_shared_database(settings.database_url)
     _check_database(settings)  # once, before any worker: a bad database is no reason to retry
     _check_tracing()
     log = logging.getLogger("switchboard")
@@ -201,6 +202,20 @@ def _supervise(args: argparse.Namespace, settings: Settings, count: int) -> int:
         raise CliError("workers keep failing: stopped (see the log above)")
     log_stopped()
     return 0
+
+
+def _check_shared_database(url: str) -> None:
+    """Workers share the database: an in-memory SQLite database would be one per worker."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    memory = not parsed.database or parsed.database == ":memory:"
+    if parsed.get_backend_name() == "sqlite" and (memory or "memory" in str(parsed.query)):
+        raise CliError(
+            "an in-memory SQLite database cannot be shared by several workers: use a file "
+            "(sqlite:///./switchboard.db) or --workers 1",
+            status=2,
+        )
 
 
 def _for_worker(settings: Settings, index: int) -> Settings:

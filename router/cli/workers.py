@@ -57,7 +57,6 @@ log = logging.getLogger("switchboard")
 MAX_FAILURES = 5
 """Consecutive failures of one worker (deaths before it was ready) before the supervisor gives
 up and exits 1."""
-_BACKOFF_BASE, _BACKOFF_MAX = 0.5, 30.0
 _CONFIG_ERROR = 2  # a worker's exit status for a configuration error: no retry
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD)
 
@@ -211,6 +210,9 @@ class Supervisor:
     count: int
     sockets: list[socket.socket]
     prepare: Callable[[], Callable[[Worker], int]]
+    backoff: float = 0.5
+    """Seconds before the first restart of a worker that died; doubled per failure in a row."""
+    max_backoff: float = 30.0
     children: dict[int, _Child] = field(default_factory=dict)
     failures: list[int] = field(default_factory=list)
     _restart_at: dict[int, float] = field(default_factory=dict)
@@ -327,7 +329,7 @@ class Supervisor:
             for other in self.children.values():
                 _kill(other.pid, signal.SIGTERM)
             return
-        delay = min(_BACKOFF_MAX, _BACKOFF_BASE * 2 ** (self.failures[index] - 1))
+        delay = min(self.max_backoff, self.backoff * 2 ** (self.failures[index] - 1))
         log.warning("worker %d (pid %d) %s: restarting in %g s", index, child.pid, how, delay)
         self._restart_at[index] = time.monotonic() + delay
 

@@ -10,6 +10,7 @@ import os
 import re
 import signal
 import socket
+import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -67,6 +68,7 @@ async def _switchboard(tmp_path: Path, db_url: str, agent_url: str) -> AsyncIter
         "SWITCHBOARD_ALLOW_NETWORKS": "127.0.0.1/32",
         "SWITCHBOARD_MATCHER": "lexical",
         "SWITCHBOARD_REFRESH_LEASE_TTL": "1.5",  # the lease moves within 1.5 s of a death
+        "SWITCHBOARD_GRPC_PORT": "0",  # one free port, shared by the workers
     }
     proc = await asyncio.create_subprocess_exec(
         *(sys.executable, "-m", "router.cli", "serve", "--workers", "2", "--port", "0"),
@@ -84,6 +86,8 @@ async def _switchboard(tmp_path: Path, db_url: str, agent_url: str) -> AsyncIter
         assert match, printed + log.text
         await log.wait_for(r"worker 0 \(pid \d+\): Running on")
         await log.wait_for(r"worker 1 \(pid \d+\): Running on")
+        grpc = re.findall(r"serving the A2A gRPC binding on 127\.0\.0\.1:(\d+)", log.text)
+        assert len(grpc) == 2 and grpc[0] == grpc[1], log.text  # both on one port
         yield proc, log, match.group(1)
     finally:
         if proc.returncode is None:
@@ -167,6 +171,33 @@ async def test_two_workers_share_the_port_survive_a_kill_and_stop_on_sigterm(
     assert not any(_alive(pid) for pid in served | workers)
 
 
+_SUPERVISE = """
+import logging, socket, sys
+from router.cli.workers import Supervisor, listen_sockets
+logging.basicConfig(level="INFO")
+code = int(sys.argv[1])
+sockets = listen_sockets("127.0.0.1", 0, 2)
+print(Supervisor(2, sockets, lambda: lambda worker: code, backoff=0.01).run())
+"""
+
+
+@pytest.mark.parametrize(
+    ("worker_status", "supervisor_status", "starts"), [(1, 1, range(6, 11)), (2, 2, range(2, 3))]
+)
+def test_workers_that_keep_failing_stop_the_supervisor(
+    worker_status: int, supervisor_status: int, starts: range
+) -> None:
+    """A worker that dies before it is ready is restarted with backoff, 5 times in a row at
+    most; a configuration error (status 2) is not retried."""
+    done = subprocess.run(
+        [sys.executable, "-c", _SUPERVISE, str(worker_status)],
+        env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.stdout.strip() == str(supervisor_status), done.stdout + done.stderr
+    assert len(re.findall(r"worker \d started", done.stderr)) in starts, done.stderr
+    assert "giving up, stopping the others" in done.stderr
+
+
 def test_cpus_follow_the_cgroup_quota(tmp_path: Path) -> None:
     affinity = len(os.sched_getaffinity(0))
     assert available_cpus(tmp_path) == affinity  # no quota files: the affinity mask
@@ -202,3 +233,18 @@ def test_a_port_in_use_is_refused() -> None:
         taken.listen()
         with pytest.raises(OSError):
             listen_sockets("127.0.0.1", taken.getsockname()[1], 2)
+
+
+def test_an_in_memory_database_is_refused_with_several_workers(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SWITCHBOARD_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "router.cli", "serve", "--workers", "2",
+         "--database-url", "sqlite:///:memory:"],
+        env={**env, "PYTHONPATH": str(ROOT)}, cwd=tmp_path, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        "switchboard: an in-memory SQLite database cannot be shared by several workers: use a "
+        "file (sqlite:///./switchboard.db) or --workers 1\n"
+    )
