@@ -162,18 +162,14 @@ def _supervise(args: argparse.Namespace, settings: Settings, count: int) -> int:
     _check_database(settings)  # once, before any worker: a bad database is no reason to retry
     _check_tracing()
     log = logging.getLogger("switchboard")
-    try:
-        sockets = listen_sockets(settings.host, settings.port, count)
-        grpc = None
-        if settings.grpc_port is not None:
-            grpc = reserve_port(settings.host, settings.grpc_port)
-    except socket.gaierror as exc:
-        raise CliError(f"cannot start: host {settings.host!r}: {_reason(exc)}") from None
-    except OSError as exc:
-        reason = _reason(exc)
-        raise CliError(
-            f"cannot start: {settings.host}:{settings.port}: {reason[:1].lower()}{reason[1:]}"
-        ) from None
+    sockets = _bind(
+        settings, settings.port, lambda port: listen_sockets(settings.host, port, count)
+    )
+    grpc = None
+    if settings.grpc_port is not None:
+        grpc = _bind(
+            settings, settings.grpc_port, lambda port: [reserve_port(settings.host, port)]
+        )[0]
     grpc_port = grpc.getsockname()[1] if grpc is not None else None
     log.info(
         "%d workers on %s, port %d (%s)", count, settings.host, sockets[0].getsockname()[1],
@@ -202,6 +198,21 @@ def _supervise(args: argparse.Namespace, settings: Settings, count: int) -> int:
         raise CliError("workers keep failing: stopped (see the log above)")
     log_stopped()
     return 0
+
+
+def _bind(
+    settings: Settings, port: int, bind: Callable[[int], list[socket.socket]]
+) -> list[socket.socket]:
+    """``bind(port)``, its failure as one line (CliError, status 1)."""
+    try:
+        return bind(port)
+    except socket.gaierror as exc:
+        raise CliError(f"cannot start: host {settings.host!r}: {_reason(exc)}") from None
+    except OSError as exc:
+        reason = _reason(exc)
+        raise CliError(
+            f"cannot start: {settings.host}:{port}: {reason[:1].lower()}{reason[1:]}"
+        ) from None
 
 
 def _check_shared_database(url: str) -> None:
