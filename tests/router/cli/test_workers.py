@@ -171,6 +171,51 @@ async def test_two_workers_share_the_port_survive_a_kill_and_stop_on_sigterm(
     assert not any(_alive(pid) for pid in served | workers)
 
 
+def _two_free_ports() -> int:
+    """A port P such that P and P + 1 are free right now on 127.0.0.1."""
+    for _ in range(50):
+        with socket.socket() as first, socket.socket() as second:
+            first.bind(("127.0.0.1", 0))
+            port = first.getsockname()[1]
+            try:
+                second.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+            return port
+    raise AssertionError("no two free ports in a row")
+
+
+async def test_each_worker_serves_its_metrics_on_the_metrics_port_plus_its_index(
+    tmp_path: Path,
+) -> None:
+    metrics = _two_free_ports()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SWITCHBOARD_")}
+    proc = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "router.cli", "serve", "--workers", "2", "--port", "0"),
+        *("--database-url", f"sqlite:///{tmp_path / 'm.db'}"),
+        env={**env, "PYTHONPATH": str(ROOT), "SWITCHBOARD_METRICS_PORT": str(metrics)},
+        cwd=tmp_path,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stderr is not None
+    log = Log(proc.stderr)
+    try:
+        await log.wait_for(r"worker 0 \(pid \d+\): Running on")
+        await log.wait_for(r"worker 1 \(pid \d+\): Running on")
+        async with httpx.AsyncClient() as http:
+            for port in (metrics, metrics + 1):
+                resp = await http.get(f"http://127.0.0.1:{port}/metrics")
+                assert resp.status_code == 200 and "switchboard_" in resp.text
+        assert "/metrics on the main port" not in log.text  # no warning: every worker scraped
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), 60) == 0, log.text
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
 _SUPERVISE = """
 import logging, socket, sys
 from router.cli.workers import Supervisor, listen_sockets
