@@ -1,9 +1,11 @@
 """A minimal, fast A2A 1.0 echo agent in plain aiohttp (not the SDK), for benchmarks.
 
-``python -m bench.echo_agent --port P [--port P2 ...]`` serves, on each port, its card at
-``/.well-known/agent-card.json`` and JSON-RPC at ``POST /``:
+``python -m bench.echo_agent --port P [--port P2 ...] [--answer task]`` serves, on each port,
+its card at ``/.well-known/agent-card.json`` and JSON-RPC at ``POST /``:
 
-- ``SendMessage``: a prebuilt ``{"message": ...}`` answer (no task, no context).
+- ``SendMessage``: a prebuilt ``{"message": ...}`` answer (no task, no context); with
+  ``--answer task`` a completed Task with a new task ID each time, a context ID and one
+  artifact, as most real agents answer (so a router has IDs to rewrite).
 - ``SendStreamingMessage``: a Task (working), N ``artifactUpdate`` events written as fast as
   possible, then a completed ``statusUpdate``. N is ``message.metadata.bench.events``
   (default 10). With ``message.metadata.bench.idle`` true it sends the Task and then only a
@@ -32,6 +34,11 @@ SKILL = {
 }
 MESSAGE = b'{"message":{"role":"ROLE_AGENT","messageId":"echo-reply","parts":[{"text":"echo"}]}}'
 _NEXT_TASK = itertools.count(1)
+_TASK_HEAD = b'{"task":{"id":"u'
+_TASK_TAIL = (
+    b'","contextId":"ctx-echo","status":{"state":"TASK_STATE_COMPLETED"},'
+    b'"artifacts":[{"artifactId":"echo","parts":[{"text":"echo"}]}]}}'
+)
 
 
 def card(base_url: str) -> dict[str, Any]:
@@ -81,14 +88,21 @@ async def _stream(request: web.Request, rid: bytes, bench: dict[str, Any]) -> we
     return resp
 
 
+ANSWERS = ("message", "task")
+ANSWER = web.AppKey("answer", str)
+
+
 async def rpc(request: web.Request) -> web.StreamResponse:
     """Answer one JSON-RPC call."""
     body = json.loads(await request.read())
     rid = json.dumps(body.get("id")).encode()
     method = body.get("method")
     if method == "SendMessage":
+        result = MESSAGE
+        if request.app[ANSWER] == "task":
+            result = _TASK_HEAD + str(next(_NEXT_TASK)).encode() + _TASK_TAIL
         return web.Response(
-            body=b'{"jsonrpc":"2.0","id":' + rid + b',"result":' + MESSAGE + b"}",
+            body=b'{"jsonrpc":"2.0","id":' + rid + b',"result":' + result + b"}",
             content_type="application/json",
         )
     if method == "SendStreamingMessage":
@@ -101,14 +115,16 @@ async def rpc(request: web.Request) -> web.StreamResponse:
     )
 
 
-def make_app(base_url: str) -> web.Application:
-    """The agent's aiohttp application, its card pointing at ``base_url``."""
+def make_app(base_url: str, answer: str = "message") -> web.Application:
+    """The agent's aiohttp application, its card pointing at ``base_url``; ``answer``
+    (``message`` or ``task``) is what ``SendMessage`` answers."""
     card_bytes = json.dumps(card(base_url)).encode()
 
     async def agent_card(_request: web.Request) -> web.Response:
         return web.Response(body=card_bytes, content_type="application/json")
 
     app = web.Application()
+    app[ANSWER] = answer
     app.router.add_get("/.well-known/agent-card.json", agent_card)
     app.router.add_post("/", rpc)
     return app
@@ -120,9 +136,9 @@ def raise_nofile() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
-async def _serve(ports: list[int]) -> None:
+async def _serve(ports: list[int], answer: str) -> None:
     for port in ports:
-        runner = web.AppRunner(make_app(f"http://127.0.0.1:{port}"), access_log=None)
+        runner = web.AppRunner(make_app(f"http://127.0.0.1:{port}", answer), access_log=None)
         await runner.setup()
         await web.TCPSite(runner, "127.0.0.1", port, backlog=4096).start()
     print(f"READY {' '.join(map(str, ports))}", flush=True)
@@ -133,8 +149,10 @@ def main() -> None:
     """Serve until killed (one agent per ``--port``, each with its own card)."""
     parser = argparse.ArgumentParser(description="A fast A2A 1.0 echo agent.")
     parser.add_argument("--port", type=int, action="append", required=True)
+    parser.add_argument("--answer", choices=ANSWERS, default="message")
+    args = parser.parse_args()
     raise_nofile()
-    asyncio.run(_serve(parser.parse_args().port))
+    asyncio.run(_serve(args.port, args.answer))
 
 
 if __name__ == "__main__":

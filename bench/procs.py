@@ -99,19 +99,22 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 @contextlib.asynccontextmanager
-async def echo_agent(tmp: Path) -> AsyncIterator[tuple[str, subprocess.Popen[bytes]]]:
-    """Run the echo agent; yields its base URL and process."""
-    async with echo_agents(tmp, 1) as (bases, proc):
+async def echo_agent(
+    tmp: Path, answer: str = "message"
+) -> AsyncIterator[tuple[str, subprocess.Popen[bytes]]]:
+    """Run the echo agent (``answer``: ``message`` or ``task``, what ``SendMessage``
+    answers); yields its base URL and process."""
+    async with echo_agents(tmp, 1, answer) as (bases, proc):
         yield bases[0], proc
 
 
 @contextlib.asynccontextmanager
 async def echo_agents(
-    tmp: Path, count: int
+    tmp: Path, count: int, answer: str = "message"
 ) -> AsyncIterator[tuple[list[str], subprocess.Popen[bytes]]]:
     """Run ``count`` echo agents (one process, one port each); yields base URLs and process."""
     ports = [free_port() for _ in range(count)]
-    args = [sys.executable, "-m", "bench.echo_agent"]
+    args = [sys.executable, "-m", "bench.echo_agent", "--answer", answer]
     for port in ports:
         args += ["--port", str(port)]
     bases = [f"http://127.0.0.1:{port}" for port in ports]
@@ -126,7 +129,8 @@ async def switchboard(
     """Run ``switchboard serve`` (a fresh SQLite file unless ``database_url``); yields its base
     URL and process.
 
-    ``settings`` become ``SWITCHBOARD_<NAME>`` variables (after the bench defaults).
+    ``settings`` become ``SWITCHBOARD_<NAME>`` variables (after the bench defaults): one
+    worker process unless ``workers`` says otherwise.
     """
     port = free_port()
     home = Path(tempfile.mkdtemp(prefix="switchboard-", dir=tmp))
@@ -138,6 +142,7 @@ async def switchboard(
         "SWITCHBOARD_SEEDS": "",
         "SWITCHBOARD_REFRESH": "false",
         "SWITCHBOARD_MAX_STREAMS": "100000",
+        "SWITCHBOARD_WORKERS": "1",
         **{f"SWITCHBOARD_{k.upper()}": v for k, v in settings.items()},
     }
     args = [sys.executable, "-m", "router.cli", "serve", "--log-level", "WARNING"]

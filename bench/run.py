@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib
 import os
 import platform
@@ -51,6 +52,29 @@ async def _run(names: Sequence[str], opts: Options) -> list[Section]:
     return sections
 
 
+def machine() -> dict[str, object]:
+    """What the numbers were measured on: CPU model, the CPUs this process may use (what
+    ``serve`` starts as many workers as), memory, kernel, the unary load generator."""
+    from bench.wrk import generator
+    from router.cli.workers import available_cpus
+
+    def first(path: str, key: str) -> str | None:
+        with contextlib.suppress(OSError):
+            for line in Path(path).read_text().splitlines():
+                if line.startswith(key):
+                    return line.split(":", 1)[1].strip()
+        return None
+
+    return {
+        "cpu_model": first("/proc/cpuinfo", "model name") or platform.processor(),
+        "cpus_online": os.cpu_count(),
+        "cpus_available": available_cpus(),
+        "memory": first("/proc/meminfo", "MemTotal"),
+        "kernel": platform.release(),
+        "unary_load_generator": generator(),
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the chosen scenarios; exit status 0 even when a target is missed."""
     args = _parser().parse_args(argv)
@@ -82,6 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
+        "machine": machine(),
         "load_average_start": load,
         "load_average_end": os.getloadavg(),
     }

@@ -1,8 +1,10 @@
 """Seed agents: register the agents of seed files (:mod:`registry.seedfile`) at start.
 
 Agents already registered from the same source are left as they are, so a seed file can be
-loaded at every start. An agent that cannot be fetched is logged and skipped; it does not
-stop the server (the scheduled refresh does not retry it: it is tried again at the next start).
+loaded at every start; an agent another process (a replica, a worker) registered from it
+meanwhile is read into this process's catalog at once. An agent that cannot be fetched is
+logged and skipped; it does not stop the server (the scheduled refresh does not retry it: it is
+tried again at the next start).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ def _shown(seed: SeedAgent) -> str:
 async def apply_seeds(registry: Registry, agents: list[SeedAgent]) -> list[str]:
     """Register each seed agent not yet registered; return the ids registered now."""
     added = []
+    elsewhere = False  # registered by another process since this one loaded its catalog
     for seed in agents:
         try:
             if seed.id and seed.id in registry.catalog.snapshot.agents:
@@ -35,6 +38,7 @@ async def apply_seeds(registry: Registry, agents: list[SeedAgent]) -> list[str]:
                 continue
             if seed.url:
                 if await registry.store.id_for_source(seed.url):
+                    elsewhere = True
                     continue
                 record = await registry.register_url(
                     seed.url, seed.id, refresh_interval=seed.refresh_interval
@@ -47,10 +51,13 @@ async def apply_seeds(registry: Registry, agents: list[SeedAgent]) -> list[str]:
                 )
         except Conflict as exc:
             log.info("seed agent %s already registered: %s", _shown(seed), exc)
+            elsewhere = True
             continue
         except (RegistryError, OSError, JsonLimitError) as exc:
             log.warning("seed agent %s not registered: %s", _shown(seed), exc)
             continue
         log.info("registered seed agent %s from %s", record.id, _shown(seed))
         added.append(record.id)
+    if elsewhere:
+        await registry.sync()  # not within SWITCHBOARD_CATALOG_SYNC_INTERVAL: now
     return added

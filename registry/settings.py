@@ -60,6 +60,7 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
     grpc_port: int | None = Field(None, ge=0, le=65535)  # the gRPC binding: off by default
+    workers: int | None = Field(None, ge=1, le=256)  # serve processes; None: the CPUs available
     database_url: str = "sqlite:///./switchboard.db"
     admin_token: str | None = None
     read_token: str | None = None

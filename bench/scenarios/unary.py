@@ -1,5 +1,9 @@
 """Scenario 1, unary proxy: ``SendMessage`` to the echo agent directly and through proxies.
 
+The agent answers with a Task (a new task ID each time, a context ID: what most agents do, so
+Switchboard rewrites IDs). The load comes from wrk when it is installed (:mod:`bench.wrk`),
+else from the Python generator (:mod:`bench.load`); the section says which.
+
 Contestants, each its own process on 127.0.0.1, measured one after another at each
 concurrency level by a separate load process (closed loop, keep-alive): direct to the agent;
 Switchboard's ``POST /`` (skill matched); Switchboard's pinned ``POST /agents/{id}``;
@@ -7,20 +11,26 @@ nginx ``proxy_pass`` when installed; and (unary only) ``POST /`` of a Switchboar
 client authentication on, called with an API key (``router+key``: the cost of checking the
 key, one database read per request, and of the caller's own task scope); and (unary only)
 ``POST /`` of a Switchboard with ``SWITCHBOARD_METRICS=off`` (``router-metrics-off``: no
-``/metrics`` endpoint; compare with ``router`` for the cost of serving metrics).
+``/metrics`` endpoint; compare with ``router`` for the cost of serving metrics); and
+``router-2-workers``: ``POST /`` of ``switchboard serve --workers 2`` (every other contestant
+runs one process).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
+import time
 from typing import Any
 
+import aiohttp
+
 from bench import nginx as nginx_mod
-from bench.load import run_load
 from bench.options import Options
 from bench.procs import client_key, echo_agent, register, switchboard
 from bench.report import Check, Section, Table, median, ratio
+from bench.wrk import generator, run_unary
 
 TEXT = "echo hello benchmark"
 
@@ -38,7 +48,7 @@ async def contestants(
     opts: Options, stack: contextlib.AsyncExitStack, notes: list[str]
 ) -> dict[str, str]:
     """Start the agent, Switchboard (and nginx); the URL of each contestant's endpoint."""
-    agent, _agent_proc = await stack.enter_async_context(echo_agent(opts.tmp))
+    agent, _agent_proc = await stack.enter_async_context(echo_agent(opts.tmp, answer="task"))
     router, _proc = await stack.enter_async_context(switchboard(opts.tmp))
     await register(router, {"url": agent, "id": "echo"})
     urls = {"direct": f"{agent}/", "router": f"{router}/", "pinned": f"{router}/agents/echo"}
@@ -62,9 +72,30 @@ async def authenticated(
     return f"{router}/", {"X-API-Key": await client_key(router)}
 
 
+async def _probe(url: str, headers: dict[str, str], body: str, seconds: float = 60) -> None:
+    """Calls before the load, each on a new connection, until 8 in a row answer with a Task
+    (wrk does not read answers; with several workers, each must have read the new agent and
+    its vectors from the database): RuntimeError after ``seconds``."""
+    headers = {"Content-Type": "application/json", **headers}
+    deadline, streak = time.monotonic() + seconds, 0
+    while streak < 8:
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(url, data=body, headers=headers) as resp,
+        ):
+            answer = await resp.json(content_type=None)
+        ok = resp.status == 200 and "task" in (answer.get("result") or {})
+        streak = streak + 1 if ok else 0
+        if not ok and time.monotonic() > deadline:
+            raise RuntimeError(f"{url} did not answer with a task: {resp.status} {answer}")
+        if not ok:
+            await asyncio.sleep(0.1)  # polling: the other workers catch up within 2 s
+
+
 async def run(opts: Options) -> Section:
     """Measure every contestant at each concurrency level."""
-    section = Section("1. unary proxy (SendMessage, A2A 1.0)")
+    section = Section("1. unary proxy (SendMessage answered with a Task, A2A 1.0)")
+    section.notes.append(f"load generator: {generator()}")
     levels = (1, 4) if opts.quick else (1, 16, 64)
     async with contextlib.AsyncExitStack() as stack:
         urls = await contestants(opts, stack, section.notes)
@@ -73,6 +104,9 @@ async def run(opts: Options) -> Section:
         unmetered, _proc = await stack.enter_async_context(switchboard(opts.tmp, metrics="off"))
         await register(unmetered, {"url": urls["direct"].rstrip("/"), "id": "echo"})
         urls["router-metrics-off"] = f"{unmetered}/"
+        two, _proc = await stack.enter_async_context(switchboard(opts.tmp, workers="2"))
+        await register(two, {"url": urls["direct"].rstrip("/"), "id": "echo"})
+        urls["router-2-workers"] = f"{two}/"
         extra = {"router+key": keyed}
         spec = {
             "kind": "unary",
@@ -80,13 +114,15 @@ async def run(opts: Options) -> Section:
             "body": body("SendMessage"),
             **opts.timing(),
         }
+        for name, url in urls.items():
+            await _probe(url, {**spec["headers"], **extra.get(name, {})}, spec["body"])
         results: dict[int, dict[str, dict[str, float]]] = {}
         for level in levels:
             row = results[level] = {}
             for name, url in urls.items():
                 headers = {**spec["headers"], **extra.get(name, {})}
                 load = {**spec, "url": url, "concurrency": level, "headers": headers}
-                out = await run_load(load)
+                out = await run_unary(load)
                 rounds = out["rounds"]
                 row[name] = {k: median(rounds, k) for k in ("rps", "p50_ms", "p99_ms", "errors")}
     table = Table(
@@ -134,6 +170,15 @@ async def run(opts: Options) -> Section:
             ratio(high["router"]["rps"], high["direct"]["rps"]),
             0.4,
             "",
+            higher_is_better=True,
+        )
+    )
+    section.checks.append(
+        Check(
+            f"2 workers / 1 worker throughput at concurrency {levels[-1]}",
+            ratio(high["router-2-workers"]["rps"], high["router"]["rps"]),
+            1.0,
+            "x",
             higher_is_better=True,
         )
     )

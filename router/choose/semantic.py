@@ -141,7 +141,8 @@ class SemanticIndex:
                 if found is not None:
                     learned_vectors.append(found)
                     learned_owners.append(i)
-        self.agents = np.array(agent_vectors, dtype=np.float32).reshape(-1, dim)
+        # len(...), not -1: no vector known yet (dim 0) is a valid, empty shape
+        self.agents = np.array(agent_vectors, dtype=np.float32).reshape(len(agent_vectors), dim)
         self.examples = _Owned(example_vectors, owners, dim)
         self.learned = _Owned(learned_vectors, learned_owners, dim)
         self.missing = int(n - self.has_vector.sum()) - sum(1 for _, s in rows if s is None)
@@ -149,7 +150,12 @@ class SemanticIndex:
     def features(self, query: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Cosine similarities of the (normalized) query vector with every row's skill
         document, its agent's document, the best of its card's examples and the best of its
-        learned examples (-1: none)."""
+        learned examples (-1: none). An index built before any of its texts had a vector
+        (another process added the agents, this one is still reading or embedding their
+        vectors) matches nothing: 0 and -1 everywhere."""
+        if self.dim != len(query):
+            zero, none = np.zeros(len(self.skills), np.float32), np.full(len(self.skills), -1.0)
+            return zero, zero, none.astype(np.float32), none.astype(np.float32)
         skill = self.skills @ query
         agent = (self.agents @ query)[self.agent_of] if len(self.agents) else np.zeros_like(skill)
         return (
@@ -165,7 +171,7 @@ class _Owned:
 
     def __init__(self, vectors: list[np.ndarray], owners: list[int], dim: int) -> None:
         order = np.argsort(np.array(owners, dtype=np.int64), kind="stable")
-        self.vectors = np.array(vectors, dtype=np.float32).reshape(-1, dim)[order]
+        self.vectors = np.array(vectors, dtype=np.float32).reshape(len(vectors), dim)[order]
         self.rows, self.starts = np.unique(
             np.array(owners, dtype=np.int64)[order], return_index=True
         )

@@ -8,8 +8,9 @@ import ipaddress
 import logging
 import os
 import re
+import signal
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from router.cli.demo import DEMO_NAMES, DEMO_URLS, demo_agents, parse_demo_ports
 from router.cli.errors import CliError
 from router.cli.logs import LOG_LEVELS, configure_logging
 from router.cli.shutdown import log_draining, log_stopped
+from router.cli.workers import Supervisor, Worker, available_cpus, listen_sockets, reserve_port
 from router.observe.logformat import RequestAccessLogger
 
 _DATABASES = ("sqlite", "postgresql")
@@ -55,8 +57,27 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="with --demo: the demo agents' ports A,B,C (currency, translate, caption) or a "
         "start port (default: free ports)",
     )
+    serve.add_argument(
+        "--workers",
+        type=int,
+        help="processes serving the port (SWITCHBOARD_WORKERS; default: the CPUs available, "
+        "1 with --demo)",
+    )
     serve.add_argument("--log-level", default="INFO", help="DEBUG, INFO (default), WARNING, ERROR")
     serve.set_defaults(func=cmd_serve)
+
+
+def _check_tracing() -> None:
+    """What :func:`_configure_tracing` would refuse, refused before any worker is forked (the
+    exporter's thread it starts is stopped again: a fork copies no threads)."""
+    from router.tracing.setup import TracingConfigError, configure
+
+    try:
+        provider = configure(install=False)
+    except TracingConfigError as error:
+        raise CliError(f"cannot export traces: {error}", status=2) from None
+    if provider is not None:
+        provider.shutdown()
 
 
 def _configure_tracing() -> None:
@@ -71,24 +92,30 @@ def _configure_tracing() -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    """Run the server until interrupted.
+    """Run the server until interrupted: one process, or a supervisor and ``--workers`` worker
+    processes on one port (:mod:`router.cli.workers`).
 
     Everything that can be checked without starting (settings, log level, seed files, the
     database URL and driver) is checked first: exit status 2 with one line. Failures that only
     show at startup (database unreachable, port in use) give exit status 1 with one line.
     """
-    # the server's imports are only needed here
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from router.app import create_app
-    from router.transport.routes import ROUTER
-
     level = args.log_level.upper()
     if level not in LOG_LEVELS:
         raise CliError(
             f"invalid --log-level {args.log_level!r}: use one of {', '.join(LOG_LEVELS)}",
             status=2,
         )
+    settings = _checked_settings(args)
+    count = _worker_count(args, settings)
+    configure_logging(level, settings.log_format)
+    if count == 1:
+        return _serve(args, settings, None)
+    return _supervise(args, settings, count)
+
+
+def _checked_settings(args: argparse.Namespace) -> Settings:
+    """The settings of ``args`` over the environment, checked as far as can be without
+    starting (CliError, status 2)."""
     overrides: dict[str, Any] = {
         key: value
         for key, value in (
@@ -98,11 +125,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
             ("admin_token", args.admin_token),
             ("read_token", args.read_token),
             ("allow_networks", args.allow_networks),
+            ("workers", args.workers),
         )
         if value is not None
     }
     settings = load_settings(overrides)
-    demo_ports = parse_demo_ports(args.demo_ports) if args.demo_ports else {}
+    if args.demo_ports:
+        parse_demo_ports(args.demo_ports)
     if args.demo_ports and not args.demo:
         raise CliError("--demo-ports needs --demo", status=2)
     if args.seeds:
@@ -111,6 +140,150 @@ def cmd_serve(args: argparse.Namespace) -> int:
         settings = _demo_settings(settings)
     _check_seed_files(settings.seeds)
     _check_database_url(settings.database_url)
+    return settings
+
+
+def _worker_count(args: argparse.Namespace, settings: Settings) -> int:
+    """``--workers`` / ``SWITCHBOARD_WORKERS``, else the CPUs available (1 with ``--demo``,
+    and where there is no ``fork``)."""
+    if args.demo:
+        if settings.workers not in (None, 1):
+            raise CliError("--demo runs one worker: drop --workers", status=2)
+        return 1
+    if settings.workers is not None:
+        if settings.workers > 1 and not hasattr(os, "fork"):
+            raise CliError("--workers needs fork(), which this system lacks: use 1", status=2)
+        return settings.workers
+    return available_cpus() if hasattr(os, "fork") else 1
+
+
+def _supervise(args: argparse.Namespace, settings: Settings, count: int) -> int:
+    """Bind the port(s), then run ``count`` workers under a supervisor."""
+    _check_shared_database(settings.database_url)
+    _check_database(settings)  # once, before any worker: a bad database is no reason to retry
+    _check_tracing()
+    log = logging.getLogger("switchboard")
+    sockets = _bind(
+        settings, settings.port, lambda port: listen_sockets(settings.host, port, count)
+    )
+    grpc = None
+    if settings.grpc_port is not None:
+        grpc = _bind(
+            settings, settings.grpc_port, lambda port: [reserve_port(settings.host, port)]
+        )[0]
+    grpc_port = grpc.getsockname()[1] if grpc is not None else None
+    log.info(
+        "%d workers on %s, port %d (%s)", count, settings.host, sockets[0].getsockname()[1],
+        "a socket each, SO_REUSEPORT" if len(sockets) > 1 else "one shared socket",
+    )  # fmt: skip
+
+    def prepare() -> Callable[[Worker], int]:
+        fresh = _checked_settings(args)  # SIGHUP: the config file and variables read again
+        worker_settings = fresh.model_copy(update={"workers": count, "grpc_port": grpc_port})
+
+        def start(worker: Worker) -> int:
+            return _serve(args, _for_worker(worker_settings, worker.index), worker)
+
+        return start
+
+    try:
+        status = Supervisor(count, sockets, prepare).run()
+    finally:
+        for sock in sockets:
+            sock.close()
+        if grpc is not None:
+            grpc.close()
+    if status == 2:
+        return 2  # a worker's configuration error: the worker said which
+    if status:
+        raise CliError("workers keep failing: stopped (see the log above)")
+    log_stopped()
+    return 0
+
+
+def _bind(
+    settings: Settings, port: int, bind: Callable[[int], list[socket.socket]]
+) -> list[socket.socket]:
+    """``bind(port)``, its failure as one line (CliError, status 1)."""
+    try:
+        return bind(port)
+    except socket.gaierror as exc:
+        raise CliError(f"cannot start: host {settings.host!r}: {_reason(exc)}") from None
+    except OSError as exc:
+        reason = _reason(exc)
+        raise CliError(
+            f"cannot start: {settings.host}:{port}: {reason[:1].lower()}{reason[1:]}"
+        ) from None
+
+
+def _check_shared_database(url: str) -> None:
+    """Workers share the database: an in-memory SQLite database would be one per worker."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    memory = not parsed.database or parsed.database == ":memory:"
+    if parsed.get_backend_name() == "sqlite" and (memory or "memory" in str(parsed.query)):
+        raise CliError(
+            "an in-memory SQLite database cannot be shared by several workers: use a file "
+            "(sqlite:///./switchboard.db) or --workers 1",
+            status=2,
+        )
+
+
+def _for_worker(settings: Settings, index: int) -> Settings:
+    """Worker ``index``'s settings: ``SWITCHBOARD_METRICS_PORT`` + ``index`` (each worker is
+    its own exporter; ``0`` stays a free port each)."""
+    if settings.metrics_port:
+        return settings.model_copy(update={"metrics_port": settings.metrics_port + index})
+    return settings
+
+
+def _check_database(settings: Settings) -> None:
+    """Connect to the database once, the way the app does (driver import, SQLite directory
+    and file), before any worker starts: what would stop every worker alike is one line,
+    status 2 for the configuration, 1 for an unreachable database."""
+    from sqlalchemy import text
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from registry.engine import create_engine
+
+    try:
+        engine = create_engine(settings.database_url)
+    except OSError as exc:  # the SQLite file's directory could not be created
+        raise CliError(
+            f"cannot use database {_safe_url(settings.database_url)}: "
+            f"cannot create directory {_reason(exc)}",
+            status=2,
+        ) from None
+    except (SQLAlchemyError, ImportError, RegistryError) as exc:
+        raise CliError(
+            f"cannot use database {_safe_url(settings.database_url)}: {_reason(exc)}", status=2
+        ) from None
+    _check_sqlite_file(settings.database_url)
+
+    async def ping() -> None:
+        try:
+            async with engine.connect() as connection:
+                await connection.execute(text("SELECT 1"))
+        finally:
+            await engine.dispose()
+
+    try:
+        asyncio.run(ping())  # its loop and connections are gone before the workers fork
+    except (SQLAlchemyError, OSError) as exc:
+        raise CliError(
+            f"cannot start: database {_safe_url(settings.database_url)}: {_reason(exc)}"
+        ) from None
+
+
+def _serve(args: argparse.Namespace, settings: Settings, worker: Worker | None) -> int:
+    """Run one server process (the only one, or ``worker``) until it is stopped."""
+    # the server's imports are only needed here
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from router.app import create_app
+    from router.transport.routes import ROUTER
+
     _configure_tracing()  # OTEL_EXPORTER_OTLP_ENDPOINT: traces exported (docs/tracing.md)
     try:
         app = create_app(settings)  # creates the database engine (driver import, SQLite dir)
@@ -126,27 +299,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
         ) from None
     _check_sqlite_file(settings.database_url)
     if args.demo:
+        demo_ports = parse_demo_ports(args.demo_ports) if args.demo_ports else {}
         app.cleanup_ctx.append(demo_agents({n: 0 for n in DEMO_NAMES} | demo_ports))
     log_draining(app, app[ROUTER].relay, settings.shutdown_grace)
 
-    configure_logging(level, settings.log_format)
     log = logging.getLogger("switchboard")
-    if not settings.admin_token and settings.client_auth == "none":
-        log.warning("SWITCHBOARD_ADMIN_TOKEN is not set: the admin API is read-only")
-    if settings.client_auth == "none" and not _loopback(settings.host):
-        log.warning(
-            "!!! SWITCHBOARD_CLIENT_AUTH=none while listening on %s: anyone who reaches this "
-            "port may call every agent and read every task; set SWITCHBOARD_CLIENT_AUTH "
-            "(docs/security.md) !!!",
-            settings.host,
-        )
+    if worker is None or worker.index == 0:
+        _warnings(settings, log, worker)
     _use_uvloop(log)
+    where: dict[str, Any] = {"host": settings.host, "port": settings.port}
+    if worker is not None:
+        where = {"sock": worker.sock}
+        app.on_startup.append(lambda _app: _watch(worker))
     try:
         web.run_app(
             app,
-            host=settings.host,
-            port=settings.port,
-            print=lambda text: _ready(app, text, log),
+            **where,
+            print=lambda text: _ready(app, text, log, worker),
             access_log=logging.getLogger("switchboard.access"),
             access_log_class=RequestAccessLogger,  # the request's id on its access log line
             handler_cancellation=True,  # a client that goes away closes its upstream stream
@@ -160,14 +329,48 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise CliError(f"cannot start: host {settings.host!r}: {_reason(exc)}") from None
     except (OSError, RegistryError) as exc:
         raise CliError(f"cannot start: {_reason(exc)}") from None
-    log_stopped()
+    if worker is None:
+        log_stopped()
     return 0
 
 
-def _ready(app: web.Application, text: str, log: logging.Logger) -> None:
-    """Once the server accepts requests: log aiohttp's line, print the URLs to use."""
+async def _watch(worker: Worker) -> None:
+    """Stop this worker (as SIGTERM would) when its supervisor dies."""
+    worker.watch_parent(lambda: os.kill(os.getpid(), signal.SIGTERM))
+
+
+def _warnings(settings: Settings, log: logging.Logger, worker: Worker | None) -> None:
+    """Log what the operator should know about these settings (once, not per worker)."""
+    if not settings.admin_token and settings.client_auth == "none":
+        log.warning("SWITCHBOARD_ADMIN_TOKEN is not set: the admin API is read-only")
+    if settings.client_auth == "none" and not _loopback(settings.host):
+        log.warning(
+            "!!! SWITCHBOARD_CLIENT_AUTH=none while listening on %s: anyone who reaches this "
+            "port may call every agent and read every task; set SWITCHBOARD_CLIENT_AUTH "
+            "(docs/security.md) !!!",
+            settings.host,
+        )
+    if worker is not None and settings.metrics and settings.metrics_port is None:
+        log.warning(
+            "/metrics on the main port answers for the one worker (of %d) that accepted the "
+            "scrape: set SWITCHBOARD_METRICS_PORT (worker i then serves its metrics on that "
+            "port + i) to scrape every worker",
+            worker.count,
+        )
+
+
+def _ready(
+    app: web.Application, text: str, log: logging.Logger, worker: Worker | None = None
+) -> None:
+    """Once the server accepts requests: log aiohttp's line, print the URLs to use (once:
+    the first worker), tell the supervisor."""
     line = text.splitlines()[0].strip("= ")
+    if worker is not None:
+        line = f"worker {worker.index} (pid {os.getpid()}): {line}"
+        worker.ready()
     log.info(line)
+    if worker is not None and worker.index != 0:
+        return
     url = re.search(r"https?://\S+", line)
     if url is None:
         return

@@ -103,7 +103,8 @@ class GrpcServer:
         settings = self.settings
         server = grpc.aio.server(
             options=[
-                ("grpc.so_reuseport", 0),  # a port in use is an error, not shared
+                # a port in use is an error, except among the workers of one `serve --workers`
+                ("grpc.so_reuseport", 1 if (settings.workers or 1) > 1 else 0),
                 ("grpc.max_receive_message_length", settings.max_request_bytes),
             ]
         )

@@ -94,3 +94,22 @@ async def test_index_features_are_cosines_of_the_real_model(store: Store, model_
     assert example[0] > 0.8  # its card example is nearly the question
     assert example[1] == -1.0  # the radar skill has no example
     assert learned_sim[0] == -1.0 and learned_sim[1] > 0.3
+
+
+async def test_an_index_without_any_vector_yet_matches_nothing(
+    store: Store, model_dir: Path
+) -> None:
+    """Another process registered the only agent; this one has not read its vectors yet."""
+    now = utcnow()
+    card = parse_card(card_v1("https://w.example.com"))
+    agent = AgentRecord(
+        id="w", card=card, source="push", card_sha256="0" * 64,
+        created_at=now, updated_at=now, fetched_at=now,
+    )  # fmt: skip
+    vectors = SkillVectors(store, local_embedder(model_dir))
+    index = SemanticIndex([(agent, s) for s in card.skills], vectors, [])
+    assert index.dim == 0 and index.missing == len(card.skills)
+    query = vectors.embedder.embed(["is it going to rain in Paris tomorrow?"])[0]
+    skill, agent_sim, example, learned_sim = index.features(query)
+    assert list(skill) == list(agent_sim) == [0.0] * len(card.skills)
+    assert list(example) == list(learned_sim) == [-1.0] * len(card.skills)
