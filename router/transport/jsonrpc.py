@@ -206,10 +206,14 @@ async def write_events(
 ) -> web.StreamResponse:
     """Write ``stream`` as Server-Sent Events until it ends or the client goes away."""
     writer = SseWriter(keepalive=keepalive, headers=stream.headers)
+    stream.as_bytes = True  # bodies may come as their JSON, written as they are
     try:
         await writer.prepare(request)
         async for body, event in _until_lost(stream.events, writer):
-            await writer.send(body, event=event)
+            if isinstance(body, bytes):
+                await writer.send_json(body, event=event)
+            else:
+                await writer.send(body, event=event)
     except ConnectionResetError:
         if writer.lost.is_set():
             pass  # the client went away: nothing left to tell it

@@ -107,6 +107,13 @@ class SseWriter:
         head = f"event: {_single_line(event)}\r\n" if event else ""
         await self._write(f"{head}data: {_dumps(data)}\r\n\r\n".encode())
 
+    async def send_json(self, data: bytes, *, event: str | None = None) -> None:
+        """Write one event whose data is ``data``, JSON already serialized by the caller, who
+        vouches that it is one line with no character a client would read as a line break
+        (see the module docstring)."""
+        head = f"event: {_single_line(event)}\r\n".encode() if event else b""
+        await self._write(head + b"data: " + data + b"\r\n\r\n")
+
     async def comment(self, text: str = "ping") -> None:
         """Write a comment line ``: text`` (ignored by clients; keeps proxies from timing out)."""
         await self._write(f": {_single_line(text)}\r\n\r\n".encode())
