@@ -35,8 +35,10 @@ def parse_answer(raw: bytes | str, max_depth: int) -> Any:
             raise NotJson("the answer is not UTF-8 text") from None
     if not raw.strip():
         raise NotJson("the answer is empty, not JSON")
+    if raw.startswith("\ufeff"):  # as json.loads says it
+        raise NotJson("the answer is not JSON (Unexpected UTF-8 BOM (decode using utf-8-sig))")
     try:
-        value = json.loads(raw, parse_float=_finite_float, parse_constant=_reject_constant)
+        value = _DECODER.decode(raw)
     except RecursionError:
         raise Unacceptable(f"JSON nested deeper than {max_depth} levels") from None
     except Unacceptable:
@@ -45,7 +47,12 @@ def parse_answer(raw: bytes | str, max_depth: int) -> Any:
         raise NotJson(f"the answer is not JSON ({exc.msg})") from None
     except ValueError:  # valid syntax, but an integer too long for int() (4300 digits)
         raise Unacceptable("an integer in the JSON is too long") from None
-    if json_depth(value, stop_after=max_depth) > max_depth:
+    # a value is nested no deeper than the text has brackets (a cheap bound: most answers
+    # need no walk)
+    if (
+        raw.count("{") + raw.count("[") > max_depth
+        and json_depth(value, stop_after=max_depth) > max_depth
+    ):
         raise Unacceptable(f"JSON nested deeper than {max_depth} levels")
     return value
 
@@ -79,3 +86,6 @@ def _finite_float(text: str) -> float:
         shown = text if len(text) <= 40 else f"{text[:37]}..."
         raise Unacceptable(f"the number {shown} is out of range")
     return value
+
+
+_DECODER = json.JSONDecoder(parse_float=_finite_float, parse_constant=_reject_constant)

@@ -19,8 +19,10 @@ from router.protocol.envelope import Request
 
 __all__ = ["Call", "Event", "EventStream", "Reply"]
 
-Event = tuple[dict[str, Any], str | None]
-"""One stream event: its JSON-RPC body and its SSE event type (None: a plain data event)."""
+Event = tuple[dict[str, Any] | bytes, str | None]
+"""One stream event: its JSON-RPC body and its SSE event type (None: a plain data event).
+The body is bytes (the body's JSON, one line) only on a stream whose transport takes bytes
+(:attr:`EventStream.as_bytes`)."""
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,9 @@ class Reply:
 class EventStream:
     """A streamed answer: :attr:`events` in order, then the end of the stream.
 
-    The transport must call :meth:`aclose` once it is done, whether the stream ended, the
+    A transport that writes events as JSON text sets :attr:`as_bytes` before reading
+    :attr:`events`: bodies may then come as that text, UTF-8 encoded, to be written as they
+    are. The transport must call :meth:`aclose` once it is done, whether the stream ended, the
     client went away or writing failed: it closes the upstream connection and frees the
     stream's slot (once; later calls do nothing).
     """
@@ -68,6 +72,7 @@ class EventStream:
     ) -> None:
         self.events = events
         self.headers: Mapping[str, str] = dict(headers or {})
+        self.as_bytes = False
         self._closers = [on_close] if on_close is not None else []
         self._closed = False
 

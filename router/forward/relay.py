@@ -4,7 +4,9 @@
 their 1.0 names), waits for the agent's response headers (they name the activated
 extensions), and answers with an :class:`router.forward.call.EventStream` whose events are the
 agent's, their IDs rewritten (:mod:`router.ids.rewrite`), translated to the client's version
-(:mod:`router.compat.translate`) and put in its dialect (:mod:`router.compat.codec`). An agent
+(:mod:`router.compat.translate`) and put in its dialect (:mod:`router.compat.codec`), or,
+when nothing but the IDs would change, the agent's bytes with its IDs swapped
+(:mod:`router.forward.fastrelay`). An agent
 that answers a streaming call with a plain JSON error gets that error relayed as a plain
 answer. Errors in the middle of a stream end it with one error event.
 """
@@ -21,6 +23,7 @@ from router.choose.matcher import Choice
 from router.compat import translate
 from router.compat.codec import ClientCodec
 from router.forward.call import Event, EventStream, Reply
+from router.forward.fastrelay import FastPath
 from router.forward.upstream import EXTENSIONS_HEADER, Upstream, forward_headers
 from router.ids.idmap import IdMap
 from router.ids.rewrite import Rewriter
@@ -116,18 +119,35 @@ class Relay:
             with contextlib.suppress(Exception):
                 await events.aclose()  # closes the upstream connection at once
 
-        pumped = self._pump(rpc, events, rewriter, target.version)
+        fast = None
+        if target.version == rpc.version and client is None and rpc.id is not None:
+            fast = FastPath(rpc.version, rpc.id, rewriter.known_tasks, rewriter.known_contexts)
+        pumped = self._pump(rpc, events, rewriter, target.version, fast, lambda: stream.as_bytes)
         pumped = spans.relayed(pumped, rpc, choice, opened)  # the relay span, events counted
         shown = pumped if client is None else in_dialect(pumped, client)
-        return EventStream(shown, reply_headers, close)
+        stream = EventStream(shown, reply_headers, close)
+        return stream
 
     async def _pump(
-        self, rpc: Request, events: AsyncIterator[Any], rewriter: Rewriter, source: Version
+        self,
+        rpc: Request,
+        events: AsyncIterator[Any],
+        rewriter: Rewriter,
+        source: Version,
+        fast: FastPath | None = None,
+        as_bytes: Callable[[], bool] = lambda: False,
     ) -> AsyncGenerator[Event, None]:
         """Each upstream event as it arrives until the stream ends (translated from
-        ``source``, the agent's version, to the client's first when they differ)."""
+        ``source``, the agent's version, to the client's first when they differ). With
+        ``fast``, while the transport takes bytes (``as_bytes()``), an event that needs no
+        more than its IDs swapped is relayed as the agent's bytes (:mod:`.fastrelay`)."""
         try:
             async for upstream_answer in events:
+                if fast is not None and as_bytes():
+                    data = fast.relay(upstream_answer)
+                    if data is not None:
+                        yield data, None
+                        continue
                 answer = upstream_answer
                 if source != rpc.version and "result" in answer:
                     result = translate.result_to(rpc.op, answer["result"], source, rpc.version)
@@ -140,6 +160,8 @@ class Relay:
                     return
                 event = await rewriter.event_from_upstream(answer.get("result"))
                 await self._record(rpc, event, rewriter.ids)
+                if fast is not None:
+                    fast.seen(upstream_answer)
                 yield result_body(rpc.id, event), None
                 if ends_stream(rpc.version, event):
                     return

@@ -40,6 +40,7 @@ from registry.netguard import AddressPolicy, GuardedResolver, redact_url
 from router.choose.choice import GRPC, Target
 from router.forward.answers import NotJson, Unacceptable, is_response, parse_answer
 from router.forward.credentials import OutboundAuth
+from router.forward.fastrelay import RawAnswer
 from router.forward.headers import (
     CLIENT_HEADERS,
     EXTENSIONS_HEADER,
@@ -260,8 +261,9 @@ class Upstream:
         on_headers: Callable[[list[str], bool], None] | None = None,
     ) -> AsyncGenerator[dict[str, Any], None]:
         """POST a streaming JSON-RPC request; yield each SSE event's JSON-RPC object as soon as
-        its blank line arrives (a last event cut short by EOF included). A plain JSON answer
-        (typically a JSON-RPC error) is yielded as the only item. The generator ends when the
+        its blank line arrives (a last event cut short by EOF included; from a JSON-RPC
+        interface a :class:`~router.forward.fastrelay.RawAnswer`, its data kept). A plain JSON
+        answer (typically a JSON-RPC error) is yielded as the only item. The generator ends when the
         agent ends the stream; ``aclose()`` closes the agent connection at once.
         Raises RpcError (-32052 before the first event, -32053 after, -32006 for bad data).
         ``on_headers`` (if given) is called once the agent's response headers are in, with
@@ -478,7 +480,8 @@ class Upstream:
 
     def _event_object(self, target: Target, event: SseEvent, out: Leg) -> dict[str, Any]:
         try:
-            obj = out.event(event.event, parse_answer(event.data, self.max_depth))
+            parsed = parse_answer(event.data, self.max_depth)
+            obj = out.event(event.event, parsed)
         except (NotJson, Unacceptable) as exc:
             raise self._error(
                 target, INVALID_AGENT_RESPONSE, f"an {event.event!r} event: {exc}"
@@ -489,7 +492,7 @@ class Upstream:
                 INVALID_AGENT_RESPONSE,
                 f"an {event.event!r} event's data is not a JSON-RPC response",
             )
-        return obj
+        return RawAnswer(obj, event.data) if obj is parsed else obj  # its bytes, for relaying
 
     def _error(self, target: Target, code: int, reason: str) -> RpcError:
         messages = {

@@ -17,6 +17,7 @@ ones are, and another scope's context IDs are contexts the client names.
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from router.ids.idmap import IdMap
@@ -57,6 +58,16 @@ class Rewriter:
         self.router_context = router_context
         self._tasks: dict[str, str] = {}  # upstream task id -> router task id, seen so far
         self._contexts: dict[str, str] = {}  # upstream context id -> router context id
+
+    @property
+    def known_tasks(self) -> Mapping[str, str]:
+        """Upstream task ID -> router task ID, for the tasks seen in this exchange so far."""
+        return self._tasks
+
+    @property
+    def known_contexts(self) -> Mapping[str, str]:
+        """Upstream context ID -> router context ID, for the contexts seen so far."""
+        return self._contexts
 
     # --- client -> agent ---------------------------------------------------------------------
 

@@ -206,10 +206,10 @@ async def write_events(
 ) -> web.StreamResponse:
     """Write ``stream`` as Server-Sent Events until it ends or the client goes away."""
     writer = SseWriter(keepalive=keepalive, headers=stream.headers)
+    stream.as_bytes = True  # bodies may come as their JSON, written as they are
     try:
         await writer.prepare(request)
-        async for body, event in _until_lost(stream.events, writer):
-            await writer.send(body, event=event)
+        await _until_lost(_write_all(stream.events, writer), writer)
     except ConnectionResetError:
         if writer.lost.is_set():
             pass  # the client went away: nothing left to tell it
@@ -222,26 +222,28 @@ async def write_events(
     return writer.response
 
 
-async def _until_lost(events: AsyncIterator[Any], writer: SseWriter) -> AsyncIterator[Any]:
-    """``events``, ending as soon as the client is gone (noticed by a failed write, such as
-    a keep-alive ping), even while the agent is silent."""
+async def _write_all(events: AsyncIterator[Any], writer: SseWriter) -> None:
+    async for body, event in events:
+        if isinstance(body, bytes):
+            await writer.send_json(body, event=event)
+        else:
+            await writer.send(body, event=event)
+
+
+async def _until_lost(writing: Awaitable[None], writer: SseWriter) -> None:
+    """Run ``writing`` in a task of its own (its events follow one another without a task
+    switch each), cancelled as soon as the client is gone (noticed by a failed write, such
+    as a keep-alive ping), even while the agent is silent."""
+    task = asyncio.ensure_future(writing)
     lost = asyncio.ensure_future(writer.lost.wait())
-    following: asyncio.Future[Any] | None = None
     try:
-        while True:
-            following = asyncio.ensure_future(anext(events))
-            done, _ = await asyncio.wait({following, lost}, return_when=asyncio.FIRST_COMPLETED)
-            if following not in done:
-                raise ConnectionResetError("the client went away")
-            try:
-                item = following.result()
-            except StopAsyncIteration:
-                return
-            following = None
-            yield item
+        done, _ = await asyncio.wait({task, lost}, return_when=asyncio.FIRST_COMPLETED)
+        if task not in done:
+            raise ConnectionResetError("the client went away")
+        task.result()
     finally:
         lost.cancel()
-        if following is not None and not following.done():
-            following.cancel()  # stops the upstream read; the stream is closed after
+        if not task.done():
+            task.cancel()  # stops the upstream read; the stream is closed after
             with contextlib.suppress(BaseException):
-                await following
+                await task

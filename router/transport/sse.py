@@ -3,7 +3,8 @@ events over an aiohttp response, with ``: ping`` keep-alive comments whenever no
 written for ``keepalive`` seconds. Its JSON is pure ASCII: clients that split lines like
 :meth:`str.splitlines` (httpx ``aiter_lines()``, used by the a2a-sdk clients) also break at
 U+2028, U+2029, U+0085 and a few ASCII controls, so a raw one inside a string would cut the
-event in two.
+event in two. :meth:`SseWriter.send_json` writes JSON a caller serialized (the byte relay,
+:mod:`router.forward.fastrelay`, which keeps those characters out), several events at a time.
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ from typing import Any
 
 from aiohttp import web
 
-__all__ = ["SseWriter"]
+__all__ = ["PENDING_BYTES", "SseWriter"]
+
+PENDING_BYTES = 64 * 1024
+"""At most this many bytes of :meth:`SseWriter.send_json` events are held unwritten."""
 
 
 class SseWriter:
@@ -70,6 +74,9 @@ class SseWriter:
         self._task: asyncio.Task[None] | None = None
         self._last_write = 0.0
         self._closed = False
+        self._held: list[bytes] = []  # events of send_json() not written yet
+        self._held_bytes = 0
+        self._flusher: asyncio.Task[None] | None = None
 
     @property
     def response(self) -> web.StreamResponse:
@@ -107,6 +114,20 @@ class SseWriter:
         head = f"event: {_single_line(event)}\r\n" if event else ""
         await self._write(f"{head}data: {_dumps(data)}\r\n\r\n".encode())
 
+    async def send_json(self, data: bytes, *, event: str | None = None) -> None:
+        """Write one event whose data is ``data``, JSON already serialized by the caller, who
+        vouches that it is one line with no character a client would read as a line break
+        (see the module docstring).
+
+        Such events are written together with those that follow before the stream's task next
+        waits (an upstream chunk of many events: one socket write), at most
+        :data:`PENDING_BYTES` held; :meth:`send`, :meth:`comment` and :meth:`close` write
+        what is held first. A failed write of held events sets :attr:`lost` (the next write
+        raises :class:`ConnectionResetError`).
+        """
+        head = f"event: {_single_line(event)}\r\n".encode() if event else b""
+        await self._write(head + b"data: " + data + b"\r\n\r\n", hold=True)
+
     async def comment(self, text: str = "ping") -> None:
         """Write a comment line ``: text`` (ignored by clients; keeps proxies from timing out)."""
         await self._write(f": {_single_line(text)}\r\n\r\n".encode())
@@ -127,6 +148,7 @@ class SseWriter:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        await self._flushed()
         if self._response is not None and not self.lost.is_set():
             try:
                 async with self._lock:
@@ -134,10 +156,24 @@ class SseWriter:
             except ConnectionError:
                 self.lost.set()
 
-    async def _write(self, payload: bytes) -> None:
+    async def _write(self, payload: bytes, *, hold: bool = False) -> None:
         if self._closed:
             raise RuntimeError("the event stream is closed")
         response = self.response
+        if self.lost.is_set():
+            raise ConnectionResetError("the client went away")
+        if hold:
+            self._held.append(payload)
+            self._held_bytes += len(payload)
+            if self._flusher is None:
+                self._flusher = asyncio.create_task(self._flush(response))
+            if self._held_bytes < PENDING_BYTES:
+                return
+        await self._flushed()
+        if hold:
+            return
+        if self.lost.is_set():
+            raise ConnectionResetError("the client went away")
         try:
             async with self._lock:
                 await response.write(payload)
@@ -145,6 +181,27 @@ class SseWriter:
         except ConnectionError:
             self.lost.set()
             raise
+
+    async def _flush(self, response: web.StreamResponse) -> None:
+        """Write the held events, those held meanwhile too (a task of its own)."""
+        try:
+            while self._held:
+                payload = b"".join(self._held)
+                self._held.clear()
+                self._held_bytes = 0
+                async with self._lock:
+                    await response.write(payload)
+                    self._last_write = asyncio.get_running_loop().time()
+        except (ConnectionError, RuntimeError):
+            self._held.clear()
+            self.lost.set()
+        finally:
+            self._flusher = None
+
+    async def _flushed(self) -> None:
+        """Wait until the held events are written (or the write failed)."""
+        if self._flusher is not None:
+            await asyncio.shield(self._flusher)
 
     async def _keepalive_loop(self) -> None:
         assert self.keepalive is not None

@@ -32,6 +32,17 @@ def test_what_cannot_be_written_back_is_refused(raw: bytes, kind: type, says: st
         parse_answer(raw, max_depth=10)
 
 
+def test_depth_exactly_at_the_limit_and_brackets_inside_strings() -> None:
+    assert parse_answer(b"[" * 10 + b"]" * 10, max_depth=10) is not None
+    wide = b"[" + b",".join([b"[[]]"] * 20) + b"]"  # 61 brackets, 3 deep
+    assert len(parse_answer(wide, max_depth=10)) == 20
+    assert parse_answer(b'{"t": "' + b"{[" * 30 + b'"}', max_depth=2) == {"t": "{[" * 30}
+    with pytest.raises(Unacceptable, match="deeper than 2"):
+        parse_answer(b'{"a": {"b": [], "t": "[[[["}}', max_depth=2)
+    with pytest.raises(NotJson, match="BOM"):
+        parse_answer("\ufeff{}", max_depth=2)  # text, not bytes: no BOM expected
+
+
 @pytest.mark.parametrize(
     ("obj", "ok"),
     [

@@ -15,7 +15,7 @@ from aiohttp import ClientSession, web
 from router.choose.choice import Target
 from router.forward.sse import SseParser
 from router.forward.upstream import Upstream
-from router.transport.sse import SseWriter
+from router.transport.sse import PENDING_BYTES, SseWriter
 from tests.support.streams import parse_all, within, within_each
 
 # --- SseWriter ---------------------------------------------------------------------------------
@@ -73,6 +73,92 @@ async def test_writer_delivers_each_event_at_once(aiohttp_server: Any) -> None:
         assert await within(resp.content.readuntil(b"\r\n\r\n")) == b'data: {"n":1}\r\n\r\n'
         gate.set()
         assert await within(resp.content.read()) == b'data: {"n":2}\r\n\r\n'
+
+
+async def test_writer_holds_json_events_until_the_task_waits(aiohttp_server: Any) -> None:
+    """send_json() events that follow one another go out in one write (one HTTP chunk),
+    before a later send() and at once when the task waits (here: on the gate)."""
+    gate = asyncio.Event()
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        writer = SseWriter(keepalive=None)
+        await writer.prepare(request)
+        for n in range(3):
+            await writer.send_json(b'{"n":%d}' % n)
+        await writer.send({"n": 3})
+        await writer.send_json(b'{"n":4}', event="note")
+        await gate.wait()
+        await writer.close()
+        return writer.response
+
+    url = await serve(aiohttp_server, handler)
+    async with ClientSession() as session, session.get(url) as resp:
+        chunks = []
+        async for data, end in resp.content.iter_chunks():
+            chunks.append(data)
+            if data.endswith(b'note\r\ndata: {"n":4}\r\n\r\n'):
+                gate.set()
+            assert end or not data  # whole HTTP chunks
+    assert chunks[:3] == [
+        b'data: {"n":0}\r\n\r\ndata: {"n":1}\r\n\r\ndata: {"n":2}\r\n\r\n',
+        b'data: {"n":3}\r\n\r\n',
+        b'event: note\r\ndata: {"n":4}\r\n\r\n',
+    ]
+
+
+async def test_writer_holds_a_bounded_amount(aiohttp_server: Any) -> None:
+    """Past PENDING_BYTES held, send_json() waits for the write (the client's pace)."""
+    event = b'{"pad":"' + b"x" * 1000 + b'"}'
+    count = 2 * PENDING_BYTES // len(event)
+    writes: list[int] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        writer = SseWriter(keepalive=None)
+        await writer.prepare(request)
+        for _ in range(count):
+            await writer.send_json(event)
+        await writer.close()
+        return writer.response
+
+    url = await serve(aiohttp_server, handler)
+    async with ClientSession() as session, session.get(url) as resp:
+        async for data, _ in resp.content.iter_chunks():
+            writes.append(len(data))
+    assert sum(writes) == count * (len(event) + 10)
+    assert len(writes) >= 2 and max(writes) <= PENDING_BYTES + len(event) + 10
+
+
+async def test_writer_a_failed_held_write_marks_the_client_lost(aiohttp_server: Any) -> None:
+    outcome: list[str] = []
+    done = asyncio.Event()
+    started = asyncio.Event()
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        writer = SseWriter(keepalive=None)
+        await writer.prepare(request)
+        await writer.send_json(b'{"n":0}')
+        started.set()
+
+        async def keep_writing() -> None:
+            try:
+                while True:
+                    await writer.send_json(b'{"n":1}')
+                    await asyncio.sleep(0)  # let the held events go out
+            except ConnectionResetError:
+                outcome.append("reset")
+            assert writer.lost.is_set()
+            await writer.close()
+            done.set()
+
+        await asyncio.shield(asyncio.ensure_future(keep_writing()))
+        return writer.response
+
+    url = await serve(aiohttp_server, handler)
+    async with ClientSession() as session, session.get(url) as resp:
+        await within(resp.content.readuntil(b"\r\n\r\n"))
+        await within(started.wait())
+    await within(done.wait())
+    assert outcome == ["reset"]
 
 
 async def test_writer_keepalive_comment_while_idle(aiohttp_server: Any) -> None:

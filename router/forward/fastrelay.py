@@ -1,0 +1,171 @@
+"""The byte relay: an agent's stream event passed to the client as the agent wrote it, with
+only its task and context IDs swapped for the router's, when that gives the client exactly
+what the parsed path (:mod:`router.ids.rewrite`, then a fresh serialization) would.
+
+:class:`FastPath` follows one stream whose client and agent speak the same version and
+dialect. The events that can change something go through the parsed path, which tells
+:meth:`FastPath.seen` what they named (the rewriter learns their IDs, the path their task
+states). A later event is relayed as bytes (:meth:`FastPath.relay`) only when all of this
+holds, else it takes the parsed path:
+
+* its JSON-RPC envelope is exactly ``jsonrpc``/``id``/``result``, the ``id`` the client's;
+* it is an artifact update, or a status update in the state its task was last seen in (not
+  terminal, not 0.3 ``final``: the parsed path records states and ends streams);
+* every place the parsed path rewrites (``taskId`` and ``contextId`` of the update and of a
+  status message) holds an ID the stream already maps, or nothing; no ``referenceTaskIds``;
+* each of those IDs, as the JSON string ``"<id>"``, appears in the data exactly as many
+  times as in those places (an ID the agent also wrote in a text, a data part, metadata or
+  a key stays as it is on the parsed path, so such an event is not relayed as bytes);
+* the data is one line with no character a client could read as a line break.
+
+Then ``"<upstream id>"`` becomes ``"<router id>"`` by plain replacement: the client's event
+parses to the same JSON as the parsed path's (key order, whitespace, number spelling and
+``\\u`` escapes may differ).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from router.protocol.events import event_task_state
+from router.protocol.versions import Version, is_terminal_state
+
+__all__ = ["FastPath", "RawAnswer", "plain_id", "replace_ids"]
+
+_V1_UPDATES = ("statusUpdate", "artifactUpdate")
+_V1_WRAPPERS = ("task", "message", "statusUpdate", "artifactUpdate")
+_V03_UPDATES = ("status-update", "artifact-update")
+_ENVELOPE = frozenset({"jsonrpc", "id", "result"})
+# characters str.splitlines() breaks at (httpx aiter_lines(), used by SDK clients) besides
+# CR and LF; in valid JSON the ASCII ones cannot occur raw, the others can inside strings
+_BREAKS = ("\n", "\r", "\x85", "\u2028", "\u2029")
+
+
+class RawAnswer(dict[str, Any]):
+    """A JSON-RPC response object parsed from an SSE event, with :attr:`raw`: the event's
+    data as text (what was parsed)."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, obj: Mapping[str, Any], raw: str) -> None:
+        super().__init__(obj)
+        self.raw = raw
+
+
+def plain_id(value: str) -> bool:
+    """An ID that JSON writes one way only and whose JSON string cannot overlap another's:
+    printable, without quotes or backslashes (``json.dumps`` would escape nothing)."""
+    return value.isprintable() and '"' not in value and "\\" not in value
+
+
+def replace_ids(data: str, swaps: Mapping[str, str]) -> str:
+    """``data`` with every JSON string ``"<key>"`` of ``swaps`` replaced by ``"<value>"``
+    (keys and values :func:`plain_id`, no value equal to another key)."""
+    for upstream, router in swaps.items():
+        data = data.replace(f'"{upstream}"', f'"{router}"')
+    return data
+
+
+class FastPath:
+    """The byte relay of one stream (see the module docstring).
+
+    ``tasks`` and ``contexts`` are the stream's rewriter's maps (upstream ID -> router ID),
+    read live; ``request_id`` the client's JSON-RPC id (not None).
+    """
+
+    def __init__(
+        self,
+        version: Version,
+        request_id: Any,
+        tasks: Mapping[str, str],
+        contexts: Mapping[str, str],
+    ) -> None:
+        self.version = version
+        self.request_id = request_id
+        self.tasks = tasks
+        self.contexts = contexts
+        self.relayed = 0  # events relayed as bytes
+        self._states: dict[str, str] = {}  # upstream task id -> state last seen
+
+    def seen(self, answer: Mapping[str, Any]) -> None:
+        """An event that took the parsed path: remember its task's state."""
+        task_id, state = event_task_state(self.version, answer)
+        if task_id is not None and state is not None:
+            self._states[task_id] = state
+
+    def relay(self, answer: Any) -> bytes | None:
+        """The client's bytes for ``answer`` (a :class:`RawAnswer`), or None: parse it."""
+        raw = getattr(answer, "raw", None)
+        if raw is None or answer.keys() != _ENVELOPE or answer["jsonrpc"] != "2.0":
+            return None
+        rid = answer["id"]
+        if type(rid) is not type(self.request_id) or rid != self.request_id:
+            return None
+        result = answer["result"]
+        update = self._payload(result) if isinstance(result, dict) else None
+        if update is None or not self._steady(result, update):
+            return None
+        expected: dict[str, int] = {}
+        swaps: dict[str, str] = {}
+        if not self._places(update, expected, swaps):
+            return None
+        status = update.get("status")
+        message = status.get("message") if isinstance(status, dict) else None
+        if isinstance(message, dict) and (
+            "referenceTaskIds" in message or not self._places(message, expected, swaps)
+        ):
+            return None
+        if any(raw.count(f'"{up}"') != n for up, n in expected.items()):
+            return None  # the ID is also somewhere the parsed path leaves alone
+        if any(router in expected for router in swaps.values()):
+            return None
+        if "\n" in raw or (not raw.isascii() and any(c in raw for c in _BREAKS)):
+            return None  # the client's SSE line would break
+        self.relayed += 1
+        return replace_ids(raw, swaps).encode()
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _payload(self, result: dict[str, Any]) -> dict[str, Any] | None:
+        """The update of a status or artifact update event, as the parsed path finds it."""
+        if self.version == "1.0":
+            if "kind" in result:
+                return None
+            present = [k for k in _V1_WRAPPERS if isinstance(result.get(k), dict)]
+            if len(present) != 1 or present[0] not in _V1_UPDATES:
+                return None
+            return result[present[0]]
+        return result if result.get("kind") in _V03_UPDATES else None
+
+    def _steady(self, result: dict[str, Any], update: dict[str, Any]) -> bool:
+        """An artifact update, or a status update that changes no state and ends nothing."""
+        if "artifactUpdate" in result or result.get("kind") == "artifact-update":
+            return True
+        if self.version == "0.3" and update.get("final") not in (False, None):
+            return False
+        state = _state(update)
+        if state is None or is_terminal_state(self.version, state):
+            return False
+        task_id = update.get("taskId")
+        return isinstance(task_id, str) and self._states.get(task_id) == state
+
+    def _places(self, obj: dict[str, Any], expected: dict[str, int], swaps: dict[str, str]) -> bool:
+        """Count the IDs at ``obj``'s rewritten places; False if one is not known and plain."""
+        for key, known in (("taskId", self.tasks), ("contextId", self.contexts)):
+            value = obj.get(key)
+            if value is None or value == "":
+                continue
+            router = known.get(value) if isinstance(value, str) else None
+            if router is None or not plain_id(value) or not plain_id(router):
+                return False
+            if swaps.setdefault(value, router) != router:
+                return False  # one string, two router IDs: only the structure can tell
+            expected[value] = expected.get(value, 0) + 1
+        return True
+
+
+def _state(payload: Mapping[str, Any]) -> str | None:
+    status = payload.get("status")
+    state = status.get("state") if isinstance(status, dict) else None
+    return state if isinstance(state, str) else None
