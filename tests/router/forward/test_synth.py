@@ -20,10 +20,11 @@ from registry.access.secrets import generate_key
 from registry.api import REGISTRY
 from router.tables import PushConfigRow, PushOutboxRow
 from router.transport.routes import ROUTER
-from tests.router.forward.test_push import _completed_1_0, _rpc, _switchboard, _webhook
+from tests.router.forward.test_push import _rpc, _switchboard
 from tests.support.helpers import base
 from tests.support.sdk_clients import ask, connect, send
 from tests.support.sdk_peers import TaskEchoExecutor, serve_sdk_agent
+from tests.support.webhooks import completed_1_0, serve_webhook
 
 FAST = {"push_poll_interval": 0.05, "push_poll_cap": 0.2}
 
@@ -31,7 +32,7 @@ FAST = {"push_poll_interval": 0.05, "push_poll_cap": 0.2}
 async def test_a_streaming_agent_without_push_is_followed_and_secrets_are_sealed(
     aiohttp_server: Any, db_url: str, http: httpx.AsyncClient
 ) -> None:
-    hook, webhook = await _webhook(aiohttp_server)
+    hook, webhook = await serve_webhook(aiohttp_server)
     server = await _switchboard(aiohttp_server, db_url, secret_key=generate_key(), **FAST)
     executor = TaskEchoExecutor(gated=True)
     async with serve_sdk_agent(executor=executor) as agent_url:  # streams, no push
@@ -49,7 +50,7 @@ async def test_a_streaming_agent_without_push_is_followed_and_secrets_are_sealed
         assert (got.token, got.authentication.credentials) == ("tok-1", "cred-1")
         first = await hook.until(lambda body: True)  # the task as the subscription starts
         executor.release()
-        seen = first + await hook.until(_completed_1_0)
+        seen = first + await hook.until(completed_1_0)
     for headers, body in seen:
         assert headers["X-A2A-Notification-Token"] == "tok-1"
         assert headers["Authorization"] == "Bearer cred-1"
@@ -67,7 +68,7 @@ async def test_a_streaming_agent_without_push_is_followed_and_secrets_are_sealed
 async def test_an_agent_that_does_not_stream_is_polled_for_a_config_given_on_a_send(
     aiohttp_server: Any, db_url: str, http: httpx.AsyncClient
 ) -> None:
-    hook, webhook = await _webhook(aiohttp_server)
+    hook, webhook = await serve_webhook(aiohttp_server)
     server = await _switchboard(aiohttp_server, db_url, **FAST)
     executor = TaskEchoExecutor(gated=True)
     quiet = AgentCapabilities(streaming=False)
@@ -102,7 +103,7 @@ async def test_an_agent_that_does_not_stream_is_polled_for_a_config_given_on_a_s
 async def test_following_survives_a_router_restart(
     aiohttp_server: Any, db_url: str, http: httpx.AsyncClient
 ) -> None:
-    hook, webhook = await _webhook(aiohttp_server)
+    hook, webhook = await serve_webhook(aiohttp_server)
     first = await _switchboard(aiohttp_server, db_url, **FAST)
     executor = TaskEchoExecutor(gated=True)
     async with serve_sdk_agent(executor=executor) as agent_url:
@@ -117,7 +118,7 @@ async def test_following_survives_a_router_restart(
         await first.close()  # a clean stop releases the lease
         await _switchboard(aiohttp_server, db_url, **FAST)  # takes the task over
         executor.release()
-        seen = await hook.until(_completed_1_0)
+        seen = await hook.until(completed_1_0)
     assert seen[-1][0]["X-A2A-Notification-Token"] == "tok-r"
     [event] = seen[-1][1].values()
     assert event.get("taskId", event.get("id")) == task.id
@@ -126,7 +127,7 @@ async def test_following_survives_a_router_restart(
 async def test_a_streaming_send_with_a_config_for_an_agent_without_push_is_refused(
     aiohttp_server: Any, db_url: str, http: httpx.AsyncClient
 ) -> None:
-    _, webhook = await _webhook(aiohttp_server)
+    _, webhook = await serve_webhook(aiohttp_server)
     server = await _switchboard(aiohttp_server, db_url)
     async with serve_sdk_agent(executor=TaskEchoExecutor()) as agent_url:
         await server.app[REGISTRY].register_url(agent_url, "plain")
@@ -146,7 +147,7 @@ async def test_a_streaming_send_with_a_config_for_an_agent_without_push_is_refus
 async def test_a_v01_client_sets_and_gets_its_config_and_gets_v01_tasks_named_by_its_id(
     aiohttp_server: Any, db_url: str, http: httpx.AsyncClient
 ) -> None:
-    hook, webhook = await _webhook(aiohttp_server)
+    hook, webhook = await serve_webhook(aiohttp_server)
     server = await _switchboard(aiohttp_server, db_url, **FAST)
     url = base(server) + "/"
     async with serve_sdk_agent(executor=TaskEchoExecutor()) as agent_url:  # no push
