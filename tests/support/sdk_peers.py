@@ -279,10 +279,7 @@ async def serve_sdk_agent(
     ``versions`` are the protocol versions its card lists (default: 1.0, and 0.3 with
     ``compat``).
     """
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(128)  # connections queue until uvicorn accepts: no need to wait for startup
+    sock = listening_socket()
     base_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     jku = f"{base_url}/.well-known/jwks.json"
     endpoint = base_url + rpc_path
@@ -307,15 +304,33 @@ async def serve_sdk_agent(
         push=(push, sender) if push is not None and sender is not None else None,
         rest_only=rest_only,
     )  # fmt: skip
-    config = uvicorn.Config(app, log_level="warning", lifespan="off")
-    server = uvicorn.Server(config)
+    try:
+        async with serve_asgi(app, sock):
+            yield base_url
+    finally:
+        if sender is not None:
+            await sender.aclose()
+
+
+def listening_socket() -> socket.socket:
+    """A TCP socket bound to a free port of 127.0.0.1 and listening: connections queue until
+    the server accepts, so nobody waits for its startup."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    return sock
+
+
+@contextlib.asynccontextmanager
+async def serve_asgi(app: Any, sock: socket.socket) -> AsyncIterator[None]:
+    """Serve the ASGI ``app`` with uvicorn on ``sock`` for the block; then stop and close it."""
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
     server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
-        yield base_url
+        yield
     finally:
         server.should_exit = True
         await task
         sock.close()
-        if sender is not None:
-            await sender.aclose()

@@ -3,19 +3,22 @@ the agent recording the headers of every request it gets."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import uvicorn
 from aiohttp.test_utils import TestClient
 
 from router.app import create_app
 from tests.support.helpers import AUTH, make_settings
-from tests.support.sdk_peers import TaskEchoExecutor, echo_card, sdk_app
+from tests.support.sdk_peers import (
+    TaskEchoExecutor,
+    echo_card,
+    listening_socket,
+    sdk_app,
+    serve_asgi,
+)
 
 
 @dataclass
@@ -29,9 +32,7 @@ class Agent:
 @contextlib.asynccontextmanager
 async def recording_agent() -> AsyncIterator[Agent]:
     """The SDK task echo agent on a random port, recording each request's headers."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(128)
+    sock = listening_socket()
     agent = Agent(f"http://127.0.0.1:{sock.getsockname()[1]}")
     app = sdk_app(echo_card(agent.url), executor=TaskEchoExecutor())
 
@@ -40,15 +41,8 @@ async def recording_agent() -> AsyncIterator[Agent]:
             agent.headers.append({k.decode().lower(): v.decode() for k, v in scope["headers"]})
         await app(scope, receive, send)
 
-    server = uvicorn.Server(uvicorn.Config(recorder, log_level="warning", lifespan="off"))
-    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    try:
+    async with serve_asgi(recorder, sock):
         yield agent
-    finally:
-        server.should_exit = True
-        await task
-        sock.close()
 
 
 async def register(client: TestClient, url: str, agent_id: str) -> None:

@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-import uvicorn
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
@@ -20,7 +18,13 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.util._once import Once
 
 from router.tracing.spans import TRACER_NAME
-from tests.support.sdk_peers import TaskEchoExecutor, echo_card, sdk_app
+from tests.support.sdk_peers import (
+    TaskEchoExecutor,
+    echo_card,
+    listening_socket,
+    sdk_app,
+    serve_asgi,
+)
 
 
 class _Exporter(InMemorySpanExporter):
@@ -122,10 +126,7 @@ class Agent:
 async def recording_agent() -> AsyncIterator[Agent]:
     """An a2a-sdk 1.x task echo agent on a random port, behind an ASGI middleware that
     records the ``traceparent``/``tracestate`` of each POST."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(128)
+    sock = listening_socket()
     port = sock.getsockname()[1]
     agent = Agent(f"http://127.0.0.1:{port}", port)
     inner = sdk_app(echo_card(agent.url), executor=TaskEchoExecutor())
@@ -137,12 +138,5 @@ async def recording_agent() -> AsyncIterator[Agent]:
             agent.tracestates.append(headers.get(b"tracestate", b"").decode())
         await inner(scope, receive, send)
 
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    try:
+    async with serve_asgi(app, sock):
         yield agent
-    finally:
-        server.should_exit = True
-        await task
-        sock.close()
