@@ -32,6 +32,7 @@ __all__ = [
     "RequestAccessLogger",
     "TextFormatter",
     "log_handler",
+    "log_info",
 ]
 
 LogFormat = Literal["text", "json"]
@@ -124,6 +125,19 @@ def log_handler(stream: IO[str] | None = None, log_format: LogFormat = "text") -
     return handler
 
 
+def log_info(logger: logging.Logger, msg: str, *args: Any, extra: Any = None) -> None:
+    """``logger.info(msg, *args, extra=extra)`` without the caller lookup (the record's
+    ``pathname``, ``lineno`` and ``funcName`` are ``logging``'s unknowns): for the lines
+    written for every call."""
+    if logger.isEnabledFor(logging.INFO):
+        logger.handle(
+            logger.makeRecord(
+                logger.name, logging.INFO, "(unknown file)", 0, msg, args, None,
+                "(unknown function)", extra,
+            )
+        )  # fmt: skip
+
+
 class RequestAccessLogger(AccessLogger):
     """aiohttp's access log, its record carrying the request's fields (id, A2A method, agent,
     outcome) and the request's duration.
@@ -179,12 +193,6 @@ class RequestAccessLogger(AccessLogger):
                     extra[key] = value
                 else:
                     extra.setdefault(key[0], {})[key[1]] = value
-            if logger.disabled or not logger.isEnabledFor(logging.INFO):
-                return
-            record = logger.makeRecord(
-                logger.name, logging.INFO, "(unknown file)", 0,
-                self._log_format % tuple(values), (), None, "(unknown function)", extra,
-            )  # fmt: skip
-            logger.handle(record)
+            log_info(logger, self._log_format % tuple(values), extra=extra)
         except Exception:
             logger.exception("Error in logging")
