@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import time as clock
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import IO, Any, Literal
 
 from aiohttp import web
@@ -150,7 +150,7 @@ class RequestAccessLogger(AccessLogger):
 
     def __init__(self, logger: logging.Logger, log_format: str = AccessLogger.LOG_FORMAT) -> None:
         super().__init__(logger, log_format)
-        self._second: tuple[int, timezone | None, str] = (-1, None, "")
+        self._second: tuple[int, Any, str] = (-1, None, "")  # second, its zone, its text
         start = self.LOG_FORMAT_MAP["t"]
         self._methods = [
             type(m)(m.key, self._start_time) if m.key == start else m for m in self._methods
@@ -164,7 +164,7 @@ class RequestAccessLogger(AccessLogger):
         second = int((now - timedelta(seconds=time)).timestamp() // 1)
         if self._second[:2] != (second, now.tzinfo):
             start = datetime.fromtimestamp(second, now.tzinfo)
-            self._second = (second, now.tzinfo, start.strftime("[%d/%b/%Y:%H:%M:%S %z]"))  # type: ignore[arg-type]
+            self._second = (second, now.tzinfo, start.strftime("[%d/%b/%Y:%H:%M:%S %z]"))
         return self._second[2]
 
     def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
