@@ -81,6 +81,8 @@ class _Shared:
         self.upstream_ctx: LRUCache[tuple[str, str, str], str] = LRUCache(cache_size)
         self.router_ctx: LRUCache[tuple[str, str, str], str] = LRUCache(cache_size)
         self.known_ctx: LRUCache[tuple[str, str], bool] = LRUCache(cache_size)
+        # (scope, context token) -> (agent, upstream context): tokens sealed or opened here
+        self.opened_ctx: LRUCache[tuple[str, str], tuple[str, str]] = LRUCache(cache_size)
         self.agents: TTLCache[tuple[str, str], frozenset[str]] = TTLCache(cache_size, _AGENTS_TTL)
 
 
@@ -226,7 +228,7 @@ class IdMap:
         sealer = await self.sealer()
         kind, context = CTX_NONE, None
         if context_id is not None:
-            opened = sealer.open_context(context_id)
+            opened = self._opened(sealer, context_id)
             if opened is not None and opened[0] == agent_id:
                 kind, context = CTX_UPSTREAM, opened[1]
             else:
@@ -310,7 +312,19 @@ class IdMap:
     async def _open_context(self, context_id: str) -> tuple[str, str] | None:
         if not context_id.startswith(CONTEXT_PREFIX):
             return None
-        return (await self.sealer()).open_context(context_id)
+        return self._opened(await self.sealer(), context_id)
+
+    def _opened(self, sealer: Sealer, context_id: str) -> tuple[str, str] | None:
+        """``sealer.open_context``, remembering the tokens sealed or opened here: a token is
+        one (agent, context) for one key and scope, so an answer's new context is not
+        decrypted right after it was sealed."""
+        key = (self.scope, context_id)
+        opened = self._shared.opened_ctx.get(key)
+        if opened is None:
+            opened = sealer.open_context(context_id)
+            if opened is not None:
+                self._shared.opened_ctx[key] = opened
+        return opened
 
     async def upstream_context(self, context_id: str, agent_id: str) -> str | None:
         """The agent's own context ID within a router context, if it has one yet."""
@@ -389,13 +403,15 @@ class IdMap:
         sealer = await self.sealer()
         token = sealer.seal_context(agent_id, upstream_context_id)
         fits = len(token) <= MAX_ID_LENGTH
+        if fits:  # what opening it gives (a longer token is never opened)
+            self._shared.opened_ctx[(self.scope, token)] = (agent_id, upstream_context_id)
         if fits and (proposed is None or proposed == token):
             if proposed is None and (self.scope, token) not in self._shared.agents:
                 # new here: nobody joined yet
                 self._shared.agents[(self.scope, token)] = frozenset({agent_id})
             self._shared.router_ctx[key] = token
             return token
-        opened = sealer.open_context(proposed) if proposed is not None else None
+        opened = self._opened(sealer, proposed) if proposed is not None else None
         if fits and opened is not None and opened[0] == agent_id:
             self._shared.router_ctx[key] = token  # the agent's other conversation: its own
             return token

@@ -27,6 +27,7 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from registry.metrics import METRICS
 from router.forward.call import Call, Event, EventStream, Reply
+from router.observe.logformat import log_info
 from router.observe.recent import RECENT
 from router.observe.requestid import Observed, current, new_request_id, observing
 from router.protocol.errors import (
@@ -254,9 +255,12 @@ def _finish(observed: Observed, outcome: str, duration: float) -> None:
     """Count the call and write its log line."""
     observed.outcome, observed.duration = outcome, duration
     _child(REQUESTS, observed.method or "", observed.version or "", outcome).inc()
+    if not log.isEnabledFor(logging.INFO):
+        return
     restore = observing(observed)  # a stream ends outside the request's context
     try:
-        log.info(
+        log_info(
+            log,
             "%s (A2A %s) -> %s%s: %s in %.1f ms",
             observed.method,
             observed.version,

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
+from opentelemetry.environment_variables import OTEL_PYTHON_TRACER_PROVIDER
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from yarl import URL
 
@@ -106,6 +108,8 @@ FAILURES = frozenset({INTERNAL, AGENT_UNAVAILABLE, STREAM_FAILED, INVALID_AGENT_
 F = TypeVar("F", bound=Callable[..., Any])
 _INACTIVE = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
 _cached: tuple[Any, trace.Tracer] | None = None
+_UNKNOWN = object()
+_PROVIDER_FROM_ENV = OTEL_PYTHON_TRACER_PROVIDER in os.environ
 
 
 def tracer() -> trace.Tracer:
@@ -118,8 +122,18 @@ def tracer() -> trace.Tracer:
 
 
 def active() -> bool:
-    """Whether a tracer provider is installed (else every hook is skipped)."""
-    return type(trace.get_tracer_provider()) not in _INACTIVE
+    """Whether a tracer provider is installed (else every hook is skipped).
+
+    Called several times per request: the API's global is read directly when the API keeps
+    it where 1.x does (``get_tracer_provider`` would look ``OTEL_PYTHON_TRACER_PROVIDER`` up
+    in the environment on every call while none is set); else, or when that variable names a
+    provider to load, through ``get_tracer_provider``."""
+    provider = getattr(trace, "_TRACER_PROVIDER", _UNKNOWN)
+    if provider is None and not _PROVIDER_FROM_ENV:
+        return False
+    if provider is None or provider is _UNKNOWN:
+        provider = trace.get_tracer_provider()
+    return type(provider) not in _INACTIVE
 
 
 def now() -> int:

@@ -145,3 +145,43 @@ async def test_a_confident_decision_asks_no_one(
     assert "adjudicator" not in out and out["uncertain"] is None
     assert out["choice"]["agent_id"] == out["candidates"][0]["agent_id"]
     assert server.requests == []
+
+
+async def test_pinned_and_task_calls_never_reach_the_matchers_scoring(
+    aiohttp_client: Any, sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 19: the skill matcher runs for a message the router must place, and only then:
+    a pinned call (``/agents/{id}``) and a message continuing a task go to their agent
+    without a decision (a real SDK agent, the whole app)."""
+    from router.choose.matcher import Matcher
+    from tests.router.observe.conftest import recording_agent, register
+
+    decided: list[str] = []
+    decide = Matcher.decide
+
+    def counting(self: Matcher, *args: Any, **kwargs: Any) -> Any:
+        decided.append("decide")
+        return decide(self, *args, **kwargs)
+
+    monkeypatch.setattr(Matcher, "decide", counting)
+    message = {"kind": "message", "role": "user", "messageId": "m-1"}
+    message["parts"] = [{"kind": "text", "text": "say hello back"}]  # type: ignore[assignment]
+    send = {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}}
+    async with recording_agent() as agent:
+        client = await aiohttp_client(create_app(make_settings(sqlite_url)))
+        await register(client, agent.url, "echo")
+        first = await (await client.post("/", json=send)).json()
+        assert decided == ["decide"], first  # the routed call is decided
+        task = first["result"]
+        pinned = await (await client.post("/agents/echo", json=send)).json()
+        assert pinned["result"]["kind"] == "task", pinned
+        follow = {**message, "messageId": "m-2", "taskId": task["id"]}
+        follow["contextId"] = task["contextId"]
+        more = await (await client.post("/", json={**send, "params": {"message": follow}})).json()
+        # the echo agent's task is completed: its owner says so (it was reached, not chosen)
+        assert "result" in more or "terminal state" in more["error"]["message"], more
+        got = await client.post(
+            "/", json={**send, "method": "tasks/get", "params": {"id": task["id"]}}
+        )
+        assert (await got.json())["result"]["id"] == task["id"]
+    assert decided == ["decide"]

@@ -849,3 +849,25 @@ async def test_error_data_drops_unknown_ids_under_any_id_key(ids: IdMap) -> None
     details = [{"@type": "x", "metadata": {"taskId": "UPT-1", "ids": ["UPT-2"]}}]
     out = await rewriter.error_from_upstream({"code": -32001, "message": "m", "data": details})
     assert out["data"] == [{"@type": "x", "metadata": {"ids": []}}]
+
+
+async def test_a_new_context_is_not_reopened_and_stays_in_its_scope(ids: IdMap) -> None:
+    """The answer's new context token, sealed here, gives the task its upstream context
+    without a decrypt (what opening it would give); another scope's map neither knows the
+    token nor reads it from the shared memo."""
+    context = await ids.context_for_upstream("a", "ctx-up", None)
+    sealer = await ids.sealer()
+    opened = sealer.open_context
+    calls: list[str] = []
+    sealer.open_context = lambda token: calls.append(token) or opened(token)  # type: ignore[method-assign]
+    try:
+        ref = await ids.task_for_upstream("a", "task-up", context)
+        assert calls == []  # remembered from the seal
+        assert ref.context_id == context
+        other = ids.scoped("someone")
+        assert await other.upstream_context(context, "a") is None
+        assert await ids.upstream_context(context, "a") == "ctx-up"
+    finally:
+        del sealer.open_context  # type: ignore[attr-defined]
+    fresh = await ids.task(ref.task_id)
+    assert fresh is not None and sealer.open_task(ref.task_id) == ("a", "task-up", 1, "ctx-up")

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from router.app import create_app
-from router.observe.logformat import LogFormat, RequestAccessLogger, log_handler
+from router.observe.logformat import TEXT_FORMAT, LogFormat, RequestAccessLogger, log_handler
 from tests.router.observe.conftest import recording_agent, register
 from tests.router.observe.test_requestid import SEND
 from tests.support.helpers import make_settings
@@ -191,3 +191,50 @@ def test_an_access_line_outside_a_request_is_left_as_it_is() -> None:
     record = logging.LogRecord("switchboard.access", logging.INFO, __file__, 1, "bad", (), None)
     handler.handle(record)
     assert stream.getvalue().rstrip().endswith("switchboard.access: bad")
+
+
+class _Keep(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def test_the_fast_access_line_is_aiohttps() -> None:
+    """The shorter path gives the line and the ``extra`` fields aiohttp's logger gives, for
+    the default format and another one, over requests of different start seconds."""
+    from aiohttp import web
+    from aiohttp.test_utils import make_mocked_request
+    from aiohttp.web_log import AccessLogger
+
+    logger = logging.getLogger("test.fast.access")
+    logger.propagate, keep = False, _Keep()
+    logger.addHandler(keep)
+    logger.setLevel(logging.INFO)
+    request = make_mocked_request("POST", "/a?b=1", headers={"User-Agent": "wrk", "X-A": "z"})
+    response = web.Response(body=b"x" * 321, status=201)
+    for fmt in (AccessLogger.LOG_FORMAT, '%t %a "%r" %s %b %Tf %{X-A}i %{Content-Type}o'):
+        for elapsed in (0.0, 0.4, 1.7, 3600.2):
+            keep.records.clear()
+            AccessLogger(logger, fmt).log(request, response, elapsed)
+            RequestAccessLogger(logger, fmt).log(request, response, elapsed)
+            theirs, ours = keep.records
+            assert ours.getMessage() == theirs.getMessage()
+            fields = ("remote_address", "request_start_time", "first_request_line")
+            fields += ("response_status", "response_size", "request_header", "response_header")
+            for name in fields:
+                assert getattr(ours, name, None) == getattr(theirs, name, None), name
+    logger.removeHandler(keep)
+
+
+def test_the_text_time_is_loggings() -> None:
+    """The per-second cache of the text format's time gives ``logging``'s own text."""
+    ours, plain = log_handler(io.StringIO(), "text").formatter, logging.Formatter(TEXT_FORMAT)
+    assert ours is not None
+    for created in (1_700_000_000.0, 1_700_000_000.999, 1_700_000_001.5, 1_600_000_000.25):
+        record = logging.LogRecord("x", logging.INFO, __file__, 1, "m", (), None)
+        record.created, record.msecs = created, int((created % 1) * 1000)
+        assert ours.formatTime(record) == plain.formatTime(record)
+        assert ours.formatTime(record, "%H") == plain.formatTime(record, "%H")

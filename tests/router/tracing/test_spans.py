@@ -265,3 +265,18 @@ _SKILL = {
     "tags": ["echo"],
     "examples": ["echo this"],
 }
+
+
+def test_active_follows_the_global_provider(spans: Spans) -> None:
+    """``active`` reads the API's global: on with the SDK provider installed, off once it is
+    taken away, on again when one is set (no answer kept from before)."""
+    from opentelemetry import trace
+
+    from tests.router.tracing.conftest import _reset_global_provider
+
+    assert names.active()
+    provider = trace.get_tracer_provider()
+    _reset_global_provider()
+    assert not names.active()
+    trace.set_tracer_provider(provider)
+    assert names.active()
