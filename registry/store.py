@@ -11,7 +11,7 @@ records and rows in :mod:`registry.rows`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -38,6 +38,7 @@ from registry.tables import (
     SkillRow,
     SkillTagRow,
 )
+from registry.writebatch import WriteBatcher
 
 # --- tables ----------------------------------------------------------------------------------
 
@@ -47,6 +48,7 @@ _HEALTH_VERSION = "health_version"
 # what routing and the API's health view show: a change of these bumps health_version
 _SHOWN = ("status", "consecutive_failures", "last_error", "card_error", "interval")
 _DDL_LOCK = 0x5B_0A4D  # PostgreSQL advisory lock key held while creating the schema
+_Insert = tuple[AgentRecord, bytes, "RefreshRow | None"]
 _CHILDREN: tuple[type[SQLModel], ...] = (SkillModeRow, SkillTagRow, SkillRow, InterfaceRow)
 
 
@@ -63,6 +65,17 @@ class Store:
         self.tables = tuple(tables)
         self.engine = create_engine(url)
         time_statements(self.engine)
+        # writes and reads that arrive while one is under way share the next transaction
+        self._inserts: WriteBatcher[_Insert, int] = WriteBatcher(self._insert_batch)
+        self._versions: WriteBatcher[None, tuple[int, int]]
+        self._versions = WriteBatcher(self._read_versions, 4096)
+        self._raws: WriteBatcher[str, bytes | None] = WriteBatcher(self._read_raws, 500)
+
+    @property
+    def insert_batches(self) -> int:
+        """Transactions the inserts were written in so far (fewer than the inserts when
+        concurrent ones shared one)."""
+        return self._inserts.batches
 
     async def create_schema(self) -> None:
         """Create missing tables (idempotent)."""
@@ -103,7 +116,14 @@ class Store:
         return AsyncSession(self.engine, expire_on_commit=False)
 
     async def versions(self) -> tuple[int, int]:
-        """The catalog version and the health version, in one query."""
+        """The catalog version and the health version, in one query.
+
+        Concurrent callers share one read that starts after their call (never an older one
+        already in flight), so a burst of registrations, each syncing first, costs one query.
+        """
+        return await self._versions.submit(None)
+
+    async def _read_versions(self, items: Sequence[None]) -> list[tuple[int, int]]:
         async with self.engine.connect() as conn:
             result = await conn.execute(
                 select(col(CatalogStateRow.key), col(CatalogStateRow.value)).where(
@@ -111,7 +131,7 @@ class Store:
                 )
             )
             found = dict(result.all())
-        return found.get(_VERSION, 0), found.get(_HEALTH_VERSION, 0)
+        return [(found.get(_VERSION, 0), found.get(_HEALTH_VERSION, 0))] * len(items)
 
     async def catalog_version(self) -> int:
         """The current catalog version (0 for an empty, never written catalog)."""
@@ -129,10 +149,18 @@ class Store:
         return await self._load(None)
 
     async def raw_card(self, agent_id: str) -> bytes | None:
-        """The card bytes as last fetched or pushed."""
-        async with self.session() as session:
-            row = await session.get(AgentRow, agent_id)
-            return row.card_raw if row else None
+        """The card bytes as last fetched or pushed (concurrent reads share one query)."""
+        return await self._raws.submit(agent_id)
+
+    async def _read_raws(self, agent_ids: Sequence[str]) -> list[bytes | None]:
+        async with self.engine.connect() as conn:
+            result = await conn.execute(
+                select(col(AgentRow.id), col(AgentRow.card_raw)).where(
+                    col(AgentRow.id).in_(set(agent_ids))
+                )
+            )
+            found = dict(result.all())
+        return [found.get(agent_id) for agent_id in agent_ids]
 
     async def id_for_source(self, source_url: str) -> str | None:
         """The id of the agent registered from ``source_url``, if any."""
@@ -153,18 +181,34 @@ class Store:
         """Add a new agent with its index rows, first revision and (optional) refresh state;
         return the catalog version.
 
-        Raises :class:`sqlalchemy.exc.IntegrityError` if the id or source URL is taken.
+        Inserts that arrive while another one's transaction is open are written together in
+        the next transaction, each in its own savepoint (:class:`WriteBatcher`): one that
+        fails leaves the others written. Raises :class:`sqlalchemy.exc.IntegrityError` if
+        the id or source URL is taken.
         """
+        return await self._inserts.submit((record, raw, refresh))
+
+    async def _insert_batch(self, items: Sequence[_Insert]) -> list[int | BaseException]:
+        """Many inserts in one transaction with one statement per table; if that fails (one
+        id or source URL taken), again one by one, each in its own savepoint, so only the
+        failing ones fail. The outcome of each: its catalog version or its error."""
+        if len(items) > 1:
+            try:
+                async with self.session() as session, session.begin():
+                    return list(await _insert_agents(session, items))
+            except IntegrityError:
+                pass
+        outcomes: list[int | BaseException] = []
         async with self.session() as session, session.begin():
-            rows: list[SQLModel] = [agent_row(record, raw)]
-            rows += child_rows(record)
-            rows.append(revision_row(record, raw, None))
-            if refresh is not None:
-                row = RefreshRow(**refresh.model_dump())
-                row.revision = refresh.revision = await bump(session, _HEALTH_VERSION)
-                rows.append(row)
-            await _insert_rows(session, rows)  # in order: the agent row first
-            return await bump(session)
+            if len(items) == 1:  # alone, it needs no savepoint
+                return list(await _insert_agents(session, items))
+            for item in items:
+                try:
+                    async with session.begin_nested():
+                        outcomes.extend(await _insert_agents(session, [item]))
+                except Exception as exc:  # this row only: its savepoint is rolled back
+                    outcomes.append(exc)
+        return outcomes
 
     async def update(
         self,
@@ -431,9 +475,9 @@ def _missing_columns(conn: Any, tables: list[Table]) -> list[str]:
     return missing
 
 
-async def bump(session: AsyncSession, key: str = _VERSION) -> int:
-    """Increment a counter (the catalog version by default) in the writer's transaction;
-    return the new value.
+async def bump(session: AsyncSession, key: str = _VERSION, by: int = 1) -> int:
+    """Increment a counter (the catalog version by default) by ``by`` in the writer's
+    transaction; return the new value.
 
     One UPDATE, so concurrent writers serialize on the row in both databases.
     """
@@ -441,10 +485,29 @@ async def bump(session: AsyncSession, key: str = _VERSION) -> int:
     result = await conn.execute(
         update(CatalogStateRow)
         .where(col(CatalogStateRow.key) == key)
-        .values(value=CatalogStateRow.value + 1)
+        .values(value=CatalogStateRow.value + by)
         .returning(col(CatalogStateRow.value))
     )
     return int(result.scalar_one())
+
+
+async def _insert_agents(session: AsyncSession, items: Sequence[_Insert]) -> list[int]:
+    """Write new agents in the session's transaction, in order; the catalog version each
+    one made (consecutive, as if written one after the other)."""
+    rows: list[SQLModel] = []
+    refreshes = [refresh for _, _, refresh in items if refresh is not None]
+    health = await bump(session, _HEALTH_VERSION, len(refreshes)) if refreshes else 0
+    for n, refresh in enumerate(refreshes):
+        refresh.revision = health - len(refreshes) + 1 + n
+    for record, raw, refresh in items:
+        rows.append(agent_row(record, raw))
+        rows += child_rows(record)
+        rows.append(revision_row(record, raw, None))
+        if refresh is not None:
+            rows.append(RefreshRow(**refresh.model_dump()))
+    await _insert_rows(session, rows)  # one statement per table, the agents' table first
+    last = await bump(session, _VERSION, len(items))
+    return [last - len(items) + 1 + n for n in range(len(items))]
 
 
 async def _insert_rows(session: AsyncSession, rows: list[SQLModel]) -> None:
