@@ -16,7 +16,7 @@ import hashlib
 import json
 import re
 import unicodedata
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
@@ -33,6 +33,7 @@ from registry.signatures import KeyResolver
 from registry.store import Store
 from registry.upkeep import Upkeep
 from registry.verification import Verifier
+from registry.writebatch import WriteBatcher
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 _ID_ATTEMPTS = 5
@@ -67,7 +68,9 @@ class Registry:
         self.upkeep = Upkeep(self, self.verifier, self.policy)
         self.on_index: Callable[[Snapshot], Awaitable[Any]] | None = None
         """Called with the new snapshot after every catalog change made or read by this
-        process (the router embeds new skill texts there: :mod:`registry.vectors`)."""
+        process (the router embeds new skill texts there: :mod:`registry.vectors`); changes
+        made while a call runs share the next one."""
+        self._indexing: WriteBatcher[None, None] = WriteBatcher(self._index_latest, 4096)
 
     async def load(self) -> None:
         """Create the schema if needed and load the catalog from the database; agents
@@ -332,7 +335,14 @@ class Registry:
 
     async def _indexed(self) -> None:
         if self.on_index is not None:
+            await self._indexing.submit(None)
+
+    async def _index_latest(self, waiting: Sequence[None]) -> list[None]:
+        """One :attr:`on_index` call with the newest snapshot for every change that came
+        while the previous call ran (it holds theirs: snapshots only grow newer)."""
+        if self.on_index is not None:
             await self.on_index(self.catalog.snapshot)
+        return [None] * len(waiting)
 
     def check_interfaces(self, card: AgentCard, exclude: str | None = None) -> None:
         """Refuse a card whose endpoint (URL and tenant) another agent already has."""
