@@ -446,6 +446,19 @@ class Catalog:
         self._install(Snapshot(list(agents.values()), version, self.snapshot))
         return True
 
+    def apply(self, changes: dict[str, AgentRecord | None], version: int) -> None:
+        """Install the snapshot at ``version`` that another process's writes made: these
+        agents replaced (None: removed), the others kept, unless a newer one is installed."""
+        if version <= self.snapshot.version:
+            return
+        agents = {**self.snapshot.agents}
+        for agent_id, record in changes.items():
+            if record is None:
+                agents.pop(agent_id, None)
+            else:
+                agents[agent_id] = record
+        self._install(Snapshot(list(agents.values()), version, self.snapshot))
+
     def patch(self, record: AgentRecord) -> None:
         """Swap in a record whose indexed content is unchanged (new card bytes that mean the
         same), keeping the catalog version: no other process needs to reload for it."""

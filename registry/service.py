@@ -6,8 +6,10 @@ upkeep of every agent (health checks and card refreshes: :mod:`registry.upkeep`)
 API, the CLI's ``serve`` and the seeds loader all go through it.
 
 Consistency: the database is the truth. Each write returns the catalog version it produced;
-the in-memory snapshot takes the written record directly when it was one version behind,
-and reloads from the database when another process wrote in between (:meth:`Registry.sync`).
+the in-memory snapshot takes the written record directly when it was one version behind;
+when another process wrote in between, it reads only the agents the change log names for the
+versions it missed (:meth:`Registry.sync`), and reloads everything only when that log does
+not cover them.
 """
 
 from __future__ import annotations
@@ -93,11 +95,27 @@ class Registry:
         changed."""
         catalog_version, health_version = await self.store.versions()
         if catalog_version != self.catalog.snapshot.version:
-            await self.reload()
+            await self._catch_up(catalog_version)
             return True
         if health_version != self.upkeep.version:
             await self.upkeep.reload_health(full=False)
         return False
+
+    async def _catch_up(self, version: int) -> None:
+        """Apply only the agents other processes changed since the snapshot (the change log,
+        :meth:`Store.changes_since`); reload everything when the log cannot tell."""
+        known = self.catalog.snapshot.version
+        changes = await self.store.changes_since(known) if version > known else None
+        if changes is None:
+            await self.reload()
+            return
+        version, records = changes
+        self.catalog.apply(records, version)
+        for agent_id, record in records.items():
+            if record is None:
+                self.upkeep.forget(agent_id)
+        await self.upkeep.reload_health(full=False)
+        await self._indexed()
 
     def health_of(self, agent_id: str) -> Health:
         """The agent's current health (``unknown`` if nothing was recorded yet)."""
@@ -231,7 +249,7 @@ class Registry:
             raise agent_not_found(agent_id)
         self.upkeep.forget(agent_id)
         if not self.catalog.remove(agent_id, version):
-            await self.reload()
+            await self._catch_up(version)  # another process wrote in between
 
     # --- internals ---------------------------------------------------------------------------
 
@@ -326,10 +344,10 @@ class Registry:
         return record, changed
 
     async def install(self, record: AgentRecord, version: int) -> None:
-        """Put a record written at catalog ``version`` in the catalog (a reload if another
-        process wrote in between)."""
+        """Put a record written at catalog ``version`` in the catalog (with what another
+        process wrote in between, if it did)."""
         if not self.catalog.upsert(record, version):
-            await self.reload()  # another process wrote in between: rebuild from the database
+            await self._catch_up(version)  # another process wrote in between
         else:
             await self._indexed()
 

@@ -30,6 +30,7 @@ from registry.tables import (
     TABLES,
     AgentRow,
     CardRevisionRow,
+    CatalogChangeRow,
     CatalogStateRow,
     InterfaceRow,
     LeaseRow,
@@ -47,6 +48,8 @@ _VERSION = "catalog_version"
 _HEALTH_VERSION = "health_version"
 # what routing and the API's health view show: a change of these bumps health_version
 _SHOWN = ("status", "consecutive_failures", "last_error", "card_error", "interval")
+CHANGES_KEPT = 10_000
+"""Catalog versions whose changed agent is kept (a replica further behind reloads all)."""
 _DDL_LOCK = 0x5B_0A4D  # PostgreSQL advisory lock key held while creating the schema
 _Insert = tuple[AgentRecord, bytes, "RefreshRow | None"]
 _CHILDREN: tuple[type[SQLModel], ...] = (SkillModeRow, SkillTagRow, SkillRow, InterfaceRow)
@@ -138,6 +141,23 @@ class Store:
         async with self.session() as session:
             row = await session.get(CatalogStateRow, _VERSION)
             return row.value if row else 0
+
+    async def changes_since(self, version: int) -> tuple[int, dict[str, AgentRecord | None]] | None:
+        """The catalog version now and every agent changed after ``version`` (None for a
+        removed one), read together; None when the change log does not cover every version
+        in between (pruned, or written by an older Switchboard): reload everything then."""
+        async with self.session() as session:
+            current = await session.get(CatalogStateRow, _VERSION)
+            now = current.value if current else 0
+            query = select(CatalogChangeRow).where(col(CatalogChangeRow.version) > version)
+            changes = list((await session.exec(query)).all())
+        if sorted(c.version for c in changes if c.version <= now) != list(
+            range(version + 1, now + 1)
+        ):
+            return None
+        changed = {c.agent_id for c in changes}
+        records = {r.id: r for r in await self._load(None, changed)} if changed else {}
+        return now, {agent_id: records.get(agent_id) for agent_id in sorted(changed)}
 
     async def get(self, agent_id: str) -> AgentRecord | None:
         """One agent, or None."""
@@ -242,6 +262,7 @@ class Store:
             if changed or diff:
                 session.add(revision_row(record, raw, diff))
             version = await bump(session)
+            await _log_changes(session, version, [record.id])
         if changed or diff:
             CARD_CHANGES.labels("card" if changed else "reverified").inc()
         return changed, version
@@ -282,7 +303,9 @@ class Store:
             for table in (*_CHILDREN, CardRevisionRow, RefreshRow):
                 await session.exec(delete(table).where(col(table.agent_id) == agent_id))
             await session.delete(row)
-            return await bump(session)
+            version = await bump(session)
+            await _log_changes(session, version, [agent_id])
+            return version
 
     async def revisions(self, agent_id: str) -> list[dict[str, Any]]:
         """The card revisions of an agent, newest first, without their card bytes (only
@@ -440,14 +463,20 @@ class Store:
                 return None
             return row.holder
 
-    async def _load(self, agent_id: str | None) -> list[AgentRecord]:
+    async def _load(
+        self, agent_id: str | None, agent_ids: Iterable[str] | None = None
+    ) -> list[AgentRecord]:
+        """One agent, these agents, or (with neither) every agent."""
+        wanted = None if agent_ids is None else sorted(agent_ids)
         async with self.session() as session:
             rows: dict[str, list[Any]] = {}
             for table in (AgentRow, InterfaceRow, SkillRow, SkillTagRow, SkillModeRow):
                 query = select(table)
+                key = col(table.id if table is AgentRow else table.agent_id)
                 if agent_id is not None:
-                    key = table.id if table is AgentRow else table.agent_id
                     query = query.where(key == agent_id)
+                elif wanted is not None:
+                    query = query.where(key.in_(wanted))
                 rows[table.__tablename__] = list((await session.exec(query)).all())
         return records_from(rows)
 
@@ -507,7 +536,20 @@ async def _insert_agents(session: AsyncSession, items: Sequence[_Insert]) -> lis
             rows.append(RefreshRow(**refresh.model_dump()))
     await _insert_rows(session, rows)  # one statement per table, the agents' table first
     last = await bump(session, _VERSION, len(items))
+    await _log_changes(session, last, [record.id for record, _, _ in items])
     return [last - len(items) + 1 + n for n in range(len(items))]
+
+
+async def _log_changes(session: AsyncSession, last: int, agent_ids: Sequence[str]) -> None:
+    """Record that versions ``last - len(agent_ids) + 1`` to ``last`` changed these agents
+    (in order); now and then, forget versions older than :data:`CHANGES_KEPT`."""
+    first = last - len(agent_ids) + 1
+    conn = await session.connection()
+    values = [{"version": first + n, "agent_id": a} for n, a in enumerate(agent_ids)]
+    await conn.execute(CatalogChangeRow.__table__.insert(), values)  # type: ignore[attr-defined]
+    if last // 1000 != (first - 1) // 1000:  # once every thousand versions
+        old = col(CatalogChangeRow.version) <= last - CHANGES_KEPT
+        await session.exec(delete(CatalogChangeRow).where(old))
 
 
 async def _insert_rows(session: AsyncSession, rows: list[SQLModel]) -> None:
