@@ -364,17 +364,17 @@ class Registry:
 
     def check_interfaces(self, card: AgentCard, exclude: str | None = None) -> None:
         """Refuse a card whose endpoint (URL and tenant) another agent already has."""
-        keys = {(i.url, i.tenant) for i in card.interfaces}
-        for other in self.catalog.snapshot.agents.values():
-            if other.id == exclude:
-                continue
-            shared = keys & {(i.url, i.tenant) for i in other.card.interfaces}
-            if shared:
-                url, tenant = sorted(shared, key=str)[0]
-                where = f"{url} (tenant {tenant})" if tenant else url
-                raise _duplicate(
-                    other.id, f"interface {where} is already registered as agent {other.id!r}"
-                )
+        snapshot = self.catalog.snapshot
+        clashes = [
+            (other, str(key), key)
+            for key in {(i.url, i.tenant) for i in card.interfaces}
+            for other in snapshot.interface_owners(*key)
+            if other != exclude
+        ]
+        if clashes:
+            other, _, (url, tenant) = min(clashes)
+            where = f"{url} (tenant {tenant})" if tenant else url
+            raise _duplicate(other, f"interface {where} is already registered as agent {other!r}")
 
 
 def _duplicate(existing: str, message: str) -> Conflict:
