@@ -3,8 +3,9 @@ PostgreSQL).
 
 The database is the source of truth; replicas share nothing else. Every write of an agent
 replaces its interfaces, skills, tags and modes in one transaction and bumps a catalog
-version counter; each process compares that counter with its in-memory snapshot's version
-and reloads when another process changed the catalog (see ``Registry.sync``). The tables
+version counter and records which agent that version changed (``catalog_changes``); each
+process compares that counter with its in-memory snapshot's version and reads the agents
+another process changed (see ``Registry.sync``). The tables
 are in :mod:`registry.tables`, the engine in :mod:`registry.engine`, the mapping between
 records and rows in :mod:`registry.rows`.
 """
@@ -202,8 +203,9 @@ class Store:
         return the catalog version.
 
         Inserts that arrive while another one's transaction is open are written together in
-        the next transaction, each in its own savepoint (:class:`WriteBatcher`): one that
-        fails leaves the others written. Raises :class:`sqlalchemy.exc.IntegrityError` if
+        the next transaction (:class:`WriteBatcher`), one statement per table; if one of them
+        fails, they are written again one by one in savepoints, so it leaves the others
+        written. Raises :class:`sqlalchemy.exc.IntegrityError` if
         the id or source URL is taken.
         """
         return await self._inserts.submit((record, raw, refresh))
