@@ -93,6 +93,11 @@ class Snapshot:
         self.agents: dict[str, AgentRecord] = {r.id: r for r in sorted(records, key=_id)}
         # the term counts computed so far, for reuse when this snapshot's indexes are built
         self._inherited: dict[str, _AgentTerms] = previous._known_terms() if previous else {}
+        # and the interface owners, updated for the agents that changed
+        built = previous.__dict__.get("_owners") if previous else None
+        self._base_owners: tuple[dict[str, AgentRecord], _Owners] | None = (
+            None if previous is None or built is None else (previous.agents, built)
+        )
 
     def _known_terms(self) -> dict[str, _AgentTerms]:
         built = self.__dict__.get("_terms")
@@ -108,6 +113,31 @@ class Snapshot:
         }
         self._inherited = {}
         return terms
+
+    def interface_owners(self, url: str, tenant: str | None) -> tuple[str, ...]:
+        """The ids of the agents with an interface at ``url`` for ``tenant``."""
+        return self._owners.get((url, tenant), ())
+
+    @cached_property
+    def _owners(self) -> _Owners:
+        """Agent ids by interface (URL, tenant): the previous snapshot's, with only the
+        agents that are not the same objects there rewritten."""
+        base, self._base_owners = self._base_owners, None
+        if base is None:
+            owners: _Owners = {}
+            added: Iterable[AgentRecord] = self.agents.values()
+        else:
+            before, owners = base[0], dict(base[1])
+            for agent_id, record in before.items():
+                if self.agents.get(agent_id) is not record:
+                    for key in _interface_keys(record):
+                        kept = tuple(a for a in owners.get(key, ()) if a != agent_id)
+                        owners[key] = kept
+            added = [r for r in self.agents.values() if before.get(r.id) is not r]
+        for record in added:
+            for key in _interface_keys(record):
+                owners[key] = (*owners.get(key, ()), record.id)
+        return owners
 
     @cached_property
     def _skills(self) -> list[tuple[AgentRecord, int, Skill]]:
@@ -406,6 +436,13 @@ def _skill_ok(skill: Skill, query: Query) -> bool:
     )
 
 
+_Owners = dict[tuple[str, str | None], tuple[str, ...]]
+
+
+def _interface_keys(record: AgentRecord) -> set[tuple[str, str | None]]:
+    return {(i.url, i.tenant) for i in record.card.interfaces}
+
+
 def _agent_key(hit: AgentHit) -> list[Any]:
     return [-hit.score, hit.agent.id]
 
@@ -445,6 +482,19 @@ class Catalog:
         agents = {**self.snapshot.agents, record.id: record}
         self._install(Snapshot(list(agents.values()), version, self.snapshot))
         return True
+
+    def apply(self, changes: dict[str, AgentRecord | None], version: int) -> None:
+        """Install the snapshot at ``version`` that another process's writes made: these
+        agents replaced (None: removed), the others kept, unless a newer one is installed."""
+        if version <= self.snapshot.version:
+            return
+        agents = {**self.snapshot.agents}
+        for agent_id, record in changes.items():
+            if record is None:
+                agents.pop(agent_id, None)
+            else:
+                agents[agent_id] = record
+        self._install(Snapshot(list(agents.values()), version, self.snapshot))
 
     def patch(self, record: AgentRecord) -> None:
         """Swap in a record whose indexed content is unchanged (new card bytes that mean the

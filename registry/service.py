@@ -6,8 +6,10 @@ upkeep of every agent (health checks and card refreshes: :mod:`registry.upkeep`)
 API, the CLI's ``serve`` and the seeds loader all go through it.
 
 Consistency: the database is the truth. Each write returns the catalog version it produced;
-the in-memory snapshot takes the written record directly when it was one version behind,
-and reloads from the database when another process wrote in between (:meth:`Registry.sync`).
+the in-memory snapshot takes the written record directly when it was one version behind;
+when another process wrote in between, it reads only the agents the change log names for the
+versions it missed (:meth:`Registry.sync`), and reloads everything only when that log does
+not cover them.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import hashlib
 import json
 import re
 import unicodedata
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
@@ -33,6 +35,7 @@ from registry.signatures import KeyResolver
 from registry.store import Store
 from registry.upkeep import Upkeep
 from registry.verification import Verifier
+from registry.writebatch import WriteBatcher
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 _ID_ATTEMPTS = 5
@@ -67,7 +70,9 @@ class Registry:
         self.upkeep = Upkeep(self, self.verifier, self.policy)
         self.on_index: Callable[[Snapshot], Awaitable[Any]] | None = None
         """Called with the new snapshot after every catalog change made or read by this
-        process (the router embeds new skill texts there: :mod:`registry.vectors`)."""
+        process (the router embeds new skill texts there: :mod:`registry.vectors`); changes
+        made while a call runs share the next one."""
+        self._indexing: WriteBatcher[None, None] = WriteBatcher(self._index_latest, 4096)
 
     async def load(self) -> None:
         """Create the schema if needed and load the catalog from the database; agents
@@ -90,11 +95,27 @@ class Registry:
         changed."""
         catalog_version, health_version = await self.store.versions()
         if catalog_version != self.catalog.snapshot.version:
-            await self.reload()
+            await self._catch_up(catalog_version)
             return True
         if health_version != self.upkeep.version:
             await self.upkeep.reload_health(full=False)
         return False
+
+    async def _catch_up(self, version: int) -> None:
+        """Apply only the agents other processes changed since the snapshot (the change log,
+        :meth:`Store.changes_since`); reload everything when the log cannot tell."""
+        known = self.catalog.snapshot.version
+        changes = await self.store.changes_since(known) if version > known else None
+        if changes is None:
+            await self.reload()
+            return
+        version, records = changes
+        self.catalog.apply(records, version)
+        for agent_id, record in records.items():
+            if record is None:
+                self.upkeep.forget(agent_id)
+        await self.upkeep.reload_health(full=False)
+        await self._indexed()
 
     def health_of(self, agent_id: str) -> Health:
         """The agent's current health (``unknown`` if nothing was recorded yet)."""
@@ -228,7 +249,7 @@ class Registry:
             raise agent_not_found(agent_id)
         self.upkeep.forget(agent_id)
         if not self.catalog.remove(agent_id, version):
-            await self.reload()
+            await self._catch_up(version)  # another process wrote in between
 
     # --- internals ---------------------------------------------------------------------------
 
@@ -323,30 +344,37 @@ class Registry:
         return record, changed
 
     async def install(self, record: AgentRecord, version: int) -> None:
-        """Put a record written at catalog ``version`` in the catalog (a reload if another
-        process wrote in between)."""
+        """Put a record written at catalog ``version`` in the catalog (with what another
+        process wrote in between, if it did)."""
         if not self.catalog.upsert(record, version):
-            await self.reload()  # another process wrote in between: rebuild from the database
+            await self._catch_up(version)  # another process wrote in between
         else:
             await self._indexed()
 
     async def _indexed(self) -> None:
         if self.on_index is not None:
+            await self._indexing.submit(None)
+
+    async def _index_latest(self, waiting: Sequence[None]) -> list[None]:
+        """One :attr:`on_index` call with the newest snapshot for every change that came
+        while the previous call ran (it holds theirs: snapshots only grow newer)."""
+        if self.on_index is not None:
             await self.on_index(self.catalog.snapshot)
+        return [None] * len(waiting)
 
     def check_interfaces(self, card: AgentCard, exclude: str | None = None) -> None:
         """Refuse a card whose endpoint (URL and tenant) another agent already has."""
-        keys = {(i.url, i.tenant) for i in card.interfaces}
-        for other in self.catalog.snapshot.agents.values():
-            if other.id == exclude:
-                continue
-            shared = keys & {(i.url, i.tenant) for i in other.card.interfaces}
-            if shared:
-                url, tenant = sorted(shared, key=str)[0]
-                where = f"{url} (tenant {tenant})" if tenant else url
-                raise _duplicate(
-                    other.id, f"interface {where} is already registered as agent {other.id!r}"
-                )
+        snapshot = self.catalog.snapshot
+        clashes = [
+            (other, str(key), key)
+            for key in {(i.url, i.tenant) for i in card.interfaces}
+            for other in snapshot.interface_owners(*key)
+            if other != exclude
+        ]
+        if clashes:
+            other, _, (url, tenant) = min(clashes)
+            where = f"{url} (tenant {tenant})" if tenant else url
+            raise _duplicate(other, f"interface {where} is already registered as agent {other!r}")
 
 
 def _duplicate(existing: str, message: str) -> Conflict:

@@ -3,15 +3,16 @@ PostgreSQL).
 
 The database is the source of truth; replicas share nothing else. Every write of an agent
 replaces its interfaces, skills, tags and modes in one transaction and bumps a catalog
-version counter; each process compares that counter with its in-memory snapshot's version
-and reloads when another process changed the catalog (see ``Registry.sync``). The tables
+version counter and records which agent that version changed (``catalog_changes``); each
+process compares that counter with its in-memory snapshot's version and reads the agents
+another process changed (see ``Registry.sync``). The tables
 are in :mod:`registry.tables`, the engine in :mod:`registry.engine`, the mapping between
 records and rows in :mod:`registry.rows`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -30,6 +31,7 @@ from registry.tables import (
     TABLES,
     AgentRow,
     CardRevisionRow,
+    CatalogChangeRow,
     CatalogStateRow,
     InterfaceRow,
     LeaseRow,
@@ -38,6 +40,7 @@ from registry.tables import (
     SkillRow,
     SkillTagRow,
 )
+from registry.writebatch import WriteBatcher
 
 # --- tables ----------------------------------------------------------------------------------
 
@@ -46,7 +49,10 @@ _VERSION = "catalog_version"
 _HEALTH_VERSION = "health_version"
 # what routing and the API's health view show: a change of these bumps health_version
 _SHOWN = ("status", "consecutive_failures", "last_error", "card_error", "interval")
+CHANGES_KEPT = 10_000
+"""Catalog versions whose changed agent is kept (a replica further behind reloads all)."""
 _DDL_LOCK = 0x5B_0A4D  # PostgreSQL advisory lock key held while creating the schema
+_Insert = tuple[AgentRecord, bytes, "RefreshRow | None"]
 _CHILDREN: tuple[type[SQLModel], ...] = (SkillModeRow, SkillTagRow, SkillRow, InterfaceRow)
 
 
@@ -63,6 +69,17 @@ class Store:
         self.tables = tuple(tables)
         self.engine = create_engine(url)
         time_statements(self.engine)
+        # writes and reads that arrive while one is under way share the next transaction
+        self._inserts: WriteBatcher[_Insert, int] = WriteBatcher(self._insert_batch)
+        self._versions: WriteBatcher[None, tuple[int, int]]
+        self._versions = WriteBatcher(self._read_versions, 4096)
+        self._raws: WriteBatcher[str, bytes | None] = WriteBatcher(self._read_raws, 500)
+
+    @property
+    def insert_batches(self) -> int:
+        """Transactions the inserts were written in so far (fewer than the inserts when
+        concurrent ones shared one)."""
+        return self._inserts.batches
 
     async def create_schema(self) -> None:
         """Create missing tables (idempotent)."""
@@ -103,7 +120,14 @@ class Store:
         return AsyncSession(self.engine, expire_on_commit=False)
 
     async def versions(self) -> tuple[int, int]:
-        """The catalog version and the health version, in one query."""
+        """The catalog version and the health version, in one query.
+
+        Concurrent callers share one read that starts after their call (never an older one
+        already in flight), so a burst of registrations, each syncing first, costs one query.
+        """
+        return await self._versions.submit(None)
+
+    async def _read_versions(self, items: Sequence[None]) -> list[tuple[int, int]]:
         async with self.engine.connect() as conn:
             result = await conn.execute(
                 select(col(CatalogStateRow.key), col(CatalogStateRow.value)).where(
@@ -111,13 +135,30 @@ class Store:
                 )
             )
             found = dict(result.all())
-        return found.get(_VERSION, 0), found.get(_HEALTH_VERSION, 0)
+        return [(found.get(_VERSION, 0), found.get(_HEALTH_VERSION, 0))] * len(items)
 
     async def catalog_version(self) -> int:
         """The current catalog version (0 for an empty, never written catalog)."""
         async with self.session() as session:
             row = await session.get(CatalogStateRow, _VERSION)
             return row.value if row else 0
+
+    async def changes_since(self, version: int) -> tuple[int, dict[str, AgentRecord | None]] | None:
+        """The catalog version now and every agent changed after ``version`` (None for a
+        removed one), read together; None when the change log does not cover every version
+        in between (pruned, or written by an older Switchboard): reload everything then."""
+        async with self.session() as session:
+            current = await session.get(CatalogStateRow, _VERSION)
+            now = current.value if current else 0
+            query = select(CatalogChangeRow).where(col(CatalogChangeRow.version) > version)
+            changes = list((await session.exec(query)).all())
+        if sorted(c.version for c in changes if c.version <= now) != list(
+            range(version + 1, now + 1)
+        ):
+            return None
+        changed = {c.agent_id for c in changes}
+        records = {r.id: r for r in await self._load(None, changed)} if changed else {}
+        return now, {agent_id: records.get(agent_id) for agent_id in sorted(changed)}
 
     async def get(self, agent_id: str) -> AgentRecord | None:
         """One agent, or None."""
@@ -129,10 +170,18 @@ class Store:
         return await self._load(None)
 
     async def raw_card(self, agent_id: str) -> bytes | None:
-        """The card bytes as last fetched or pushed."""
-        async with self.session() as session:
-            row = await session.get(AgentRow, agent_id)
-            return row.card_raw if row else None
+        """The card bytes as last fetched or pushed (concurrent reads share one query)."""
+        return await self._raws.submit(agent_id)
+
+    async def _read_raws(self, agent_ids: Sequence[str]) -> list[bytes | None]:
+        async with self.engine.connect() as conn:
+            result = await conn.execute(
+                select(col(AgentRow.id), col(AgentRow.card_raw)).where(
+                    col(AgentRow.id).in_(set(agent_ids))
+                )
+            )
+            found = dict(result.all())
+        return [found.get(agent_id) for agent_id in agent_ids]
 
     async def id_for_source(self, source_url: str) -> str | None:
         """The id of the agent registered from ``source_url``, if any."""
@@ -153,18 +202,35 @@ class Store:
         """Add a new agent with its index rows, first revision and (optional) refresh state;
         return the catalog version.
 
-        Raises :class:`sqlalchemy.exc.IntegrityError` if the id or source URL is taken.
+        Inserts that arrive while another one's transaction is open are written together in
+        the next transaction (:class:`WriteBatcher`), one statement per table; if one of them
+        fails, they are written again one by one in savepoints, so it leaves the others
+        written. Raises :class:`sqlalchemy.exc.IntegrityError` if
+        the id or source URL is taken.
         """
+        return await self._inserts.submit((record, raw, refresh))
+
+    async def _insert_batch(self, items: Sequence[_Insert]) -> list[int | BaseException]:
+        """Many inserts in one transaction with one statement per table; if that fails (one
+        id or source URL taken), again one by one, each in its own savepoint, so only the
+        failing ones fail. The outcome of each: its catalog version or its error."""
+        if len(items) > 1:
+            try:
+                async with self.session() as session, session.begin():
+                    return list(await _insert_agents(session, items))
+            except IntegrityError:
+                pass
+        outcomes: list[int | BaseException] = []
         async with self.session() as session, session.begin():
-            rows: list[SQLModel] = [agent_row(record, raw)]
-            rows += child_rows(record)
-            rows.append(revision_row(record, raw, None))
-            if refresh is not None:
-                row = RefreshRow(**refresh.model_dump())
-                row.revision = refresh.revision = await bump(session, _HEALTH_VERSION)
-                rows.append(row)
-            await _insert_rows(session, rows)  # in order: the agent row first
-            return await bump(session)
+            if len(items) == 1:  # alone, it needs no savepoint
+                return list(await _insert_agents(session, items))
+            for item in items:
+                try:
+                    async with session.begin_nested():
+                        outcomes.extend(await _insert_agents(session, [item]))
+                except Exception as exc:  # this row only: its savepoint is rolled back
+                    outcomes.append(exc)
+        return outcomes
 
     async def update(
         self,
@@ -198,6 +264,7 @@ class Store:
             if changed or diff:
                 session.add(revision_row(record, raw, diff))
             version = await bump(session)
+            await _log_changes(session, version, [record.id])
         if changed or diff:
             CARD_CHANGES.labels("card" if changed else "reverified").inc()
         return changed, version
@@ -238,7 +305,9 @@ class Store:
             for table in (*_CHILDREN, CardRevisionRow, RefreshRow):
                 await session.exec(delete(table).where(col(table.agent_id) == agent_id))
             await session.delete(row)
-            return await bump(session)
+            version = await bump(session)
+            await _log_changes(session, version, [agent_id])
+            return version
 
     async def revisions(self, agent_id: str) -> list[dict[str, Any]]:
         """The card revisions of an agent, newest first, without their card bytes (only
@@ -396,14 +465,20 @@ class Store:
                 return None
             return row.holder
 
-    async def _load(self, agent_id: str | None) -> list[AgentRecord]:
+    async def _load(
+        self, agent_id: str | None, agent_ids: Iterable[str] | None = None
+    ) -> list[AgentRecord]:
+        """One agent, these agents, or (with neither) every agent."""
+        wanted = None if agent_ids is None else sorted(agent_ids)
         async with self.session() as session:
             rows: dict[str, list[Any]] = {}
             for table in (AgentRow, InterfaceRow, SkillRow, SkillTagRow, SkillModeRow):
                 query = select(table)
+                key = col(table.id if table is AgentRow else table.agent_id)
                 if agent_id is not None:
-                    key = table.id if table is AgentRow else table.agent_id
                     query = query.where(key == agent_id)
+                elif wanted is not None:
+                    query = query.where(key.in_(wanted))
                 rows[table.__tablename__] = list((await session.exec(query)).all())
         return records_from(rows)
 
@@ -431,9 +506,9 @@ def _missing_columns(conn: Any, tables: list[Table]) -> list[str]:
     return missing
 
 
-async def bump(session: AsyncSession, key: str = _VERSION) -> int:
-    """Increment a counter (the catalog version by default) in the writer's transaction;
-    return the new value.
+async def bump(session: AsyncSession, key: str = _VERSION, by: int = 1) -> int:
+    """Increment a counter (the catalog version by default) by ``by`` in the writer's
+    transaction; return the new value.
 
     One UPDATE, so concurrent writers serialize on the row in both databases.
     """
@@ -441,10 +516,42 @@ async def bump(session: AsyncSession, key: str = _VERSION) -> int:
     result = await conn.execute(
         update(CatalogStateRow)
         .where(col(CatalogStateRow.key) == key)
-        .values(value=CatalogStateRow.value + 1)
+        .values(value=CatalogStateRow.value + by)
         .returning(col(CatalogStateRow.value))
     )
     return int(result.scalar_one())
+
+
+async def _insert_agents(session: AsyncSession, items: Sequence[_Insert]) -> list[int]:
+    """Write new agents in the session's transaction, in order; the catalog version each
+    one made (consecutive, as if written one after the other)."""
+    rows: list[SQLModel] = []
+    refreshes = [refresh for _, _, refresh in items if refresh is not None]
+    health = await bump(session, _HEALTH_VERSION, len(refreshes)) if refreshes else 0
+    for n, refresh in enumerate(refreshes):
+        refresh.revision = health - len(refreshes) + 1 + n
+    for record, raw, refresh in items:
+        rows.append(agent_row(record, raw))
+        rows += child_rows(record)
+        rows.append(revision_row(record, raw, None))
+        if refresh is not None:
+            rows.append(RefreshRow(**refresh.model_dump()))
+    await _insert_rows(session, rows)  # one statement per table, the agents' table first
+    last = await bump(session, _VERSION, len(items))
+    await _log_changes(session, last, [record.id for record, _, _ in items])
+    return [last - len(items) + 1 + n for n in range(len(items))]
+
+
+async def _log_changes(session: AsyncSession, last: int, agent_ids: Sequence[str]) -> None:
+    """Record that versions ``last - len(agent_ids) + 1`` to ``last`` changed these agents
+    (in order); now and then, forget versions older than :data:`CHANGES_KEPT`."""
+    first = last - len(agent_ids) + 1
+    conn = await session.connection()
+    values = [{"version": first + n, "agent_id": a} for n, a in enumerate(agent_ids)]
+    await conn.execute(CatalogChangeRow.__table__.insert(), values)  # type: ignore[attr-defined]
+    if last // 1000 != (first - 1) // 1000:  # once every thousand versions
+        old = col(CatalogChangeRow.version) <= last - CHANGES_KEPT
+        await session.exec(delete(CatalogChangeRow).where(old))
 
 
 async def _insert_rows(session: AsyncSession, rows: list[SQLModel]) -> None:

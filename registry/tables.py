@@ -182,6 +182,21 @@ class CatalogStateRow(SQLModel, table=True):
     value: int = 0
 
 
+class CatalogChangeRow(SQLModel, table=True):
+    """Which agent each catalog version changed (written, or removed), so that another
+    replica applies only those agents instead of reloading the catalog; rows older than
+    :data:`registry.store.CHANGES_KEPT` versions are pruned."""
+
+    __tablename__ = "catalog_changes"
+
+    version: int = Field(
+        sa_column=Column(
+            BigInteger().with_variant(Integer(), "sqlite"), primary_key=True, autoincrement=False
+        )
+    )
+    agent_id: str = Field(max_length=64)
+
+
 class SkillExampleRow(SQLModel, table=True):
     """One learned example of one skill of one agent."""
 
@@ -314,6 +329,7 @@ class AuditRow(SQLModel, table=True):
 
 TABLES: tuple[type[SQLModel], ...] = (
     AgentRow,
+    CatalogChangeRow,
     InterfaceRow,
     SkillRow,
     SkillTagRow,

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -39,6 +39,7 @@ from registry.paging import Page, decode_cursor, encode_cursor
 from registry.records import as_utc, iso, utcnow
 from registry.store import Store
 from registry.tables import AuditRow
+from registry.writebatch import WriteBatcher
 
 __all__ = ["AUDIT", "Audit", "AuditEntry", "audit_middleware", "is_audited"]
 
@@ -108,6 +109,7 @@ class Audit:
     def __init__(self, store: Store, *, clock: Callable[[], datetime] = utcnow) -> None:
         self.store = store
         self.clock = clock
+        self._writes: WriteBatcher[AuditRow, AuditEntry] = WriteBatcher(self._write)
 
     async def record(
         self,
@@ -133,10 +135,27 @@ class Audit:
             status=status,
             details=dict(details) if details else None,
         )
-        async with self.store.session() as session, session.begin():
-            session.add(row)
-            await session.flush()
-        return _entry(row)
+        return await self._writes.submit(row)
+
+    async def _write(self, rows: Sequence[AuditRow]) -> list[AuditEntry | BaseException]:
+        """Entries recorded while another transaction was open are written in one; if that
+        fails, each is tried alone, so only a bad one fails."""
+        try:
+            async with self.store.session() as session, session.begin():
+                session.add_all(rows)
+                await session.flush()
+            return [_entry(row) for row in rows]
+        except Exception:
+            if len(rows) == 1:
+                raise
+        outcomes: list[AuditEntry | BaseException] = []
+        for row in rows:
+            row.id = None  # the failed flush may have given it one
+            try:
+                outcomes.extend(await self._write([row]))
+            except Exception as exc:
+                outcomes.append(exc)
+        return outcomes
 
     async def list(
         self,

@@ -202,3 +202,21 @@ def test_the_ranked_walk_pages_agents_like_the_full_scan(seed: int) -> None:
             assert [(h.agent.id, h.score, h.skills) for h in walked] == [
                 (h.agent.id, h.score, h.skills) for h in full
             ]
+
+
+def test_interface_owners_follow_each_change_from_the_previous_snapshot() -> None:
+    first = _snapshot(card_v1("https://a.example"), card_v1("https://b.example"))
+    assert first.interface_owners("https://a.example/a2a", None) == ("agent-0",)
+    assert first.interface_owners("https://c.example/a2a", None) == ()
+    a, b = first.agents["agent-0"], first.agents["agent-1"]
+    moved = a.model_copy(update={"card": parse_card(card_v1("https://c.example"))})
+    twin = b.model_copy(update={"id": "agent-2"})  # an older database may hold two
+    second = Snapshot([moved, b, twin], 2, first)
+    assert second.interface_owners("https://a.example/a2a", None) == ()
+    assert second.interface_owners("https://c.example/a2a", None) == ("agent-0",)
+    assert second.interface_owners("https://b.example/a2a", None) == ("agent-1", "agent-2")
+    third = Snapshot([moved], 3, second)  # agent-1 and agent-2 removed
+    assert third.interface_owners("https://b.example/a2a", None) == ()
+    assert third.interface_owners("https://c.example/a2a", None) == ("agent-0",)
+    fresh = Snapshot([moved, b, twin], 4)  # built from nothing: the same answers
+    assert fresh._owners == {k: v for k, v in second._owners.items() if v}

@@ -15,6 +15,7 @@ from registry.engine import async_url
 from registry.errors import RegistryError
 from registry.records import AgentRecord, utcnow
 from registry.store import Store
+from registry.tables import RefreshRow
 from tests.support.helpers import card_v03, card_v1
 
 
@@ -154,3 +155,48 @@ async def test_one_holder_taking_a_lease_twice_at_once_holds_it(store: Store) ->
         assert all(held), held
     assert not await store.acquire_lease("race", "other", now, 30)
     assert await store.lease_holder("race", now) == "me"
+
+
+def _refresh(agent_id: str) -> RefreshRow:
+    return RefreshRow(agent_id=agent_id, status="healthy")
+
+
+async def test_concurrent_inserts_share_one_transaction_in_order(store: Store) -> None:
+    items = [_record(f"agent-{n}", card_v1(f"https://{n}.example")) for n in range(6)]
+    versions = await asyncio.gather(*(store.insert(r, raw, _refresh(r.id)) for r, raw in items))
+    assert versions == [1, 2, 3, 4, 5, 6]  # in arrival order, as if written one by one
+    assert store.insert_batches == 1
+    assert await store.catalog_version() == 6
+    assert [r.id for r in await store.all()] == [f"agent-{n}" for n in range(6)]
+    for record, raw in items:
+        assert await store.get(record.id) == record
+        assert [r["size"] for r in await store.revisions(record.id)] == [len(raw)]
+    revisions = {row.agent_id: row.revision for row in await store.refresh_rows()}
+    assert revisions == {f"agent-{n}": n + 1 for n in range(6)}  # the health version too
+    assert (await store.versions())[1] == 6
+
+
+async def test_a_conflicting_insert_in_a_batch_fails_alone(store: Store) -> None:
+    from sqlalchemy.exc import IntegrityError
+
+    await store.insert(*_record("taken", card_v1("https://t.example"), "https://t.example"))
+    items = [
+        _record("a", card_v1("https://a.example")),
+        _record("dup", card_v1("https://d1.example")),
+        _record("dup", card_v1("https://d2.example")),  # the same id twice in one batch
+        _record("b", card_v1("https://b.example"), "https://t.example"),  # a taken source
+        _record("c", card_v1("https://c.example")),
+    ]
+    outcomes = await asyncio.gather(
+        *(store.insert(r, raw, _refresh(r.id)) for r, raw in items), return_exceptions=True
+    )
+    assert outcomes[0] == 2 and outcomes[1] == 3 and outcomes[4] == 4
+    assert isinstance(outcomes[2], IntegrityError) and isinstance(outcomes[3], IntegrityError)
+    assert await store.ids() == {"taken", "a", "dup", "c"}
+    dup = await store.get("dup")
+    assert dup is not None and dup.card.interfaces[0].url == "https://d1.example/a2a"
+    assert await store.catalog_version() == 4
+    assert await store.revisions("b") == []
+    assert {row.agent_id for row in await store.refresh_rows()} == {"a", "dup", "c"}
+    # the batcher goes on: a later insert lands with the next version
+    assert await store.insert(*_record("d", card_v1("https://e.example"))) == 5

@@ -218,3 +218,46 @@ async def test_refresh_checks_an_unchanged_card_again(
     assert fetches[-1].headers.get("If-None-Match") == '"1"'
     assert result["changed"] is False  # 304: the same card ...
     assert result["agent"]["verification"]["status"] == "untrusted-key"  # ... checked again
+
+
+async def test_concurrent_registrations_land_beside_a_bad_card_and_a_duplicate(
+    aiohttp_client: Any, db_url: str, key: Any
+) -> None:
+    """Registrations that arrive together are written together; a card that fails
+    verification still lands (as ``invalid``), a second agent with a taken id is refused
+    alone, and every agent keeps its revision and its audit entry."""
+    client = await aiohttp_client(create_app(make_settings(db_url)))
+    await client.post("/api/v1/keys", json={"jwk": _public(key)}, headers=AUTH)
+    bodies = [
+        {"card": sign_card(card_v1(f"https://{n}.example", name=f"Agent {n}"), key), "id": f"a{n}"}
+        for n in range(6)
+    ]
+    bodies[2]["card"]["name"] = "Tampered"  # its signature no longer matches
+    twin = sign_card(card_v1("https://other.example"), key)
+    bodies.append({"card": twin, "id": "a4"})  # a4 twice: whichever comes second is refused
+    store = client.app[REGISTRY].store
+    before = store.insert_batches
+    responses = await asyncio.gather(
+        *(client.post("/api/v1/agents", json=body, headers=AUTH) for body in bodies)
+    )
+    answers = [(r.status, await r.json()) for r in responses]
+    assert store.insert_batches - before < len(bodies)  # some shared a transaction
+    created = {a["id"]: a for status, a in answers if status == 201}
+    refused = [a for status, a in answers if status != 201]
+    assert sorted(created) == [f"a{n}" for n in range(6)]
+    assert [(a["error"]["code"], a["error"]["details"]) for a in refused] == [
+        ("duplicate_agent", {"existing_id": "a4"})
+    ]
+    statuses = {agent_id: a["verification"]["status"] for agent_id, a in created.items()}
+    assert statuses == {f"a{n}": "invalid" if n == 2 else "verified" for n in range(6)}
+    listing = await (await client.get("/api/v1/agents")).json()
+    assert [a["id"] for a in listing["agents"]] == [f"a{n}" for n in range(6)]
+    for agent_id in created:
+        revisions = await (await client.get(f"/api/v1/agents/{agent_id}/revisions")).json()
+        assert len(revisions["revisions"]) == 1, agent_id
+    audit = await (
+        await client.get("/api/v1/audit?action=POST /api/v1/agents", headers=AUTH)
+    ).json()
+    entries = audit["entries"]
+    assert sorted(e["status"] for e in entries) == [201] * 6 + [409]
+    assert [e["id"] for e in entries] == sorted((e["id"] for e in entries), reverse=True)

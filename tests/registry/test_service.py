@@ -1,0 +1,141 @@
+"""The registry service's own coordination: the index hook shared by concurrent changes."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from registry.cards import parse_card
+from registry.catalog import Snapshot
+from registry.crawler import Crawler
+from registry.records import AgentRecord, utcnow
+from registry.service import Registry
+from registry.store import Store
+from tests.support.helpers import card_v1, make_settings
+
+
+@pytest.fixture
+async def registry(sqlite_url: str) -> AsyncIterator[Registry]:
+    store = Store(sqlite_url)
+    crawler = Crawler(make_settings(sqlite_url))
+    registry = Registry(store, crawler)
+    await registry.load()
+    yield registry
+    await crawler.close()
+    await store.close()
+
+
+async def test_changes_made_during_an_index_call_share_the_next_one(registry: Registry) -> None:
+    seen: list[list[str]] = []
+    entered = asyncio.Event()
+    release = asyncio.Event()
+
+    async def on_index(snapshot: Snapshot) -> None:
+        seen.append(sorted(snapshot.agents))
+        entered.set()
+        await release.wait()
+
+    registry.on_index = on_index
+    all_in = asyncio.Event()
+    upsert = registry.catalog.upsert
+
+    def counted(record: AgentRecord, version: int) -> bool:
+        installed = upsert(record, version)  # the writer asks for its index call right after
+        if len(registry.catalog.snapshot.agents) == 5:
+            all_in.set()
+        return installed
+
+    registry.catalog.upsert = counted  # type: ignore[method-assign]
+    first = asyncio.ensure_future(registry.register_card(card_v1("https://0.example"), "a0"))
+    await entered.wait()  # the first registration's index call runs: the others queue
+    rest = [
+        asyncio.ensure_future(registry.register_card(card_v1(f"https://{n}.example"), f"a{n}"))
+        for n in range(1, 5)
+    ]
+    await all_in.wait()  # each is written and in the catalog, waiting for its index call
+    release.set()
+    done = await asyncio.gather(first, *rest)
+    assert [r.id for r in done] == ["a0", "a1", "a2", "a3", "a4"]
+    assert seen == [["a0"], ["a0", "a1", "a2", "a3", "a4"]]  # one call for the four
+
+
+def _pushed(agent_id: str, card: dict[str, Any]) -> tuple[AgentRecord, bytes]:
+    raw = json.dumps(card).encode()
+    now = utcnow()
+    record = AgentRecord(
+        id=agent_id,
+        card=parse_card(card),
+        source="push",
+        card_sha256=hashlib.sha256(raw).hexdigest(),
+        created_at=now,
+        updated_at=now,
+        fetched_at=now,
+    )
+    return record, raw
+
+
+async def _replica(url: str) -> Registry:
+    registry = Registry(Store(url), Crawler(make_settings(url)))
+    await registry.load()
+    return registry
+
+
+async def test_another_replicas_changes_arrive_without_a_full_reload(db_url: str) -> None:
+    one, two = await _replica(db_url), await _replica(db_url)
+    reloads: list[int] = []
+    full_reload = two.reload
+
+    async def counted() -> None:
+        reloads.append(1)
+        await full_reload()
+
+    two.reload = counted  # type: ignore[method-assign]
+    try:
+        await one.register_card(card_v1("https://a.example", name="Alpha"), "a")
+        await one.register_card(card_v1("https://b.example", name="Beta"), "b")
+        assert await two.sync()
+        assert sorted(two.catalog.snapshot.agents) == ["a", "b"]
+        assert two.catalog.snapshot.version == one.catalog.snapshot.version == 2
+        await one.replace_card("a", card_v1("https://a.example", name="Alpha Two"))
+        await one.remove("b")
+        assert await two.sync()
+        assert two.catalog.snapshot.agents == one.catalog.snapshot.agents
+        assert two.get("a").card.name == "Alpha Two"
+        assert two.health_of("a") == one.health_of("a")
+        # the second replica writes after missing a write: it installs both
+        await one.register_card(card_v1("https://c.example"), "c")
+        record, raw = _pushed("d", card_v1("https://d.example"))
+        await two.install(record, await two.store.insert(record, raw))
+        assert sorted(two.catalog.snapshot.agents) == ["a", "c", "d"]
+        assert reloads == []
+        assert not await two.sync()
+    finally:
+        for registry in (one, two):
+            await registry.crawler.close()
+            await registry.store.close()
+
+
+async def test_a_gap_in_the_change_log_means_a_full_reload(db_url: str) -> None:
+    from sqlmodel import delete
+
+    from registry.tables import CatalogChangeRow
+
+    one, two = await _replica(db_url), await _replica(db_url)
+    try:
+        await one.register_card(card_v1("https://a.example"), "a")
+        await one.register_card(card_v1("https://b.example"), "b")
+        async with one.store.session() as session, session.begin():  # pruned, or an old writer
+            await session.exec(delete(CatalogChangeRow).where(CatalogChangeRow.version == 1))
+        assert await one.store.changes_since(0) is None
+        assert (await one.store.changes_since(1))[0] == 2  # type: ignore[index]
+        assert await two.sync()
+        assert sorted(two.catalog.snapshot.agents) == ["a", "b"]
+    finally:
+        for registry in (one, two):
+            await registry.crawler.close()
+            await registry.store.close()
