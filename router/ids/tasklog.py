@@ -30,6 +30,7 @@ from typing import Any
 from sqlalchemy import and_, case, func, or_
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import IntegrityError
 
 from registry.store import Store
 from router.ids.owners import task_owner
@@ -192,8 +193,15 @@ class TaskLog:
             }
             for w in rows
         ]
-        async with self.store.engine.begin() as conn:
-            await conn.execute(_upsert(self.store.engine.dialect.name), values)
+        try:
+            async with self.store.engine.begin() as conn:
+                await conn.execute(_upsert(self.store.engine.dialect.name), values)
+        except IntegrityError:
+            # Another replica inserted one of these rows (the same sealed task ID) while this
+            # insert ran: PostgreSQL raises on the primary key instead of taking the (agent,
+            # upstream task) conflict path. Its row is committed now: once more takes that path.
+            async with self.store.engine.begin() as conn:
+                await conn.execute(_upsert(self.store.engine.dialect.name), values)
 
 
 @functools.cache
