@@ -11,7 +11,7 @@ The writer of client streams is :mod:`router.transport.sse`.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 __all__ = [
     "DEFAULT_MAX_EVENT_BYTES",
@@ -25,6 +25,7 @@ DEFAULT_MAX_LINE_BYTES = 16 * 1024 * 1024
 DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024
 
 _EOL = re.compile(rb"[\r\n]")
+_new = tuple.__new__
 _BOM = b"\xef\xbb\xbf"
 _CR = 0x0D
 _LF = 0x0A
@@ -42,8 +43,7 @@ class SseError(ValueError):
         self.events: list[SseEvent] = events or []
 
 
-@dataclass(frozen=True)
-class SseEvent:
+class SseEvent(NamedTuple):
     """One dispatched event: its type (``"message"`` unless an ``event:`` field said otherwise),
     its data (``data:`` lines joined with ``\\n``), and the last ``id:``/``retry:`` seen."""
 
@@ -107,7 +107,7 @@ class SseParser:
 
     def _lines(self, *, eof: bool) -> list[SseEvent]:
         buf = self._buf
-        events: list[SseEvent] = []
+        events = self._simple() if not self._data and not self._event else []
         start = 0
         pos = self._scan
         while (match := _EOL.search(buf, pos)) is not None:
@@ -133,6 +133,35 @@ class SseParser:
             self._check_line(len(buf) - (1 if buf.endswith(b"\r") else 0))
         except SseError as exc:
             raise SseError(str(exc), events) from None
+        return events
+
+    def _simple(self) -> list[SseEvent]:
+        """The events at the start of the buffer that are one ``data:`` line each, all ended
+        by CR LF CR LF or all by LF LF (what servers write), taken off the buffer without
+        walking their lines; the general walk does the rest."""
+        buf = self._buf
+        end = b"\r\n\r\n" if b"\r" in buf else b"\n\n"
+        if end not in buf:
+            return []
+        blocks = bytes(buf).split(end)
+        events: list[SseEvent] = []
+        used = 0
+        limit = min(self.max_line_bytes, self.max_event_bytes)
+        for block in blocks[:-1]:
+            if (
+                not block.startswith(b"data:")
+                or b"\n" in block
+                or b"\r" in block
+                or len(block) > limit
+            ):
+                break
+            value = block[6:] if block.startswith(b"data: ") else block[5:]
+            data = value.decode("utf-8", errors="replace")
+            events.append(_new(SseEvent, ("message", data, self._last_id, self._retry)))
+            used += len(block) + len(end)
+        if used:
+            del buf[:used]
+            self._scan = 0
         return events
 
     def _check_line(self, size: int) -> None:

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from router.forward.sse import SseError, SseEvent, SseParser
 from tests.support.streams import parse_all
@@ -142,3 +144,42 @@ def test_limit_error_keeps_the_events_completed_before_it() -> None:
     with pytest.raises(SseError) as info:
         parser.feed(b"data: a\n\ndata: b\n\ndata: " + b"x" * 40)
     assert [e.data for e in info.value.events] == ["a", "b"]
+
+
+# the pieces an event stream is made of: the simple events the parser takes whole (one
+# ``data:`` line, LF LF) mixed with everything that needs its line walk
+_PIECES = st.sampled_from(
+    [
+        b"data: {}\n\n",
+        b'data: {"a":"b"}\n\n',
+        b"data:no space\n\n",
+        b"data:  two spaces\n\n",
+        b"data: \xe2\x80\xa8 \xff\n\n",
+        b"data: x\ndata: y\n\n",
+        b"data: x\r\n\r\n",
+        b"data: x\r\r",
+        b": ping\n\n",
+        b"event: error\ndata: e\n\n",
+        b"id: 7\nretry: 10\n\n",
+        b"\n\n",
+        b"\n",
+        b"data\n\n",
+        b"dat",
+        b"a: split\n\n",
+    ]
+)
+
+
+@given(st.lists(_PIECES, max_size=12), st.integers(min_value=1, max_value=40))
+def test_whole_chunks_parse_as_byte_by_byte(pieces: list[bytes], size: int) -> None:
+    body = b"".join(pieces)
+    chunks = [body[i : i + size] for i in range(0, len(body), size)]
+    assert parse_all([body]) == parse_all(chunks) == parse_all(bytewise(body))
+
+
+def test_simple_events_keep_the_limits() -> None:
+    with pytest.raises(SseError):
+        SseParser(max_line_bytes=32).feed(b"data: " + b"x" * 40 + b"\n\n")
+    with pytest.raises(SseError):
+        SseParser(max_event_bytes=16).feed(b"data: " + b"x" * 20 + b"\n\n")
+    assert SseParser(max_event_bytes=16).feed(b"data: " + b"x" * 14 + b"\n\n")[0].data == "x" * 14
