@@ -17,12 +17,27 @@ from typing import Any
 from registry.access.principal import ANONYMOUS, Principal
 from router.protocol.envelope import Request
 
-__all__ = ["Call", "Event", "EventStream", "Reply"]
+__all__ = ["Call", "Event", "EventStream", "Frames", "Reply"]
+
+
+class Frames(bytes):
+    """Stream events ready for the wire: ``count`` plain data events, each
+    ``data: <json>\\r\\n\\r\\n`` (one line of JSON with no character a client reads as a
+    line break), as the byte relay (:mod:`router.forward.fastrelay`) makes them."""
+
+    count: int
+
+    def __new__(cls, events: list[bytes]) -> Frames:
+        """``events``, each one event's JSON, framed and joined."""
+        framed = super().__new__(cls, b"data: " + b"\r\n\r\ndata: ".join(events) + b"\r\n\r\n")
+        framed.count = len(events)
+        return framed
+
 
 Event = tuple[dict[str, Any] | bytes, str | None]
 """One stream event: its JSON-RPC body and its SSE event type (None: a plain data event).
 The body is bytes (the body's JSON, one line) only on a stream whose transport takes bytes
-(:attr:`EventStream.as_bytes`)."""
+(:attr:`EventStream.as_bytes`); :class:`Frames` there are several events at once, framed."""
 
 
 @dataclass(frozen=True)

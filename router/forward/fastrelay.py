@@ -21,13 +21,20 @@ holds, else it takes the parsed path:
 Then ``"<upstream id>"`` becomes ``"<router id>"`` by plain replacement: the client's event
 parses to the same JSON as the parsed path's (key order, whitespace, number spelling and
 ``\\u`` escapes may differ).
+
+An event relayed so teaches the path its shape (:mod:`router.forward.eventshape`). A later
+event of the same shape (only free texts differ: the parts, texts and data that the checks
+above do not read) is relayed by :meth:`FastPath.quick` before it is parsed at all, after the
+checks that read its whole text: the count of each ID, the line breaks, and for a status
+update the state its task is in now.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
 
+from router.forward.eventshape import Shape, split
 from router.protocol.events import event_task_state
 from router.protocol.versions import Version, is_terminal_state
 
@@ -40,6 +47,17 @@ _ENVELOPE = frozenset({"jsonrpc", "id", "result"})
 # characters str.splitlines() breaks at (httpx aiter_lines(), used by SDK clients) besides
 # CR and LF; in valid JSON the ASCII ones cannot occur raw, the others can inside strings
 _BREAKS = ("\n", "\r", "\x85", "\u2028", "\u2029")
+_SHAPES = 8  # shapes remembered per stream (an agent's events come in a few)
+
+
+class _Learned(NamedTuple):
+    """A relayed event's shape and what relaying it took."""
+
+    shape: Shape
+    swaps: dict[str, str]  # upstream ID -> router ID
+    counts: tuple[tuple[str, int], ...]  # '"<upstream id>"' and its count in the text
+    task: str | None  # a status update's upstream task, and the state it held
+    state: str | None
 
 
 class RawAnswer(dict[str, Any]):
@@ -71,7 +89,8 @@ class FastPath:
     """The byte relay of one stream (see the module docstring).
 
     ``tasks`` and ``contexts`` are the stream's rewriter's maps (upstream ID -> router ID),
-    read live; ``request_id`` the client's JSON-RPC id (not None).
+    read live; ``request_id`` the client's JSON-RPC id (not None); ``enabled`` says whether
+    the transport takes bytes now (when not, nothing is relayed as bytes).
     """
 
     def __init__(
@@ -80,13 +99,38 @@ class FastPath:
         request_id: Any,
         tasks: Mapping[str, str],
         contexts: Mapping[str, str],
+        enabled: Callable[[], bool] = lambda: True,
     ) -> None:
         self.version = version
         self.request_id = request_id
         self.tasks = tasks
         self.contexts = contexts
+        self.enabled = enabled
         self.relayed = 0  # events relayed as bytes
+        self.unparsed = 0  # of which recognized by their shape, never parsed
         self._states: dict[str, str] = {}  # upstream task id -> state last seen
+        self._learned: list[_Learned] = []
+
+    def quick(self, data: str) -> bytes | None:
+        """The client's bytes for an event's data (its JSON text, not parsed yet) when it has
+        the shape of one relayed before; None: parse it."""
+        if not self._learned or not self.enabled():
+            return None
+        for learned in self._learned:
+            if learned.shape.matches(data):
+                break
+        else:
+            return None
+        if learned.task is not None and self._states.get(learned.task) != learned.state:
+            return None
+        for quoted, count in learned.counts:
+            if data.count(quoted) != count:
+                return None
+        if "\n" in data or (not data.isascii() and any(c in data for c in _BREAKS)):
+            return None
+        self.relayed += 1
+        self.unparsed += 1
+        return replace_ids(data, learned.swaps).encode()
 
     def seen(self, answer: Mapping[str, Any]) -> None:
         """An event that took the parsed path: remember its task's state."""
@@ -123,9 +167,26 @@ class FastPath:
         if "\n" in raw or (not raw.isascii() and any(c in raw for c in _BREAKS)):
             return None  # the client's SSE line would break
         self.relayed += 1
+        self._learn(raw, swaps, expected, update)
         return replace_ids(raw, swaps).encode()
 
     # -- internals ---------------------------------------------------------------------------
+
+    def _learn(
+        self, raw: str, swaps: dict[str, str], expected: dict[str, int], update: dict[str, Any]
+    ) -> None:
+        """Remember the shape of an event just relayed (unless known, or too many are)."""
+        if len(self._learned) >= _SHAPES:
+            return
+        if any(learned.shape.matches(raw) for learned in self._learned):
+            return
+        shape = Shape.of(split(raw))
+        if shape is None:
+            return
+        state = _state(update)
+        task = update.get("taskId") if state is not None else None
+        counts = tuple((f'"{up}"', n) for up, n in expected.items())
+        self._learned.append(_Learned(shape, swaps, counts, task, state))
 
     def _payload(self, result: dict[str, Any]) -> dict[str, Any] | None:
         """The update of a status or artifact update event, as the parsed path finds it."""

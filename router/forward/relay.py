@@ -22,7 +22,7 @@ from typing import Any
 from router.choose.matcher import Choice
 from router.compat import translate
 from router.compat.codec import ClientCodec
-from router.forward.call import Event, EventStream, Reply
+from router.forward.call import Event, EventStream, Frames, Reply
 from router.forward.fastrelay import FastPath
 from router.forward.upstream import EXTENSIONS_HEADER, Upstream, forward_headers
 from router.ids.idmap import IdMap
@@ -81,6 +81,15 @@ class Relay:
             plain.append(not streamed)
             replied.set()
 
+        fast = None
+        if target.version == rpc.version and client is None and rpc.id is not None:
+            fast = FastPath(
+                rpc.version,
+                rpc.id,
+                rewriter.known_tasks,
+                rewriter.known_contexts,
+                lambda: stream.as_bytes,
+            )
         upstream_events = self.upstream.stream(
             target,
             method_name(target.version, rpc.op),
@@ -88,6 +97,7 @@ class Relay:
             request_id=rpc.id,
             headers=forward_headers(headers, target.version),
             on_headers=on_headers,
+            quick=None if fast is None else fast.quick,
         )
         self.open_streams += 1
         try:
@@ -119,10 +129,7 @@ class Relay:
             with contextlib.suppress(Exception):
                 await events.aclose()  # closes the upstream connection at once
 
-        fast = None
-        if target.version == rpc.version and client is None and rpc.id is not None:
-            fast = FastPath(rpc.version, rpc.id, rewriter.known_tasks, rewriter.known_contexts)
-        pumped = self._pump(rpc, events, rewriter, target.version, fast, lambda: stream.as_bytes)
+        pumped = self._pump(rpc, events, rewriter, target.version, fast)
         pumped = spans.relayed(pumped, rpc, choice, opened)  # the relay span, events counted
         shown = pumped if client is None else in_dialect(pumped, client)
         stream = EventStream(shown, reply_headers, close)
@@ -135,15 +142,18 @@ class Relay:
         rewriter: Rewriter,
         source: Version,
         fast: FastPath | None = None,
-        as_bytes: Callable[[], bool] = lambda: False,
     ) -> AsyncGenerator[Event, None]:
         """Each upstream event as it arrives until the stream ends (translated from
         ``source``, the agent's version, to the client's first when they differ). With
-        ``fast``, while the transport takes bytes (``as_bytes()``), an event that needs no
-        more than its IDs swapped is relayed as the agent's bytes (:mod:`.fastrelay`)."""
+        ``fast``, while the transport takes bytes (``fast.enabled()``), an event that needs
+        no more than its IDs swapped is relayed as the agent's bytes (:mod:`.fastrelay`);
+        the upstream stream yields those it recognized unparsed as :class:`Frames`."""
         try:
             async for upstream_answer in events:
-                if fast is not None and as_bytes():
+                if type(upstream_answer) is Frames:
+                    yield upstream_answer, None
+                    continue
+                if fast is not None and fast.enabled():
                     data = fast.relay(upstream_answer)
                     if data is not None:
                         yield data, None

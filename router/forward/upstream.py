@@ -39,6 +39,7 @@ from registry.errors import RegistryError
 from registry.netguard import AddressPolicy, GuardedResolver, redact_url
 from router.choose.choice import GRPC, Target
 from router.forward.answers import NotJson, Unacceptable, is_response, parse_answer
+from router.forward.call import Frames
 from router.forward.credentials import OutboundAuth
 from router.forward.fastrelay import RawAnswer
 from router.forward.headers import (
@@ -259,10 +260,13 @@ class Upstream:
         request_id: Any,
         headers: Mapping[str, str],
         on_headers: Callable[[list[str], bool], None] | None = None,
-    ) -> AsyncGenerator[dict[str, Any], None]:
+        quick: Callable[[str], bytes | None] | None = None,
+    ) -> AsyncGenerator[dict[str, Any] | Frames, None]:
         """POST a streaming JSON-RPC request; yield each SSE event's JSON-RPC object as soon as
         its blank line arrives (a last event cut short by EOF included; from a JSON-RPC
-        interface a :class:`~router.forward.fastrelay.RawAnswer`, its data kept). A plain JSON
+        interface a :class:`~router.forward.fastrelay.RawAnswer`, its data kept). With
+        ``quick`` (JSON-RPC interfaces), an event whose data ``quick`` turns into bytes is not
+        parsed: the events so relayed in a row come as one :class:`Frames`. A plain JSON
         answer (typically a JSON-RPC error) is yielded as the only item. The generator ends when the
         agent ends the stream; ``aclose()`` closes the agent connection at once.
         Raises RpcError (-32052 before the first event, -32053 after, -32006 for bad data).
@@ -314,6 +318,8 @@ class Upstream:
             if self.health is not None:
                 self.health.answered(target.agent_id)
             delivered = False
+            if out.rest is not None or out.stand_in:
+                quick = None
             while True:
                 try:
                     chunk = await resp.content.readany()
@@ -328,10 +334,23 @@ class Upstream:
                     events = parser.feed(chunk) if chunk else parser.feed_eof()
                 except SseError as exc:
                     events, failure = exc.events, exc
+                relayed: list[bytes] = []
                 for event in events:
+                    if quick is not None and event.event == "message":
+                        data = quick(event.data)
+                        if data is not None:
+                            relayed.append(data)
+                            continue
+                    if relayed:
+                        delivered = True
+                        yield Frames(relayed)
+                        relayed = []
                     obj = self._event_object(target, event, out)
                     delivered = True
                     yield obj
+                if relayed:
+                    delivered = True
+                    yield Frames(relayed)
                 if failure is not None:
                     raise self._error(target, INVALID_AGENT_RESPONSE, str(failure))
                 if not chunk:

@@ -372,7 +372,7 @@ def observed_stream(stream: S) -> S:
         try:
             async for item in inner:
                 first()
-                events.inc()
+                events.inc(getattr(item, "count", 1) if isinstance(item, bytes) else 1)
                 if isinstance(item, dict) and "error" in item:
                     outcome = "agent_error"
                 yield item

@@ -28,7 +28,7 @@ from multidict import CIMultiDict
 from registry.access.principal import ANONYMOUS, Principal
 from registry.bodies import ACCEPTED_ENCODINGS, BodyError, read_body
 from router.compat.dialects import served_call
-from router.forward.call import Call, EventStream, Reply
+from router.forward.call import Call, EventStream, Frames, Reply
 from router.forward.handler import Router
 from router.forward.upstream import CLIENT_HEADERS
 from router.protocol.envelope import DialectReader, Request, parse_request
@@ -224,7 +224,9 @@ async def write_events(
 
 async def _write_all(events: AsyncIterator[Any], writer: SseWriter) -> None:
     async for body, event in events:
-        if isinstance(body, bytes):
+        if type(body) is Frames:
+            await writer.send_frames(body)
+        elif isinstance(body, bytes):
             await writer.send_json(body, event=event)
         else:
             await writer.send(body, event=event)

@@ -128,6 +128,11 @@ class SseWriter:
         head = f"event: {_single_line(event)}\r\n".encode() if event else b""
         await self._write(head + b"data: " + data + b"\r\n\r\n", hold=True)
 
+    async def send_frames(self, frames: bytes) -> None:
+        """Write events already framed (``data: <json>\\r\\n\\r\\n`` each, the JSON as
+        :meth:`send_json` takes it) in one write, after those held."""
+        await self._write(frames)
+
     async def comment(self, text: str = "ping") -> None:
         """Write a comment line ``: text`` (ignored by clients; keeps proxies from timing out)."""
         await self._write(f": {_single_line(text)}\r\n\r\n".encode())

@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from registry.cards import parse_card
 from registry.records import AgentRecord, utcnow
 from registry.store import Store
 from router.choose.choice import Choice, Target
+from router.forward.call import Frames
 from router.forward.fastrelay import FastPath, RawAnswer, plain_id, replace_ids
 from router.forward.relay import Relay
 from router.forward.upstream import Upstream
@@ -39,7 +40,7 @@ from router.protocol.envelope import Request
 from router.protocol.events import result_task_states
 from router.protocol.versions import Op, Version, method_name
 from tests.support.helpers import card_v1
-from tests.support.streams import within
+from tests.support.streams import parse_all, within
 
 WIRE = Path(__file__).parents[2] / "fixtures" / "wire"
 AGENT = "ag"
@@ -64,6 +65,7 @@ class Run:
 
     events: list[tuple[Any, str | None]] = field(default_factory=list)
     as_bytes: int = 0
+    unparsed: int = 0  # of the events relayed as bytes, those never parsed (their shape known)
     states: list[tuple[str, str]] = field(default_factory=list)
 
 
@@ -139,7 +141,16 @@ async def relay(
     run = Run()
     try:
         async for body_out, kind in stream.events:  # type: ignore[union-attr]
-            if isinstance(body_out, bytes):
+            if type(body_out) is Frames:  # events recognized by their shape, unparsed
+                framed = parse_all([body_out])
+                assert body_out.count == len(framed) and kind is None
+                assert body_out.endswith(b"\r\n\r\n") and b"\n" not in body_out.replace(
+                    b"\r\n\r\n", b""
+                )
+                run.as_bytes += len(framed)
+                run.unparsed += len(framed)
+                run.events.extend((json.loads(e.data), None) for e in framed)
+            elif isinstance(body_out, bytes):
                 run.as_bytes += 1
                 run.events.append((json.loads(body_out), kind))
             else:  # as SseWriter.send writes it
@@ -306,9 +317,14 @@ def streams(draw: st.DrawFn) -> tuple[Version, Any, bytes, set[str], int]:
         kind = draw(st.sampled_from(["artifact", "artifact", "status"]))
         task_id = draw(st.sampled_from([task, task, task, other, None]))
         results.append(update(kind, task_id))
+        # the same update again with other texts, as a token stream goes: the byte relay
+        # knows its shape from the first and no longer parses it
+        for _ in range(draw(st.sampled_from([0, 0, 1, 4]))):
+            results.append(_retext(results[-1], lambda: draw(texts)))
     ascii_only = draw(st.booleans())
     compact = draw(st.booleans())
     sort_keys = draw(st.booleans())
+    end = draw(st.sampled_from(["\r\n\r\n", "\n\n"]))
     chunks = []
     for result in results:
         wrong_id = draw(st.integers(0, 9)) == 0
@@ -321,8 +337,17 @@ def streams(draw: st.DrawFn) -> tuple[Version, Any, bytes, set[str], int]:
             separators=(",", ":") if compact else (", ", ": "),
             sort_keys=sort_keys,
         )
-        chunks.append(f"data: {data}\r\n\r\n".encode())
+        chunks.append(f"data: {data}{end}".encode())
     return version, rid, b"".join(chunks), upstream, draw(st.sampled_from([7, 64, 1 << 20]))
+
+
+def _retext(value: Any, text: Callable[[], str]) -> Any:
+    """``value`` with a new ``text()`` for every text part's text."""
+    if isinstance(value, dict):
+        return {k: text() if k == "text" else _retext(v, text) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_retext(v, text) for v in value]
+    return value
 
 
 @settings(
@@ -338,6 +363,7 @@ async def test_generated_streams_reach_the_client_alike(
     bench.feed.chunk = chunk
     fast = await differential(bench, version, rid, body, upstream)
     event(f"events relayed as bytes: {'some' if fast.as_bytes else 'none'}")
+    event(f"events relayed unparsed: {'some' if fast.unparsed else 'none'}")
 
 
 # -- recorded streams of the official SDK servers ---------------------------------------------
@@ -387,8 +413,27 @@ async def test_a_long_stream_goes_as_bytes_after_its_first_event(bench: Bench) -
     body = "".join(f"data: {e}\r\n\r\n" for e in events).encode()
     fast = await differential(bench, "1.0", 5, body, {"t-long", "c-long"})
     assert fast.as_bytes == 100
+    assert fast.unparsed == 98  # the first artifact and status updates taught their shapes
     task_id = fast.events[0][0]["result"]["task"]["id"]
     assert fast.states == [(task_id, "TASK_STATE_WORKING"), (task_id, "TASK_STATE_COMPLETED")]
+
+
+async def test_a_known_shape_is_parsed_again_once_its_task_changed_state(bench: Bench) -> None:
+    ids = {"taskId": "t-back", "contextId": "c-back"}
+    working, asking = {"state": "TASK_STATE_WORKING"}, {"state": "TASK_STATE_INPUT_REQUIRED"}
+    said = {"messageId": "m", "role": "ROLE_AGENT", **ids, "parts": [{"text": "hm"}]}
+    first = _v1({"task": {"id": "t-back", "contextId": "c-back", "status": working}})
+    still = _v1({"statusUpdate": {**ids, "status": {**working, "message": said}}})
+    ask = _v1({"statusUpdate": {**ids, "status": asking}})
+    events = [first, still, still, ask, still, still]
+    body = "".join(f"data: {e}\n\n" for e in events).encode()
+    fast = await differential(bench, "1.0", 5, body, {"t-back", "c-back"})
+    # relayed: the first two updates (the second unparsed) and the last; the update back to
+    # working after the question is parsed, and recorded
+    assert (fast.as_bytes, fast.unparsed) == (3, 2)
+    task_id = fast.events[0][0]["result"]["task"]["id"]
+    back = [(task_id, s["state"]) for s in (working, asking, working)]
+    assert _changes(fast.states) == back
 
 
 # -- the check itself --------------------------------------------------------------------------
