@@ -163,7 +163,7 @@ async def run(opts: Options) -> Section:
     section.data = {"levels": {str(k): v for k, v in results.items()}}
     low, high = results[levels[0]], results[levels[-1]]
     added_1 = low["router"]["p50_ms"] - low["direct"]["p50_ms"]
-    section.checks.append(Check("router added p50 at concurrency 1", added_1, 1.0, "ms"))
+    section.checks.append(Check("router added p50 at concurrency 1", added_1, 0.3, "ms"))
     section.checks.append(
         Check(
             f"router throughput / direct at concurrency {levels[-1]}",
