@@ -145,7 +145,9 @@ async def switchboard(
         "SWITCHBOARD_WORKERS": "1",
         **{f"SWITCHBOARD_{k.upper()}": v for k, v in settings.items()},
     }
-    args = [sys.executable, "-m", "router.cli", "serve", "--log-level", "WARNING"]
+    # the log level serve defaults to (INFO): the access log and the per-call line on, as
+    # operators run it, written to a file (not a terminal)
+    args = [sys.executable, "-m", "router.cli", "serve"]
     base = f"http://127.0.0.1:{port}"
     async with process(args, f"{base}/readyz", home / "switchboard.log", env) as proc:
         yield base, proc

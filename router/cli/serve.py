@@ -25,6 +25,7 @@ from router.cli.errors import CliError
 from router.cli.logs import LOG_LEVELS, configure_logging
 from router.cli.shutdown import log_draining, log_stopped
 from router.cli.workers import Supervisor, Worker, available_cpus, listen_sockets, reserve_port
+from router.observe import multiprocess
 from router.observe.logformat import RequestAccessLogger
 
 _DATABASES = ("sqlite", "postgresql")
@@ -186,9 +187,13 @@ def _supervise(args: argparse.Namespace, settings: Settings, count: int) -> int:
 
         return start
 
+    metric_files = multiprocess.make_directory()  # for /metrics on the main port, summed
     try:
-        status = Supervisor(count, sockets, prepare).run()
+        status = Supervisor(
+            count, sockets, prepare, reaped=multiprocess.process_dead(metric_files)
+        ).run()
     finally:
+        multiprocess.remove_directory(metric_files)
         for sock in sockets:
             sock.close()
         if grpc is not None:
@@ -284,6 +289,8 @@ def _serve(args: argparse.Namespace, settings: Settings, worker: Worker | None) 
     from router.app import create_app
     from router.transport.routes import ROUTER
 
+    if worker is not None:
+        _worker_metrics(settings)
     _configure_tracing()  # OTEL_EXPORTER_OTLP_ENDPOINT: traces exported (docs/tracing.md)
     try:
         app = create_app(settings)  # creates the database engine (driver import, SQLite dir)
@@ -305,7 +312,7 @@ def _serve(args: argparse.Namespace, settings: Settings, worker: Worker | None) 
 
     log = logging.getLogger("switchboard")
     if worker is None or worker.index == 0:
-        _warnings(settings, log, worker)
+        _warnings(settings, log)
     _use_uvloop(log)
     where: dict[str, Any] = {"host": settings.host, "port": settings.port}
     if worker is not None:
@@ -334,12 +341,22 @@ def _serve(args: argparse.Namespace, settings: Settings, worker: Worker | None) 
     return 0
 
 
+def _worker_metrics(settings: Settings) -> None:
+    """A worker serving ``/metrics`` on the main port writes its metrics to the supervisor's
+    directory, so that the one that answers a scrape adds up all of them; one with its own
+    metrics port (or none) keeps them in memory."""
+    if settings.metrics and settings.metrics_port is None and multiprocess.ENV in os.environ:
+        multiprocess.enable()
+    else:
+        os.environ.pop(multiprocess.ENV, None)
+
+
 async def _watch(worker: Worker) -> None:
     """Stop this worker (as SIGTERM would) when its supervisor dies."""
     worker.watch_parent(lambda: os.kill(os.getpid(), signal.SIGTERM))
 
 
-def _warnings(settings: Settings, log: logging.Logger, worker: Worker | None) -> None:
+def _warnings(settings: Settings, log: logging.Logger) -> None:
     """Log what the operator should know about these settings (once, not per worker)."""
     if not settings.admin_token and settings.client_auth == "none":
         log.warning("SWITCHBOARD_ADMIN_TOKEN is not set: the admin API is read-only")
@@ -349,13 +366,6 @@ def _warnings(settings: Settings, log: logging.Logger, worker: Worker | None) ->
             "port may call every agent and read every task; set SWITCHBOARD_CLIENT_AUTH "
             "(docs/security.md) !!!",
             settings.host,
-        )
-    if worker is not None and settings.metrics and settings.metrics_port is None:
-        log.warning(
-            "/metrics on the main port answers for the one worker (of %d) that accepted the "
-            "scrape: set SWITCHBOARD_METRICS_PORT (worker i then serves its metrics on that "
-            "port + i) to scrape every worker",
-            worker.count,
         )
 
 

@@ -20,7 +20,8 @@ their own process group, so Ctrl-C reaches them once, through it), waits for the
 (gracefully) once its replacement is ready. A worker that dies unexpectedly is restarted after
 0.5 s, doubled per consecutive failure up to 30 s; after ``MAX_FAILURES`` consecutive failures
 (or at once, for a configuration error: exit status 2) the supervisor stops the others and
-exits 1. A worker whose supervisor dies (``SIGKILL``) sees its pipe close and stops too.
+exits 1. Once every worker has first said it is ready, the supervisor logs ``all N workers
+ready`` (once). A worker whose supervisor dies (``SIGKILL``) sees its pipe close and stops too.
 """
 
 from __future__ import annotations
@@ -213,9 +214,12 @@ class Supervisor:
     backoff: float = 0.5
     """Seconds before the first restart of a worker that died; doubled per failure in a row."""
     max_backoff: float = 30.0
+    reaped: Callable[[int], None] | None = None
+    """Called with the pid of each worker once it has exited (e.g. to drop its live gauges)."""
     children: dict[int, _Child] = field(default_factory=dict)
     failures: list[int] = field(default_factory=list)
     _restart_at: dict[int, float] = field(default_factory=dict)
+    _all_ready: bool = False
     _stopping: bool = False
     _status: int = 0
 
@@ -291,6 +295,10 @@ class Supervisor:
     def _on_ready(self, child: _Child) -> None:
         child.ready = True
         self.failures[child.worker.index] = 0
+        ready = {c.worker.index for c in self.children.values() if c.ready}
+        if not self._all_ready and len(ready) == self.count:
+            self._all_ready = True
+            log.info("all %d workers ready", self.count)  # once: what a launcher waits for
         for old in self.children.values():  # the worker it replaces (a reload's)
             if old is not child and old.worker.index == child.worker.index and old.replaced_by:
                 _kill(old.pid, signal.SIGTERM)
@@ -306,6 +314,8 @@ class Supervisor:
             child = self.children.pop(pid, None)
             if child is None:
                 continue
+            if self.reaped is not None:
+                self.reaped(pid)
             for fd in child.fds:
                 os.close(fd)
             code = os.waitstatus_to_exitcode(status)

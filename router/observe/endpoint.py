@@ -10,7 +10,8 @@ metrics endpoint per the settings:
   and not on the main port: an internal port for the scraper.
 - otherwise on the main port; with ``SWITCHBOARD_READ_TOKEN`` set or client authentication on
   it needs a caller with the reader or admin role (as the admin API's reads of the whole
-  catalog), else it is open.
+  catalog), else it is open. With several workers it adds up every worker's metrics
+  (:mod:`router.observe.multiprocess`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from registry.access.errors import AuthError
 from registry.appkeys import AUTHENTICATOR, REFRESHER, REGISTRY, SETTINGS
 from registry.errors import RegistryError
 from registry.metrics import METRICS
+from router.observe import multiprocess
 from router.observe.collector import CatalogCollector
 from router.observe.http import add_request_id_header, request_id_middleware
 from router.observe.status import add_status_route
@@ -65,8 +67,16 @@ def add_observability(app: web.Application) -> None:
     if not settings.metrics:
         return
     exposition = CollectorRegistry()
-    exposition.register(_Process())
-    exposition.register(CatalogCollector(app[REGISTRY], app.get(REFRESHER)))
+    files = multiprocess.directory() if settings.metrics_port is None else None
+    if files is None:
+        exposition.register(_Process())
+        exposition.register(CatalogCollector(app[REGISTRY], app.get(REFRESHER)))
+    else:  # one of several workers: every worker's metrics, added up
+        exposition.register(multiprocess.collector(files))
+        exposition.register(CatalogCollector(app[REGISTRY]))  # the lease: in the files
+        refresher = app.get(REFRESHER)
+        if refresher is not None:
+            app.cleanup_ctx.append(lambda _: multiprocess.lease_gauge(refresher.holds_lease))
     app[EXPOSITION] = exposition
     if settings.metrics_port is None:
         app.router.add_get(METRICS_PATH, metrics)

@@ -101,7 +101,12 @@ UPSTREAM_SECONDS = Histogram(
     buckets=_SLOW,
     registry=METRICS,
 )
-STREAMS_OPEN = Gauge("switchboard_streams_open", "Streams open to clients now", registry=METRICS)
+STREAMS_OPEN = Gauge(
+    "switchboard_streams_open",
+    "Streams open to clients now",
+    multiprocess_mode="livesum",  # several workers (router/observe/multiprocess.py): their sum
+    registry=METRICS,
+)
 STREAM_EVENTS = Counter(
     "switchboard_stream_events",
     "Stream events received from agents and relayed, by agent",

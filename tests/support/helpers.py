@@ -21,6 +21,11 @@ SCHEMA_03 = json.loads(Path("/work/shared/protocol/v0.3/a2a.schema.json").read_t
 
 def make_settings(database_url: str, **overrides: Any) -> Settings:
     """Test settings: loopback allowed, an admin token, no seeds, small limits."""
+    return Settings(**settings_values(database_url, **overrides))
+
+
+def settings_values(database_url: str, **overrides: Any) -> dict[str, Any]:
+    """The values :func:`make_settings` gives (e.g. to pass on as ``SWITCHBOARD_*``)."""
     values: dict[str, Any] = {
         "database_url": database_url,
         "admin_token": ADMIN,
@@ -32,7 +37,7 @@ def make_settings(database_url: str, **overrides: Any) -> Settings:
         "matcher": "lexical",  # tests of matching by meaning ask for it (tests/conftest.py)
     }
     values.update(overrides)
-    return Settings(**values)
+    return values
 
 
 @dataclass

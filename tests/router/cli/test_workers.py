@@ -216,6 +216,98 @@ async def test_each_worker_serves_its_metrics_on_the_metrics_port_plus_its_index
             await proc.wait()
 
 
+_REFUSED = {  # no agent is registered: each call is refused, and counted
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "SendMessage",
+    "params": {"message": {"role": "ROLE_USER", "messageId": "m", "parts": [{"text": "hi"}]}},
+}
+
+
+def _total(exposition: str, name: str) -> float:
+    """The sum of every sample of ``name`` in a Prometheus text exposition."""
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in exposition.splitlines()
+        if line.startswith((f"{name}{{", f"{name} "))
+    )
+
+
+async def test_the_main_ports_metrics_add_up_every_worker(tmp_path: Path) -> None:
+    """Without a metrics port, ``/metrics`` on the main port is every worker's (the files of
+    prometheus-client's multiprocess mode): whichever worker answers the scrape, and after
+    one is killed (its counts stay, its live gauges go)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SWITCHBOARD_")}
+    proc = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "router.cli", "serve", "--workers", "2", "--port", "0"),
+        *("--database-url", f"sqlite:///{tmp_path / 'm.db'}"),
+        env={
+            **env,
+            "PYTHONPATH": str(ROOT),
+            "SWITCHBOARD_MATCHER": "lexical",
+            "TMPDIR": str(tmp_path),
+        },
+        cwd=tmp_path,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stderr is not None
+    log = Log(proc.stderr)
+    try:
+        port = re.search(r"port (\d+)", await log.wait_for(r"2 workers on 127\.0\.0\.1, port"))
+        assert port is not None
+        base = f"http://127.0.0.1:{port.group(1)}"
+        await log.wait_for(r"all 2 workers ready")
+        [files] = [n for n in os.listdir(tmp_path) if n.startswith("switchboard-metrics-")]
+        one = httpx.Limits(max_connections=1)  # one connection: both answers from one worker
+
+        async def on_one_worker(path: str, **post: Any) -> tuple[int, str]:
+            async with httpx.AsyncClient(limits=one, timeout=30) as http:
+                if post:
+                    resp = await http.post(f"{base}{path}", **post)
+                else:
+                    resp = await http.get(f"{base}{path}")
+                status = (await http.get(f"{base}/api/v1/status")).json()
+            assert resp.status_code == 200, resp.text
+            return _pid(status["replica"]["name"]), resp.text
+
+        calls: dict[int, int] = {}
+
+        async def both_called() -> dict[int, int] | None:
+            pid, _ = await on_one_worker("/", json=_REFUSED, headers={"A2A-Version": "1.0"})
+            calls[pid] = calls.get(pid, 0) + 1
+            return calls if len(calls) == 2 else None
+
+        await _until(both_called)
+        sent = sum(calls.values())
+        scraped: set[int] = set()
+
+        async def both_scraped() -> set[int] | None:
+            pid, text = await on_one_worker("/metrics")
+            assert _total(text, "switchboard_a2a_requests_total") == sent, text
+            assert _total(text, "switchboard_routing_decisions_total") == sent, text
+            assert re.search(r"^switchboard_streams_open 0\.0$", text, re.M), text  # livesum
+            scraped.add(pid)
+            return scraped if len(scraped) == 2 else None
+
+        await _until(both_scraped)
+        killed = max(calls, key=lambda pid: calls[pid])
+        os.kill(killed, signal.SIGKILL)
+        await log.wait_for(rf"worker \d \(pid {killed}\) was killed by signal 9: restarting")
+        await log.wait_for(rf"worker \d \(pid (?!{killed})\d+\): Running on")
+        scraped.clear()
+        await _until(both_scraped)  # the dead worker's calls still counted
+        assert killed not in scraped
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), 60) == 0, log.text
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert "Traceback" not in log.text, log.text
+    assert files not in os.listdir(tmp_path)  # the supervisor's (in TMPDIR), removed at exit
+
+
 _SUPERVISE = """
 import logging, socket, sys
 from router.cli.workers import Supervisor, listen_sockets

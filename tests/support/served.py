@@ -1,0 +1,228 @@
+"""The app of the end-to-end tests, in this process or as ``switchboard serve --workers N``.
+
+With ``SWITCHBOARD_TEST_WORKERS=N`` (N > 1) :func:`serve_router` starts a real supervisor and
+N workers in a subprocess (a free port, the test's database, the settings of
+:func:`tests.support.helpers.make_settings` as ``SWITCHBOARD_*`` variables) and gives back a
+:class:`ServedRouter`, shaped like aiohttp's ``TestServer`` as the tests use it: ``make_url``,
+``host``, ``port`` and ``app[KEY]``.
+
+``app[KEY]`` is a *sidecar*: the same app created in this process on the same database,
+started but never called over HTTP, a replica as any worker is. What the tests do through it
+(register an agent, decode a task ID, read the task list) reaches the workers through the
+database; after a change to the catalog the sidecar waits until every worker has caught up
+(its catalog version, polled every ``SWITCHBOARD_CATALOG_SYNC_INTERVAL``: 0.1 s here), as
+it waits for readiness on the supervisor's ``all N workers ready`` line, never a sleep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+from aiohttp import web
+from yarl import URL
+
+from registry.api import REGISTRY
+from router.app import create_app
+from tests.support.helpers import AUTH, make_settings, settings_values
+
+__all__ = ["WORKERS_ENV", "ServedRouter", "serve_router", "test_workers"]
+
+WORKERS_ENV = "SWITCHBOARD_TEST_WORKERS"
+ROOT = Path(__file__).resolve().parents[2]
+_SYNC = 0.1  # seconds between the catalog polls of the workers and the sidecar: short waits
+
+
+def test_workers() -> int:
+    """The worker count ``SWITCHBOARD_TEST_WORKERS`` asks for (1: the app in this process)."""
+    return int(os.environ.get(WORKERS_ENV) or "1")
+
+
+test_workers.__test__ = False  # type: ignore[attr-defined]  # not a test: pytest, skip it
+
+
+class _Output:
+    """A process's output, read as it comes (the pipe never fills up)."""
+
+    def __init__(self, stream: asyncio.StreamReader) -> None:
+        self.lines: list[str] = []
+        self._changed = asyncio.Condition()
+        self.task = asyncio.ensure_future(self._read(stream))
+
+    async def _read(self, stream: asyncio.StreamReader) -> None:
+        while line := await stream.readline():
+            async with self._changed:
+                self.lines.append(line.decode(errors="replace"))
+                self._changed.notify_all()
+        async with self._changed:
+            self.lines.append("")  # the end
+            self._changed.notify_all()
+
+    async def wait_for(self, pattern: str, seconds: float = 120) -> re.Match[str]:
+        """The first line matching ``pattern``; AssertionError if the output ends first."""
+
+        def found() -> re.Match[str] | None:
+            for line in self.lines:
+                if match := re.search(pattern, line):
+                    return match
+            if self.lines and self.lines[-1] == "":
+                raise AssertionError(f"no {pattern!r} in:\n{self.text}")
+            return None
+
+        async with self._changed:
+            await asyncio.wait_for(self._changed.wait_for(found), seconds)
+        match = found()
+        assert match is not None
+        return match
+
+    @property
+    def text(self) -> str:
+        """Everything read so far."""
+        return "".join(self.lines)
+
+
+class _SyncedRegistry:
+    """The sidecar's registry: each awaited method, once done, waits for the workers to have
+    the catalog version it left."""
+
+    def __init__(self, registry: Any, served: ServedRouter) -> None:
+        self._registry, self._served = registry, served
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._registry, name)
+        if not asyncio.iscoroutinefunction(value):
+            return value
+
+        async def synced(*args: Any, **kwargs: Any) -> Any:
+            result = await value(*args, **kwargs)
+            await self._served.caught_up(self._registry.catalog.snapshot.version)
+            return result
+
+        return synced
+
+
+class _SidecarApp:
+    """``app[KEY]`` of a served router: the sidecar's, the registry synced."""
+
+    def __init__(self, app: web.Application, served: ServedRouter) -> None:
+        self._app, self._served = app, served
+
+    def __getitem__(self, key: Any) -> Any:
+        if key is REGISTRY:
+            return _SyncedRegistry(self._app[REGISTRY], self._served)
+        return self._app[key]
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        """``app.get(key)``, as above."""
+        return self[key] if key in self._app else default
+
+
+class ServedRouter:
+    """``switchboard serve --workers N`` on ``host:port`` and its sidecar (module docstring)."""
+
+    scheme = "http"
+
+    def __init__(self, host: str, port: int, pids: set[int], sidecar: web.Application) -> None:
+        self.host, self.port, self.pids = host, port, pids
+        self.app = _SidecarApp(sidecar, self)
+
+    def make_url(self, path: str = "") -> URL:
+        """The absolute URL of ``path``."""
+        return URL(f"{self.scheme}://{self.host}:{self.port}").join(URL(path))
+
+    async def caught_up(self, version: int, seconds: float = 60) -> None:
+        """Wait until every worker's catalog is at ``version`` or later: ask on new
+        connections (the kernel spreads them over the workers) until each has said so."""
+        behind, deadline = set(self.pids), time.monotonic() + seconds
+        while behind:
+            pid, seen = await self._probe()
+            if seen >= version:
+                behind.discard(pid)
+            if time.monotonic() > deadline:
+                raise AssertionError(f"workers {behind} not at catalog version {version}")
+            if pid in behind:
+                await asyncio.sleep(0.02)  # its next catalog poll: a polling interval
+
+    async def _probe(self) -> tuple[int, int]:
+        """One worker's pid and catalog version, both from one connection."""
+        limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+        base = str(self.make_url("/api/v1"))
+        async with httpx.AsyncClient(limits=limits, headers=AUTH, timeout=30) as http:
+            status = (await http.get(f"{base}/status")).raise_for_status().json()
+            stats = (await http.get(f"{base}/stats")).raise_for_status().json()
+        return int(status["replica"]["name"].split(":")[-2]), int(stats["catalog_version"])
+
+
+def _environment(database_url: str, overrides: dict[str, Any], workers: int) -> dict[str, str]:
+    """The ``SWITCHBOARD_*`` variables of ``make_settings(database_url, **overrides)``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SWITCHBOARD_")}
+    for key, value in settings_values(database_url, **overrides).items():
+        if isinstance(value, bool):
+            text = "true" if value else "false"
+        elif isinstance(value, list | tuple):
+            text = ",".join(str(item) for item in value)
+        else:
+            text = str(value)
+        env[f"SWITCHBOARD_{key.upper()}"] = text
+    env |= {"SWITCHBOARD_WORKERS": str(workers), "SWITCHBOARD_HOST": "127.0.0.1"}
+    env["SWITCHBOARD_PORT"] = "0"
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return env
+
+
+async def _served(
+    start: Callable[[web.Application], Any], database_url: str, workers: int, **overrides: Any
+) -> AsyncIterator[ServedRouter]:
+    """Start the sidecar (it creates the tables and keys), then the supervisor; stop both."""
+    overrides.setdefault("catalog_sync_interval", _SYNC)  # the sidecar polls as often
+    sidecar = (await start(create_app(make_settings(database_url, **overrides)))).app
+    proc = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "router.cli", "serve"),
+        env=_environment(database_url, overrides, workers),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stderr is not None
+    output = _Output(proc.stderr)
+    try:
+        port = await output.wait_for(r"\d+ workers on 127\.0\.0\.1, port (\d+)")
+        await output.wait_for(rf"all {workers} workers ready")
+        pids = {int(p) for p in re.findall(r"worker \d+ started \(pid (\d+)\)", output.text)}
+        assert len(pids) == workers, output.text
+        yield ServedRouter("127.0.0.1", int(port.group(1)), pids, sidecar)
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), 30)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+        await output.task
+    assert proc.returncode == 0, output.text  # SIGTERM: every worker stopped cleanly
+    assert "Traceback" not in output.text, output.text
+
+
+def serve_router(aiohttp_server: Callable[..., Any], database_url: str, **overrides: Any) -> Any:
+    """An async context manager giving the router of the end-to-end tests: in this process
+    (aiohttp's ``TestServer``) or, with ``SWITCHBOARD_TEST_WORKERS`` > 1, served by that many
+    workers (:class:`ServedRouter`)."""
+    workers = test_workers()
+
+    @contextlib.asynccontextmanager
+    async def in_process() -> AsyncIterator[Any]:
+        yield await aiohttp_server(create_app(make_settings(database_url, **overrides)))
+
+    if workers <= 1:
+        return in_process()
+    return contextlib.asynccontextmanager(_served)(
+        aiohttp_server, database_url, workers, **overrides
+    )
