@@ -163,7 +163,7 @@ async def test_writer_a_failed_held_write_marks_the_client_lost(aiohttp_server: 
 
 async def test_writer_keepalive_comment_while_idle(aiohttp_server: Any) -> None:
     gate = asyncio.Event()
-    tasks: list[asyncio.Task[None] | None] = []
+    tasks: list[object] = []
 
     async def handler(request: web.Request) -> web.StreamResponse:
         writer = SseWriter(keepalive=0.05)
@@ -172,7 +172,7 @@ async def test_writer_keepalive_comment_while_idle(aiohttp_server: Any) -> None:
         await gate.wait()
         await writer.send({"n": 2})
         await writer.close()
-        tasks.append(writer._task)
+        tasks.append(writer._ping)
         return writer.response
 
     url = await serve(aiohttp_server, handler)
@@ -184,7 +184,7 @@ async def test_writer_keepalive_comment_while_idle(aiohttp_server: Any) -> None:
         rest = await within(resp.content.read())
     parser = SseParser()
     assert [json.loads(e.data) for e in parser.feed(rest)] == [{"n": 2}]
-    assert tasks == [None]  # close() cancelled and dropped the keep-alive task
+    assert tasks == [None]  # close() stopped the keep-alives
 
 
 async def test_writer_notices_a_gone_client_through_keepalive(aiohttp_server: Any) -> None:
