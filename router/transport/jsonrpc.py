@@ -246,6 +246,10 @@ async def _write_until_lost(events: AsyncIterator[Any], writer: SseWriter) -> No
         if stop.cancelled and task.uncancel() == 0:
             raise ConnectionResetError("the client went away") from None
         raise
+    else:
+        if stop.cancelled:  # our cancellation was swallowed on the way: undo its count
+            task.uncancel()
+            raise ConnectionResetError("the client went away")
     finally:
         writer.on_lost(None)
 
