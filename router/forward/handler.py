@@ -320,7 +320,8 @@ class Router:
         choice = await self._choose_for_message(who, rpc, message, call.pinned)
         context_id = message.get("contextId") or None  # checked a string by the envelope
         async with contextlib.AsyncExitStack() as turn:
-            await turn.enter_async_context(self._first_turn(who, context_id, choice.agent.id))
+            if context_id is not None:  # else nothing to serialize: no stack kept per stream
+                await turn.enter_async_context(self._first_turn(who, context_id, choice.agent.id))
             rewriter = Rewriter(who.ids, rpc.version, choice.agent.id, context_id)
             params, pending = await self.push.on_send(
                 rpc, rpc.params, who.ids.scope, choice.agent.id,
@@ -333,7 +334,7 @@ class Router:
                 await self._bind_push(pending, rpc, reply)
                 return reply
             answer = await self._stream(call, rpc, choice, rewriter, params, client)
-            if isinstance(answer, EventStream):
+            if isinstance(answer, EventStream) and context_id is not None:
                 answer.add_closer(turn.pop_all().aclose)  # the first turn lasts the stream
             return answer
 

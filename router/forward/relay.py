@@ -72,15 +72,7 @@ class Relay:
         self.check_capacity()
         opened = spans.now()
         target = choice.target
-        replied = asyncio.Event()
-        extensions: list[str] = []
-        plain: list[bool] = []
-
-        def on_headers(found: list[str], streamed: bool) -> None:
-            extensions.extend(found)
-            plain.append(not streamed)
-            replied.set()
-
+        on_headers = _Headers()
         fast = None
         if target.version == rpc.version and client is None and rpc.id is not None:
             fast = FastPath(
@@ -102,14 +94,15 @@ class Relay:
         self.open_streams += 1
         try:
             # the agent's response headers first (they name the activated extensions)
-            events = await _after_headers(upstream_events, replied)
+            events = await _after_headers(upstream_events, on_headers.replied)
         except BaseException:
             self.open_streams -= 1
             with contextlib.suppress(Exception):
                 await upstream_events.aclose()
             raise
-        reply_headers = extensions_header(extensions, rpc.version)
-        if plain and plain[0]:
+        on_headers.replied = None  # the upstream stream holds on_headers while it lasts
+        reply_headers = extensions_header(on_headers.extensions, rpc.version)
+        if on_headers.plain:
             # the agent answered a plain JSON error before any event: so does the router
             try:
                 events, failed = await _plain_error(events)
@@ -219,23 +212,43 @@ def extensions_header(extensions: list[str], version: Version) -> dict[str, str]
     return {EXTENSIONS_HEADER[version]: ", ".join(extensions)} if extensions else {}
 
 
-async def _after_headers(events: AsyncGenerator[Any, None], replied: asyncio.Event) -> _Resumed:
-    """``events``, once the agent's response headers are in (``replied``) or its first
-    item (or failure) is: that first read goes on and is the first item."""
+class _Headers:
+    """The ``on_headers`` of an upstream stream: the extensions the agent's response headers
+    name, whether it answered plain JSON, and :attr:`replied` done once they are in."""
+
+    __slots__ = ("extensions", "plain", "replied")
+
+    def __init__(self) -> None:
+        self.extensions: list[str] = []
+        self.plain = False
+        self.replied: asyncio.Future[None] | None = asyncio.get_running_loop().create_future()
+
+    def __call__(self, found: list[str], streamed: bool) -> None:
+        self.extensions.extend(found)
+        self.plain = not streamed
+        if self.replied is not None and not self.replied.done():
+            self.replied.set_result(None)
+
+
+async def _after_headers(
+    events: AsyncGenerator[Any, None], replied: asyncio.Future[None] | None
+) -> _Resumed:
+    """``events``, once the agent's response headers are in (``replied`` is done) or its
+    first item (or failure) is: that first read goes on and is the first item."""
     first = asyncio.ensure_future(anext(events))
-    waiting = asyncio.ensure_future(replied.wait())
+    waiting: set[asyncio.Future[Any]] = {first} if replied is None else {first, replied}
     try:
-        await asyncio.wait({first, waiting}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
     except BaseException:
         first.cancel()
         raise
-    finally:
-        waiting.cancel()
     return _Resumed(first, events)
 
 
 class _Resumed:
     """An upstream event stream whose first read has already started."""
+
+    __slots__ = ("_events", "_first")
 
     def __init__(self, first: asyncio.Future[Any], events: AsyncGenerator[Any, None]) -> None:
         self._first: asyncio.Future[Any] | None = first

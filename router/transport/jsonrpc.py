@@ -116,6 +116,7 @@ async def serve(
         return json_answer(answer.body, answer.headers)
     if release is not None:
         answer.add_closer(_async(release))
+    del call, rpc  # not held while the stream lasts
     return await write_events(request, answer, settings.sse_keepalive)
 
 
@@ -209,9 +210,9 @@ async def write_events(
     stream.as_bytes = True  # bodies may come as their JSON, written as they are
     try:
         await writer.prepare(request)
-        await _until_lost(_write_all(stream.events, writer), writer)
+        await _write_until_lost(stream.events, writer)
     except ConnectionResetError:
-        if writer.lost.is_set():
+        if writer.is_lost:
             pass  # the client went away: nothing left to tell it
         else:
             raise
@@ -222,30 +223,49 @@ async def write_events(
     return writer.response
 
 
-async def _write_all(events: AsyncIterator[Any], writer: SseWriter) -> None:
-    async for body, event in events:
-        if type(body) is Frames:
-            await writer.send_frames(body)
-        elif isinstance(body, bytes):
-            await writer.send_json(body, event=event)
-        else:
-            await writer.send(body, event=event)
-
-
-async def _until_lost(writing: Awaitable[None], writer: SseWriter) -> None:
-    """Run ``writing`` in a task of its own (its events follow one another without a task
-    switch each), cancelled as soon as the client is gone (noticed by a failed write, such
-    as a keep-alive ping), even while the agent is silent."""
-    task = asyncio.ensure_future(writing)
-    lost = asyncio.ensure_future(writer.lost.wait())
+async def _write_until_lost(events: AsyncIterator[Any], writer: SseWriter) -> None:
+    """Write ``events`` in this task (no task of its own, none waiting for the client to go),
+    interrupted as soon as the client is gone, even while the agent is silent: a failed write
+    elsewhere (a keep-alive, held events) cancels this task, and that cancellation, told
+    apart from any other as :func:`asyncio.timeout` does, ends the stream as
+    :class:`ConnectionResetError`."""
+    if writer.is_lost:
+        raise ConnectionResetError("the client went away")
+    task = asyncio.current_task()
+    assert task is not None
+    stop = _Stop(task)
+    writer.on_lost(stop)
     try:
-        done, _ = await asyncio.wait({task, lost}, return_when=asyncio.FIRST_COMPLETED)
-        if task not in done:
+        async for body, event in events:
+            if type(body) is Frames:
+                await writer.send_frames(body)
+            elif isinstance(body, bytes):
+                await writer.send_json(body, event=event)
+            else:
+                await writer.send(body, event=event)
+            del body  # not held while the agent is silent
+    except asyncio.CancelledError:
+        if stop.cancelled and task.uncancel() == 0:
+            raise ConnectionResetError("the client went away") from None
+        raise
+    else:
+        if stop.cancelled:  # our cancellation was swallowed on the way: undo its count
+            task.uncancel()
             raise ConnectionResetError("the client went away")
-        task.result()
     finally:
-        lost.cancel()
-        if not task.done():
-            task.cancel()  # stops the upstream read; the stream is closed after
-            with contextlib.suppress(BaseException):
-                await task
+        writer.on_lost(None)
+
+
+class _Stop:
+    """Cancels the writing task when the client is found gone by another task."""
+
+    __slots__ = ("cancelled", "task")
+
+    def __init__(self, task: asyncio.Task[Any]) -> None:
+        self.task = task
+        self.cancelled = False
+
+    def __call__(self) -> None:
+        if asyncio.current_task() is not self.task:  # else the failed write raises there
+            self.cancelled = True
+            self.task.cancel()

@@ -1,21 +1,28 @@
 """The JSON-RPC binding reading request bodies: ``Content-Encoding`` on ``POST /`` and
-``POST /agents/{id}`` of the whole app, with raw aiohttp requests.
+``POST /agents/{id}`` of the whole app, with raw aiohttp requests; and writing a stream
+(:func:`router.transport.jsonrpc.write_events`) to a client that goes away.
 
 Reading and parsing the envelope is tested in ``tests/router/protocol/test_envelope.py``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import json
 import zlib
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import pytest
+from aiohttp import ClientSession, web
 from aiohttp.test_utils import TestClient
 
 from router.app import create_app
+from router.forward.call import Event, EventStream
+from router.transport.jsonrpc import write_events
 from tests.support.helpers import facts, make_settings, said
+from tests.support.streams import within
 
 GET = {"jsonrpc": "2.0", "id": 7, "method": "tasks/get", "params": {"id": "no-such-task"}}
 RAW = json.dumps(GET).encode()
@@ -120,3 +127,46 @@ async def test_decoded_body_over_the_limit(client: TestClient) -> None:
     )
     assert error["data"][0]["reason"] == "REQUEST_TOO_LARGE"
     assert facts(error["data"][0]["metadata"]) == {"maxBytes": "4096", "contentEncoding": "gzip"}
+
+
+async def test_write_events_stops_a_silent_stream_when_a_keepalive_fails() -> None:
+    """A client that leaves while the agent is silent, on a server that does not cancel
+    handlers: the failed keep-alive ends write_events at once (the stream's events are
+    closed, the handler returns) instead of waiting on the agent."""
+    events_closed = asyncio.Event()
+    handler_done: list[str] = []
+
+    async def silent() -> AsyncGenerator[Event, None]:
+        try:
+            yield {"jsonrpc": "2.0", "id": 1, "result": {"n": 1}}, None
+            await asyncio.Event().wait()  # the agent says nothing more
+            yield {"jsonrpc": "2.0", "id": 1, "result": {"n": 2}}, None
+        finally:
+            events_closed.set()
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        try:
+            return await write_events(request, EventStream(silent()), keepalive=0.05)
+        finally:
+            handler_done.append("cancelled" if asyncio.current_task().cancelling() else "done")
+
+    app = web.Application()
+    app.router.add_get("/", handler)
+    runner = web.AppRunner(app, handler_cancellation=False)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        host, port = runner.addresses[0][:2]
+        async with ClientSession() as session:
+            resp = await session.get(f"http://{host}:{port}/")
+            assert (
+                await within(resp.content.readline())
+                == b'data: {"jsonrpc":"2.0","id":1,"result":{"n":1}}\r\n'
+            )
+            await within(resp.content.readuntil(b": ping\r\n"))
+            resp.close()  # the client goes away; only a keep-alive can notice
+        await within(events_closed.wait())
+    finally:
+        await runner.cleanup()
+    assert handler_done == ["done"]  # returned normally: the cancellation was ours, undone

@@ -15,7 +15,7 @@ from aiohttp import ClientSession, web
 from router.choose.choice import Target
 from router.forward.sse import SseParser
 from router.forward.upstream import Upstream
-from router.transport.sse import PENDING_BYTES, SseWriter
+from router.transport.sse import PENDING_BYTES, SseWriter, _Pings
 from tests.support.streams import parse_all, within, within_each
 
 # --- SseWriter ---------------------------------------------------------------------------------
@@ -163,7 +163,7 @@ async def test_writer_a_failed_held_write_marks_the_client_lost(aiohttp_server: 
 
 async def test_writer_keepalive_comment_while_idle(aiohttp_server: Any) -> None:
     gate = asyncio.Event()
-    tasks: list[asyncio.Task[None] | None] = []
+    tasks: list[object] = []
 
     async def handler(request: web.Request) -> web.StreamResponse:
         writer = SseWriter(keepalive=0.05)
@@ -172,7 +172,7 @@ async def test_writer_keepalive_comment_while_idle(aiohttp_server: Any) -> None:
         await gate.wait()
         await writer.send({"n": 2})
         await writer.close()
-        tasks.append(writer._task)
+        tasks.append(writer._ping)
         return writer.response
 
     url = await serve(aiohttp_server, handler)
@@ -184,7 +184,7 @@ async def test_writer_keepalive_comment_while_idle(aiohttp_server: Any) -> None:
         rest = await within(resp.content.read())
     parser = SseParser()
     assert [json.loads(e.data) for e in parser.feed(rest)] == [{"n": 2}]
-    assert tasks == [None]  # close() cancelled and dropped the keep-alive task
+    assert tasks == [None]  # close() stopped the keep-alives
 
 
 async def test_writer_notices_a_gone_client_through_keepalive(aiohttp_server: Any) -> None:
@@ -363,3 +363,40 @@ async def test_writer_before_prepare() -> None:
     with pytest.raises(RuntimeError):
         await writer.send({})
     await writer.close()
+
+
+async def test_idle_writers_share_one_keepalive_timer(aiohttp_server: Any) -> None:
+    """Many idle streams: every one gets its keep-alives, yet no task runs per stream while
+    they wait (one timer for all), and the timer is gone once they are closed."""
+    count = 5
+    writers: list[SseWriter] = []
+    prepared = asyncio.Event()
+    release = asyncio.Event()
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        writer = SseWriter(keepalive=0.05)
+        writers.append(writer)
+        await writer.prepare(request)
+        if len(writers) == count:
+            prepared.set()
+        await release.wait()
+        await writer.close()
+        return writer.response
+
+    url = await serve(aiohttp_server, handler)
+    async with ClientSession() as session:
+        responses = [await session.get(url) for _ in range(count)]
+        await within(prepared.wait())
+        for resp in responses:  # each stream is kept alive
+            assert await within(resp.content.readline()) == b": ping\r\n"
+            assert await within(resp.content.readline()) == b"\r\n"
+        coros = [getattr(t.get_coro(), "__qualname__", "") for t in asyncio.all_tasks()]
+        assert len([c for c in coros if c.startswith("SseWriter.")]) < count  # none per stream
+        loop = asyncio.get_running_loop()
+        assert loop in _Pings._loops
+        release.set()
+        for resp in responses:
+            await within(resp.read())
+            resp.close()
+    assert all(w._ping is None for w in writers)
+    assert loop not in _Pings._loops  # the last close took the timer away
