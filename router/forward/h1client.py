@@ -229,6 +229,7 @@ class H1Pool:
 
     ``per_origin_limit`` and ``total_limit`` bound the open connections (0: no bound); a call
     waits at most ``pool_timeout`` for a free one, then ``connect_timeout`` to connect.
+    ``ssl_context`` replaces :func:`ssl.create_default_context` for https origins.
     """
 
     def __init__(
@@ -242,6 +243,7 @@ class H1Pool:
         max_body_bytes: int,
         policy: AddressPolicy | None = None,
         user_agent: str = "Switchboard",
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
@@ -253,7 +255,7 @@ class H1Pool:
         self.user_agent = user_agent
         self._origins: dict[tuple[str, str, int], _Origin] = {}
         self._total = 0
-        self._ssl: ssl.SSLContext | None = None
+        self._ssl = ssl_context  # None: the system's verified defaults, made when first needed
         self._closed = False
 
     async def post(self, url: URL, headers: Iterable[tuple[str, str]], body: bytes) -> H1Response:

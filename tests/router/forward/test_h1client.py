@@ -4,13 +4,22 @@ servers on 127.0.0.1 (aiohttp's, and raw asyncio ones that answer byte for byte)
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import datetime
+import ipaddress
 import json
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 from aiohttp import web
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 from yarl import URL
 
 from registry.netguard import AddressPolicy, AddressRefused
@@ -309,3 +318,90 @@ async def test_against_an_aiohttp_server(aiohttp_server: Any) -> None:
         await client.close()
     assert sorted(json.loads(a.body)["result"]["n"] for a in answers) == list(range(1, 21))
     assert seen == [json.loads(BODY)] * 20
+
+
+def _certificate(tmp_path: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 and its key, as PEM files."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_file, key_file
+
+
+async def test_tls_is_verified(tmp_path: Path) -> None:
+    cert_file, key_file = _certificate(tmp_path)
+    served = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    served.load_cert_chain(cert_file, key_file)
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                await reader.readexactly(int(head.split(b"Content-Length: ")[1].split(b"\r")[0]))
+                writer.write(answer())
+        writer.close()
+
+    server = await asyncio.start_server(script, "127.0.0.1", 0, ssl=served)
+    url = URL(f"https://127.0.0.1:{server.sockets[0].getsockname()[1]}/")
+    trusting = pool(ssl_context=ssl.create_default_context(cafile=str(cert_file)))
+    default = pool()
+    try:
+        assert (await trusting.post(url, [], BODY)).body == ANSWER
+        assert (await trusting.post(url, [], BODY)).body == ANSWER
+        with pytest.raises(H1Error, match="TLS certificate verification failed"):
+            await default.post(url, [], BODY)
+    finally:
+        await trusting.close()
+        await default.close()
+        server.close()
+
+
+def test_on_uvloop() -> None:
+    """The server's loop: uvloop's transports are not asyncio.Transport subclasses."""
+    uvloop = pytest.importorskip("uvloop")
+
+    async def scenario() -> int:
+        made = Raw(lambda reader, writer: _answer_all(made, reader, writer))
+        made.server = await asyncio.start_server(made._serve, "127.0.0.1", 0)
+        client = pool()
+        try:
+            for _ in range(3):
+                assert (await client.post(made.url, [], BODY)).body == ANSWER
+        finally:
+            await client.close()
+            made.server.close()
+        return made.connections
+
+    assert uvloop.run(scenario()) == 1
+
+
+async def _answer_all(
+    made: Raw, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> None:
+    while True:
+        await made.read_request(reader)
+        writer.write(answer())
