@@ -126,6 +126,11 @@ class _Conn(asyncio.Protocol):
             self._fail(H1Error(f"malformed HTTP answer ({_short(exc)})"))
             return
         for message, payload in messages:
+            if 100 <= message.code < 200 and message.code != 101:
+                continue  # an interim answer (100 Continue, 103 Early Hints): the final follows
+            if self._message is not None:  # one request, one answer: the rest is not ours
+                self._fail(H1Error("malformed HTTP answer (more than one answer to a request)"))
+                return
             self._message, self._payload = message, payload
             length = message.headers.get("Content-Length")
             if length is not None and length.isdigit() and int(length) > self.max_body:
@@ -293,7 +298,7 @@ class H1Pool:
             if not conn.closed:
                 return conn
             self._drop(origin)
-        if not self._room(origin):
+        if not self._room(origin) and not self._evict_idle(origin):
             await self._wait(origin)
             if origin.idle:
                 return await self._acquire(origin, url)
@@ -309,6 +314,19 @@ class H1Pool:
         return (not self.per_origin_limit or origin.count < self.per_origin_limit) and (
             not self.total_limit or self._total < self.total_limit
         )
+
+    def _evict_idle(self, origin: _Origin) -> bool:
+        """Close another origin's oldest idle connection when only the total limit stands in
+        ``origin``'s way (as aiohttp's connector does); whether there is room now."""
+        if self.per_origin_limit and origin.count >= self.per_origin_limit:
+            return False
+        for other in self._origins.values():
+            if other is not origin and other.idle:
+                conn = other.idle.popleft()
+                conn.close()
+                self._drop(other)
+                return self._room(origin)
+        return False
 
     async def _wait(self, origin: _Origin) -> None:
         """Wait for a connection of ``origin`` to be released or closed."""

@@ -405,3 +405,40 @@ async def _answer_all(
     while True:
         await made.read_request(reader)
         writer.write(answer())
+
+
+async def test_an_answer_too_many_is_refused_and_interim_answers_skipped(raw: Any) -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await server.read_request(reader)
+            if server.connections == 1:
+                writer.write(answer() + answer(b'{"jsonrpc":"2.0","id":1,"result":"forged"}'))
+            else:
+                writer.write(b"HTTP/1.1 100 Continue\r\n\r\n" + answer())
+
+    server = await raw(script)
+    client = pool()
+    try:
+        with pytest.raises(H1Error, match="more than one answer"):
+            await client.post(server.url, [], BODY)
+        assert (await client.post(server.url, [], BODY)).body == ANSWER
+    finally:
+        await client.close()
+
+
+async def test_the_total_limit_closes_another_origins_idle_connection(raw: Any) -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await server_a.read_request(reader)  # (any Raw reads a request)
+            writer.write(answer())
+
+    server_a = await raw(script)
+    server_b = await raw(script)
+    client = pool(total_limit=1, pool_timeout=0.2)
+    try:
+        assert (await client.post(server_a.url, [], BODY)).body == ANSWER  # idle after this
+        assert (await client.post(server_b.url, [], BODY)).body == ANSWER  # room made
+        assert (await client.post(server_a.url, [], BODY)).body == ANSWER
+    finally:
+        await client.close()
+    assert (server_a.connections, server_b.connections) == (2, 1)
