@@ -42,6 +42,7 @@ from router.forward.answers import NotJson, Unacceptable, is_response, parse_ans
 from router.forward.call import Frames
 from router.forward.credentials import OutboundAuth
 from router.forward.fastrelay import RawAnswer
+from router.forward.h1client import H1Error, H1Pool, H1Response, TooLarge
 from router.forward.headers import (
     CLIENT_HEADERS,
     EXTENSIONS_HEADER,
@@ -127,7 +128,8 @@ class Upstream:
     With :attr:`auth` set, every call carries the agent's outbound credential, or the
     client's ``Authorization`` for an agent configured with ``forward_client_auth`` (no other
     client ``Authorization`` ever leaves); an agent that answers 401 to an OAuth2 token is
-    asked once more with a fresh token.
+    asked once more with a fresh token. JSON-RPC calls go over :mod:`router.forward.h1client`
+    (the same limits, timeouts and guard) unless ``lean_calls`` is False.
     """
 
     def __init__(
@@ -143,6 +145,7 @@ class Upstream:
         max_depth: int = DEFAULT_MAX_DEPTH,
         policy: AddressPolicy | None = None,
         user_agent: str = "Switchboard",
+        lean_calls: bool = True,
     ) -> None:
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
@@ -159,6 +162,8 @@ class Upstream:
         self._session: aiohttp.ClientSession | None = None
         self._streams: aiohttp.ClientSession | None = None
         self._grpc: Any = None  # the gRPC edge (router.forward.upstream_grpc), once needed
+        self.lean_calls = lean_calls  # JSON-RPC calls on router.forward.h1client's pool
+        self._h1: H1Pool | None = None
 
     async def start(self) -> None:
         """Create the sessions (idempotent): one for calls, with the per-agent and total
@@ -168,6 +173,13 @@ class Upstream:
             return
         self._session = self._new_session(self.total_limit, self.per_agent_limit)
         self._streams = self._new_session(self.stream_limit, 0)
+        if self.lean_calls:
+            self._h1 = H1Pool(
+                connect_timeout=self.connect_timeout, read_timeout=self.read_timeout,
+                pool_timeout=self.pool_timeout, per_origin_limit=self.per_agent_limit,
+                total_limit=self.total_limit, max_body_bytes=self.max_body_bytes,
+                policy=self.policy, user_agent=self.user_agent,
+            )  # fmt: skip
         if self.auth is not None:
             await self.auth.start()
 
@@ -194,6 +206,9 @@ class Upstream:
             if session is not None:
                 await session.close()
         self._session = self._streams = None
+        if self._h1 is not None:
+            await self._h1.close()
+            self._h1 = None
         if self._grpc is not None:
             await self._grpc.close()
             self._grpc = None
@@ -236,6 +251,14 @@ class Upstream:
         while True:
             sent = await self._headers(target, headers, "application/json")
             try:
+                if self._h1 is not None and out.rest is None and out.body is not None:
+                    answer = await self._h1.post(out.url, sent.items(), out.body)
+                    if self._refused_token(target, answer, sent, retried):
+                        retried = True
+                        continue
+                    if extensions is not None:
+                        extensions.extend(reply_extensions(answer.headers))
+                    return self._response_object(target, answer, answer.body, out)
                 async with session.request(
                     out.verb, out.url, data=out.body, headers=sent, allow_redirects=False
                 ) as resp:
@@ -246,6 +269,8 @@ class Upstream:
                         extensions.extend(reply_extensions(resp.headers))
                     raw = await self._read_body(target, resp)
                     return self._response_object(target, resp, raw, out)
+            except TooLarge:
+                raise self._too_large(target) from None
             except _TRANSPORT_ERRORS as exc:
                 raise self._unreachable(target, exc) from None
 
@@ -432,7 +457,11 @@ class Upstream:
         return out
 
     def _refused_token(
-        self, target: Target, resp: aiohttp.ClientResponse, sent: CIMultiDict[str], retried: bool
+        self,
+        target: Target,
+        resp: aiohttp.ClientResponse | H1Response,
+        sent: CIMultiDict[str],
+        retried: bool,
     ) -> bool:
         """A 401 to the first try with an OAuth2 token: drop the token (ask again once)."""
         if retried or resp.status != 401 or self.auth is None:
@@ -462,7 +491,7 @@ class Upstream:
         return self._error(target, AGENT_UNAVAILABLE, reason)
 
     def _response_object(
-        self, target: Target, resp: aiohttp.ClientResponse, raw: bytes, out: Leg
+        self, target: Target, resp: aiohttp.ClientResponse | H1Response, raw: bytes, out: Leg
     ) -> dict[str, Any]:
         status = f"HTTP {resp.status} {resp.reason or ''}".rstrip()
         if self.health is not None:
@@ -526,6 +555,8 @@ class Upstream:
         """One line saying what went wrong on the wire (no traceback, no exception repr)."""
         if isinstance(exc, RegistryError):
             return exc.message
+        if isinstance(exc, H1Error):
+            return exc.reason
         if isinstance(exc, aiohttp.ConnectionTimeoutError):
             return (
                 f"timed out connecting (connect timeout {self.connect_timeout:g} s, plus up to"

@@ -1,0 +1,477 @@
+"""A lean HTTP/1.1 client for unary JSON-RPC calls to agents: one request, one whole answer.
+
+aiohttp's client builds request, response, reader and timer objects and runs its signal
+hooks for every call; a routed unary call needs none of that. :class:`H1Pool` keeps
+keep-alive connections per origin (scheme, host, port) as :class:`asyncio.Protocol`\\ s and
+reads answers with aiohttp's C HTTP parser (llhttp, as aiohttp's own client does: the same
+limits, ``Content-Length`` and chunked framing, refusal of ambiguous framing). Streams and
+everything else stay on aiohttp's client (:mod:`router.forward.upstream`).
+
+What it keeps from the aiohttp session it stands in for: the per-origin and total connection
+limits, the wait for a free connection (``pool_timeout``), the connect and read timeouts (the
+read timeout bounds every silence while the answer is awaited, not the whole call), the SSRF
+guard (a host name is resolved and only the addresses the :class:`AddressPolicy` allows are
+dialled; IP literals were checked with the URL), TLS with the system's verified defaults, no
+redirects followed, no cookies, no proxies. A request is never retried: a connection that
+fails is closed, never returned to the pool, and the call fails.
+
+Failures are raised as the exceptions :class:`router.forward.upstream.Upstream` already turns
+into reasons (``aiohttp.ConnectionTimeoutError``, ``TimeoutError``,
+``aiohttp.ServerDisconnectedError``, :class:`OSError`, ``AddressRefused``) or as
+:class:`H1Error` carrying the reason line itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import os
+import socket
+import ssl
+from collections.abc import Iterable
+from typing import Any
+
+import aiohttp
+from aiohttp.http import HttpResponseParser
+from multidict import CIMultiDictProxy
+from yarl import URL
+
+from registry.netguard import AddressPolicy, AddressRefused
+
+__all__ = ["H1Error", "H1Pool", "H1Response", "TooLarge"]
+
+_IDLE_SECONDS = 15.0  # an idle pooled connection is closed after this (aiohttp's default)
+_FORBIDDEN = ("\r", "\n", "\x00")
+
+
+class H1Error(OSError):
+    """A call that failed on the wire; :attr:`reason` says how, in one line."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class TooLarge(Exception):
+    """The answer's body is longer than the pool's ``max_body_bytes``."""
+
+
+class H1Response:
+    """An agent's whole answer: status, reason phrase, headers and body."""
+
+    __slots__ = ("body", "headers", "reason", "status")
+
+    def __init__(self, status: int, reason: str, headers: CIMultiDictProxy[str], body: bytes):
+        self.status = status
+        self.reason = reason
+        self.headers = headers
+        self.body = body
+
+
+class _Conn(asyncio.Protocol):
+    """One keep-alive connection: at most one request in flight."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, max_body: int) -> None:
+        self.loop = loop
+        self.max_body = max_body
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.idle_handle: asyncio.TimerHandle | None = None
+        self._parser: Any = HttpResponseParser(
+            self, loop, 2**16, response_with_body=True, read_until_eof=True, auto_decompress=True
+        )
+        self._waiter: asyncio.Future[H1Response] | None = None
+        self._message: Any = None
+        self._payload: Any = None
+        self._reusable = False
+        self._last = 0.0  # loop time of the last bytes received (read timeout)
+        self._timer: asyncio.TimerHandle | None = None
+        self._timeout = 0.0
+
+    # -- the StreamReader the parser feeds calls these; the body is bounded by max_body --
+    def pause_reading(self, **_: Any) -> None:
+        """Ignored: every answer is read whole (and bounded) before it is handed over."""
+
+    def resume_reading(self, **_: Any) -> None:
+        """Ignored (see :meth:`pause_reading`)."""
+
+    # -- asyncio.Protocol ----------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self._waiter is not None and not self._waiter.done():
+            with contextlib.suppress(Exception):  # cut short: _finish sees it incomplete
+                self._parser.feed_eof()  # an answer without framing ends with the connection
+            if not self._finish():
+                failure: BaseException = aiohttp.ServerDisconnectedError()
+                if self._message is not None:
+                    failure = aiohttp.ClientPayloadError("the answer was cut short")
+                self._fail(failure)
+        self._stop_timer()
+
+    def eof_received(self) -> bool:
+        return False  # close the transport: connection_lost follows
+
+    def data_received(self, data: bytes) -> None:
+        self._last = self.loop.time()
+        if self._waiter is None or self._waiter.done():
+            self.close()  # bytes nobody asked for: the connection cannot be trusted
+            return
+        try:
+            messages, _upgraded, _tail = self._parser.feed_data(data)
+        except Exception as exc:
+            self._fail(H1Error(f"malformed HTTP answer ({_short(exc)})"))
+            return
+        for message, payload in messages:
+            if 100 <= message.code < 200 and message.code != 101:
+                continue  # an interim answer (100 Continue, 103 Early Hints): the final follows
+            if self._message is not None:  # one request, one answer: the rest is not ours
+                self._fail(H1Error("malformed HTTP answer (more than one answer to a request)"))
+                return
+            self._message, self._payload = message, payload
+            length = message.headers.get("Content-Length")
+            if length is not None and length.isdigit() and int(length) > self.max_body:
+                self._fail(TooLarge())
+                return
+        if self._payload is not None:
+            if getattr(self._payload, "total_bytes", 0) > self.max_body:
+                self._fail(TooLarge())
+                return
+            self._finish()
+
+    # -- calls ---------------------------------------------------------------------------
+    async def request(self, data: bytes, silence: float) -> H1Response:
+        """Write ``data`` (a whole request) and wait for the whole answer, failing with
+        TimeoutError when no bytes arrive for ``silence`` seconds."""
+        assert self.transport is not None
+        self._waiter = self.loop.create_future()
+        self._message = self._payload = None
+        self._reusable = False
+        self._timeout = silence
+        self._last = self.loop.time()
+        self._timer = self.loop.call_at(self._last + silence, self._check_silence)
+        self.transport.write(data)
+        try:
+            return await self._waiter
+        finally:
+            self._stop_timer()
+            self._waiter = None
+            if not self._reusable:
+                self.close()
+
+    @property
+    def reusable(self) -> bool:
+        """Whether the last answer left the connection ready for another request."""
+        return self._reusable and not self.closed
+
+    def close(self) -> None:
+        """Close the connection (an answer in flight fails)."""
+        self.closed = True
+        if self.idle_handle is not None:
+            self.idle_handle.cancel()
+            self.idle_handle = None
+        if self.transport is not None:
+            self.transport.close()
+
+    # -- internals -----------------------------------------------------------------------
+    def _finish(self) -> bool:
+        """Hand the answer over once its body is complete; whether it was."""
+        payload, message = self._payload, self._message
+        if payload is None or not payload.is_eof() or self._waiter is None:
+            return False
+        if self._waiter.done():
+            return True
+        exc = payload.exception()
+        if exc is not None:
+            self._fail(H1Error(f"malformed HTTP answer ({_short(exc)})"))
+            return True
+        body = payload.read_nowait(-1)
+        if len(body) > self.max_body:
+            self._fail(TooLarge())
+            return True
+        self._reusable = not message.should_close and not self.closed
+        self._waiter.set_result(H1Response(message.code, message.reason, message.headers, body))
+        return True
+
+    def _fail(self, exc: BaseException) -> None:
+        self._reusable = False
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_exception(exc)
+        self.close()
+
+    def _check_silence(self) -> None:
+        self._timer = None
+        if self._waiter is None or self._waiter.done():
+            return
+        due = self._last + self._timeout
+        if self.loop.time() >= due:
+            self._fail(TimeoutError())
+        else:
+            self._timer = self.loop.call_at(due, self._check_silence)
+
+    def _stop_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+
+class _Origin:
+    """The connections of one origin: idle ones and how many exist."""
+
+    __slots__ = ("count", "idle", "waiters")
+
+    def __init__(self) -> None:
+        self.idle: collections.deque[_Conn] = collections.deque()
+        self.count = 0  # open or opening connections, idle or busy
+        self.waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+
+
+class H1Pool:
+    """Keep-alive HTTP/1.1 connections for unary calls (see the module docstring).
+
+    ``per_origin_limit`` and ``total_limit`` bound the open connections (0: no bound); a call
+    waits at most ``pool_timeout`` for a free one, then ``connect_timeout`` to connect.
+    ``ssl_context`` replaces :func:`ssl.create_default_context` for https origins.
+    """
+
+    def __init__(
+        self,
+        *,
+        connect_timeout: float,
+        read_timeout: float,
+        pool_timeout: float,
+        per_origin_limit: int = 100,
+        total_limit: int = 1000,
+        max_body_bytes: int,
+        policy: AddressPolicy | None = None,
+        user_agent: str = "Switchboard",
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        self.connect_timeout = connect_timeout
+        self.read_timeout = read_timeout
+        self.pool_timeout = pool_timeout
+        self.per_origin_limit = per_origin_limit
+        self.total_limit = total_limit
+        self.max_body_bytes = max_body_bytes
+        self.policy = policy
+        self.user_agent = user_agent
+        self._origins: dict[tuple[str, str, int], _Origin] = {}
+        self._total = 0
+        self._ssl = ssl_context  # None: the system's verified defaults, made when first needed
+        self._closed = False
+
+    async def post(self, url: URL, headers: Iterable[tuple[str, str]], body: bytes) -> H1Response:
+        """POST ``body`` to ``url`` (http or https, already checked) with ``headers`` (the
+        framing ones excepted: Host, Content-Length, Connection are set here)."""
+        host = url.raw_host or ""
+        key = (url.scheme, host, url.port or 0)
+        data = _request(url, headers, body, self.user_agent)
+        origin = self._origins.get(key)
+        if origin is None:
+            origin = self._origins[key] = _Origin()
+        conn = await self._acquire(origin, url)
+        try:
+            answer = await conn.request(data, self.read_timeout)
+        finally:
+            self._release(origin, conn)
+        return answer
+
+    async def close(self) -> None:
+        """Close every pooled connection (those in use close when their call ends)."""
+        self._closed = True
+        for origin in self._origins.values():
+            while origin.idle:
+                origin.idle.popleft().close()
+        self._origins.clear()
+
+    # -- the pool ------------------------------------------------------------------------
+
+    async def _acquire(self, origin: _Origin, url: URL) -> _Conn:
+        while origin.idle:
+            conn = origin.idle.pop()  # the most recently used: least likely to be stale
+            if conn.idle_handle is not None:
+                conn.idle_handle.cancel()
+                conn.idle_handle = None
+            if not conn.closed:
+                return conn
+            self._drop(origin)
+        if not self._room(origin) and not self._evict_idle(origin):
+            await self._wait(origin)
+            if origin.idle:
+                return await self._acquire(origin, url)
+        origin.count += 1
+        self._total += 1
+        try:
+            return await self._connect(url)
+        except BaseException:
+            self._drop(origin)
+            raise
+
+    def _room(self, origin: _Origin) -> bool:
+        return (not self.per_origin_limit or origin.count < self.per_origin_limit) and (
+            not self.total_limit or self._total < self.total_limit
+        )
+
+    def _evict_idle(self, origin: _Origin) -> bool:
+        """Close another origin's oldest idle connection when only the total limit stands in
+        ``origin``'s way (as aiohttp's connector does); whether there is room now."""
+        if self.per_origin_limit and origin.count >= self.per_origin_limit:
+            return False
+        for other in self._origins.values():
+            if other is not origin and other.idle:
+                conn = other.idle.popleft()
+                conn.close()
+                self._drop(other)
+                return self._room(origin)
+        return False
+
+    async def _wait(self, origin: _Origin) -> None:
+        """Wait for a connection of ``origin`` to be released or closed."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.pool_timeout
+        while not self._room(origin) and not origin.idle:
+            waiter: asyncio.Future[None] = loop.create_future()
+            origin.waiters.append(waiter)
+            try:
+                async with asyncio.timeout_at(deadline):
+                    await waiter
+            except TimeoutError:
+                raise aiohttp.ConnectionTimeoutError() from None
+            finally:
+                with contextlib.suppress(ValueError):
+                    origin.waiters.remove(waiter)
+
+    def _release(self, origin: _Origin, conn: _Conn) -> None:
+        if conn.reusable and not self._closed:
+            origin.idle.append(conn)
+            conn.idle_handle = asyncio.get_running_loop().call_later(
+                _IDLE_SECONDS, self._expire, origin, conn
+            )
+            self._wake(origin)
+        else:
+            conn.close()
+            self._drop(origin)
+
+    def _expire(self, origin: _Origin, conn: _Conn) -> None:
+        conn.idle_handle = None
+        with contextlib.suppress(ValueError):
+            origin.idle.remove(conn)
+            conn.close()
+            self._drop(origin)
+
+    def _drop(self, origin: _Origin) -> None:
+        """One connection of ``origin`` is gone."""
+        origin.count -= 1
+        self._total -= 1
+        self._wake(origin)
+        if self.total_limit:  # another origin may be waiting for room in the total
+            for other in self._origins.values():
+                if other is not origin:
+                    self._wake(other)
+
+    def _wake(self, origin: _Origin) -> None:
+        while origin.waiters:
+            waiter = origin.waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    # -- connecting ----------------------------------------------------------------------
+
+    async def _connect(self, url: URL) -> _Conn:
+        loop = asyncio.get_running_loop()
+        host, port = url.raw_host or "", url.port or (443 if url.scheme == "https" else 80)
+        tls = self._context() if url.scheme == "https" else None
+        try:
+            async with asyncio.timeout(self.connect_timeout):
+                addresses = await self._addresses(loop, host, port)
+                failure: OSError | None = None
+                for family, address in addresses:
+                    try:
+                        _, conn = await loop.create_connection(
+                            lambda: _Conn(loop, self.max_body_bytes),
+                            host=address,
+                            port=port,
+                            family=family,
+                            ssl=tls,
+                            server_hostname=url.host if tls is not None else None,
+                        )
+                    except ssl.SSLCertVerificationError:
+                        raise H1Error("TLS certificate verification failed") from None
+                    except OSError as exc:
+                        failure = exc
+                        continue
+                    _nodelay(conn.transport)
+                    return conn
+        except TimeoutError:
+            raise aiohttp.ConnectionTimeoutError() from None
+        reason = _os_text(failure)
+        raise H1Error(f"cannot connect to {host}:{port}: {reason}")
+
+    async def _addresses(
+        self, loop: asyncio.AbstractEventLoop, host: str, port: int
+    ) -> list[tuple[int, str]]:
+        """The addresses to dial for ``host`` (the allowed ones, when guarded)."""
+        try:
+            infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except socket.gaierror:
+            raise H1Error(f"cannot resolve {host}") from None
+        found = [(int(family), str(sockaddr[0])) for family, _, _, _, sockaddr in infos]
+        unique = list(dict.fromkeys(found))
+        if self.policy is None:
+            return unique
+        allowed = [(f, a) for f, a in unique if self.policy.is_allowed(a)]
+        if not allowed:
+            raise AddressRefused.build(host, [a for _, a in unique])
+        return allowed
+
+    def _context(self) -> ssl.SSLContext:
+        if self._ssl is None:
+            self._ssl = ssl.create_default_context()
+        return self._ssl
+
+
+def _request(url: URL, headers: Iterable[tuple[str, str]], body: bytes, agent: str) -> bytes:
+    """The request's bytes: ``POST`` with ``headers`` (checked for line breaks) and ``body``."""
+    target = url.raw_path_qs or "/"
+    lines = [f"POST {target} HTTP/1.1", f"Host: {_host_header(url)}"]
+    has_agent = False
+    for name, value in headers:
+        if any(c in name or c in value for c in _FORBIDDEN) or not name:
+            raise ValueError(f"header {name!r} holds a line break or NUL")
+        has_agent = has_agent or name.lower() == "user-agent"
+        lines.append(f"{name}: {value}")
+    if not has_agent:
+        lines.append(f"User-Agent: {agent}")
+    lines.append(f"Content-Length: {len(body)}\r\n\r\n")
+    return "\r\n".join(lines).encode("utf-8") + body
+
+
+def _host_header(url: URL) -> str:
+    host = url.raw_host or ""
+    if ":" in host:  # an IPv6 literal
+        host = f"[{host}]"
+    if url.explicit_port and not url.is_default_port():
+        return f"{host}:{url.port}"
+    return host
+
+
+def _nodelay(transport: Any) -> None:
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+def _os_text(exc: OSError | None) -> str:
+    if exc is None or not exc.errno:
+        return "connection failed"
+    return os.strerror(exc.errno).lower()
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return text[:200]

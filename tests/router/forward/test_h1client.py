@@ -1,0 +1,444 @@
+"""router.forward.h1client: the lean keep-alive HTTP/1.1 client of unary calls, against real
+servers on 127.0.0.1 (aiohttp's, and raw asyncio ones that answer byte for byte)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import ipaddress
+import json
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+from yarl import URL
+
+from registry.netguard import AddressPolicy, AddressRefused
+from router.forward.h1client import H1Error, H1Pool, TooLarge
+
+BODY = b'{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{}}'
+ANSWER = b'{"jsonrpc":"2.0","id":1,"result":{"ok":true}}'
+
+Script = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+def pool(**overrides: Any) -> H1Pool:
+    settings: dict[str, Any] = {
+        "connect_timeout": 2.0,
+        "read_timeout": 5.0,
+        "pool_timeout": 5.0,
+        "max_body_bytes": 1 << 20,
+    }
+    return H1Pool(**{**settings, **overrides})
+
+
+class Raw:
+    """A raw TCP server answering each connection with ``script``; counts connections."""
+
+    def __init__(self, script: Script) -> None:
+        self.script = script
+        self.connections = 0
+        self.requests: list[bytes] = []
+        self.arrived = asyncio.Event()  # set by each request read
+        self.server: asyncio.Server | None = None
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            await self.script(reader, writer)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+    async def read_request(self, reader: asyncio.StreamReader) -> bytes:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next(
+            int(line.split(b":", 1)[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        )
+        request = head + await reader.readexactly(length)
+        self.requests.append(request)
+        self.arrived.set()
+        return request
+
+    @property
+    def url(self) -> URL:
+        assert self.server is not None
+        port = self.server.sockets[0].getsockname()[1]
+        return URL(f"http://127.0.0.1:{port}/rpc?x=1")
+
+
+@pytest.fixture
+async def raw() -> AsyncIterator[Callable[[Script], Awaitable[Raw]]]:
+    servers: list[asyncio.Server] = []
+
+    async def start(script: Script) -> Raw:
+        made = Raw(script)
+        made.server = await asyncio.start_server(made._serve, "127.0.0.1", 0)
+        servers.append(made.server)
+        return made
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+def answer(body: bytes = ANSWER, *extra: str) -> bytes:
+    head = ["HTTP/1.1 200 OK", "Content-Type: application/json", f"Content-Length: {len(body)}"]
+    return ("\r\n".join([*head, *extra]) + "\r\n\r\n").encode() + body
+
+
+async def test_answers_over_one_kept_alive_connection(raw: Any) -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await server.read_request(reader)
+            writer.write(answer())
+
+    server = await raw(script)
+    client = pool()
+    try:
+        for _ in range(3):
+            got = await client.post(server.url, [("A2A-Version", "1.0")], BODY)
+            assert (got.status, got.reason, got.body) == (200, "OK", ANSWER)
+            assert got.headers["Content-Type"] == "application/json"
+    finally:
+        await client.close()
+    assert server.connections == 1
+    first = server.requests[0]
+    assert first.startswith(b"POST /rpc?x=1 HTTP/1.1\r\n")
+    assert f"Host: 127.0.0.1:{server.url.port}\r\n".encode() in first
+    assert b"A2A-Version: 1.0\r\n" in first and b"User-Agent: Switchboard\r\n" in first
+    assert first.endswith(b"Content-Length: %d\r\n\r\n%s" % (len(BODY), BODY))
+
+
+async def test_a_chunked_answer_is_read_whole(raw: Any) -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for piece in (ANSWER[:10], ANSWER[10:]):
+            writer.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            await writer.drain()
+        writer.write(b"0\r\n\r\n")
+        await reader.read()  # keep the connection open
+
+    server = await raw(script)
+    client = pool()
+    try:
+        assert (await client.post(server.url, [], BODY)).body == ANSWER
+    finally:
+        await client.close()
+
+
+async def test_an_answer_framed_by_the_connection_ends_with_it(raw: Any) -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + ANSWER)
+
+    server = await raw(script)
+    client = pool()
+    try:
+        assert (await client.post(server.url, [], BODY)).body == ANSWER
+        assert (await client.post(server.url, [], BODY)).body == ANSWER
+    finally:
+        await client.close()
+    assert server.connections == 2  # "Connection: close": never reused
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        answer(b"x" * 101),  # announced too long
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"40\r\n" + b"x" * 64 + b"\r\n"
+        b"40\r\n" + b"x" * 64 + b"\r\n0\r\n\r\n",  # grows too long
+    ],
+)
+async def test_a_body_beyond_the_limit_is_refused(raw: Any, reply: bytes) -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(reply)
+        await reader.read()
+
+    server = await raw(script)
+    client = pool(max_body_bytes=100)
+    try:
+        with pytest.raises(TooLarge):
+            await client.post(server.url, [], BODY)
+    finally:
+        await client.close()
+
+
+async def test_an_answer_cut_short_or_missing_fails(raw: Any) -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        if server.connections == 1:
+            writer.write(answer()[:-5])  # the body is cut short, then the connection closes
+
+    server = await raw(script)
+    client = pool()
+    try:
+        with pytest.raises(aiohttp.ClientPayloadError):
+            await client.post(server.url, [], BODY)
+        with pytest.raises(aiohttp.ServerDisconnectedError):
+            await client.post(server.url, [], BODY)  # closed without a byte
+    finally:
+        await client.close()
+
+
+async def test_a_malformed_answer_fails_and_the_connection_is_dropped(raw: Any) -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await server.read_request(reader)
+            if server.connections == 1:
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}")
+            else:
+                writer.write(answer())
+
+    server = await raw(script)
+    client = pool()
+    try:
+        with pytest.raises(H1Error, match="malformed HTTP answer"):
+            await client.post(server.url, [], BODY)
+        assert (await client.post(server.url, [], BODY)).body == ANSWER
+    finally:
+        await client.close()
+    assert server.connections == 2
+
+
+async def test_the_read_timeout_bounds_each_silence_not_the_call(raw: Any) -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        if server.connections == 1:
+            await reader.read()  # never answers
+            return
+        data = answer()
+        for i in range(0, len(data), 8):  # 6 pieces, each within the timeout, 0.5 s in all
+            writer.write(data[i : i + 8])
+            await writer.drain()
+            await asyncio.sleep(0.08)
+        await reader.read()
+
+    server = await raw(script)
+    client = pool(read_timeout=0.3)
+    try:
+        with pytest.raises(TimeoutError):
+            await client.post(server.url, [], BODY)
+        assert (await client.post(server.url, [], BODY)).body == ANSWER
+    finally:
+        await client.close()
+
+
+async def test_the_per_origin_limit_makes_calls_wait_then_time_out(raw: Any) -> None:
+    release = asyncio.Event()
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await server.read_request(reader)
+            await release.wait()
+            writer.write(answer())
+
+    server = await raw(script)
+    client = pool(per_origin_limit=1, pool_timeout=0.1)
+    try:
+        first = asyncio.create_task(client.post(server.url, [], BODY))
+        await server.arrived.wait()  # the first call holds the one connection
+        with pytest.raises(aiohttp.ConnectionTimeoutError):
+            await client.post(server.url, [], BODY)  # the one connection stays busy
+        waiting = asyncio.create_task(pool_call(client, server.url))
+        release.set()
+        assert (await first).body == ANSWER
+        assert (await waiting).body == ANSWER
+    finally:
+        await client.close()
+    assert server.connections == 1
+
+
+async def pool_call(client: H1Pool, url: URL) -> Any:
+    client.pool_timeout = 5.0
+    return await client.post(url, [], BODY)
+
+
+async def test_refused_connections_and_addresses(raw: Any) -> None:
+    server = await raw(lambda reader, writer: asyncio.sleep(0))
+    url = server.url
+    assert server.server is not None
+    server.server.close()
+    await server.server.wait_closed()
+    client = pool()
+    try:
+        with pytest.raises(H1Error, match=f"cannot connect to 127.0.0.1:{url.port}: "):
+            await client.post(url, [], BODY)
+    finally:
+        await client.close()
+    guarded = pool(policy=AddressPolicy())  # loopback is not allowed: never dialled
+    try:
+        with pytest.raises(AddressRefused):
+            await guarded.post(url.with_host("localhost"), [], BODY)
+    finally:
+        await guarded.close()
+
+
+async def test_a_header_with_a_line_break_is_never_sent(raw: Any) -> None:
+    server = await raw(lambda reader, writer: reader.read())
+    client = pool()
+    try:
+        with pytest.raises(ValueError, match="line break"):
+            await client.post(server.url, [("X-Evil", "a\r\nHost: other")], BODY)
+    finally:
+        await client.close()
+    assert server.requests == []
+
+
+async def test_against_an_aiohttp_server(aiohttp_server: Any) -> None:
+    seen: list[dict[str, Any]] = []
+
+    async def rpc(request: web.Request) -> web.Response:
+        seen.append(await request.json())
+        return web.json_response({"jsonrpc": "2.0", "id": 1, "result": {"n": len(seen)}})
+
+    app = web.Application()
+    app.router.add_post("/", rpc)
+    server = await aiohttp_server(app)
+    client = pool()
+    try:
+        answers = await asyncio.gather(
+            *(client.post(server.make_url("/"), [], BODY) for _ in range(20))
+        )
+    finally:
+        await client.close()
+    assert sorted(json.loads(a.body)["result"]["n"] for a in answers) == list(range(1, 21))
+    assert seen == [json.loads(BODY)] * 20
+
+
+def _certificate(tmp_path: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 and its key, as PEM files."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_file, key_file
+
+
+async def test_tls_is_verified(tmp_path: Path) -> None:
+    cert_file, key_file = _certificate(tmp_path)
+    served = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    served.load_cert_chain(cert_file, key_file)
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                await reader.readexactly(int(head.split(b"Content-Length: ")[1].split(b"\r")[0]))
+                writer.write(answer())
+        writer.close()
+
+    server = await asyncio.start_server(script, "127.0.0.1", 0, ssl=served)
+    url = URL(f"https://127.0.0.1:{server.sockets[0].getsockname()[1]}/")
+    trusting = pool(ssl_context=ssl.create_default_context(cafile=str(cert_file)))
+    default = pool()
+    try:
+        assert (await trusting.post(url, [], BODY)).body == ANSWER
+        assert (await trusting.post(url, [], BODY)).body == ANSWER
+        with pytest.raises(H1Error, match="TLS certificate verification failed"):
+            await default.post(url, [], BODY)
+    finally:
+        await trusting.close()
+        await default.close()
+        server.close()
+
+
+def test_on_uvloop() -> None:
+    """The server's loop: uvloop's transports are not asyncio.Transport subclasses."""
+    uvloop = pytest.importorskip("uvloop")
+
+    async def scenario() -> int:
+        made = Raw(lambda reader, writer: _answer_all(made, reader, writer))
+        made.server = await asyncio.start_server(made._serve, "127.0.0.1", 0)
+        client = pool()
+        try:
+            for _ in range(3):
+                assert (await client.post(made.url, [], BODY)).body == ANSWER
+        finally:
+            await client.close()
+            made.server.close()
+        return made.connections
+
+    assert uvloop.run(scenario()) == 1
+
+
+async def _answer_all(
+    made: Raw, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> None:
+    while True:
+        await made.read_request(reader)
+        writer.write(answer())
+
+
+async def test_an_answer_too_many_is_refused_and_interim_answers_skipped(raw: Any) -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await server.read_request(reader)
+            if server.connections == 1:
+                writer.write(answer() + answer(b'{"jsonrpc":"2.0","id":1,"result":"forged"}'))
+            else:
+                writer.write(b"HTTP/1.1 100 Continue\r\n\r\n" + answer())
+
+    server = await raw(script)
+    client = pool()
+    try:
+        with pytest.raises(H1Error, match="more than one answer"):
+            await client.post(server.url, [], BODY)
+        assert (await client.post(server.url, [], BODY)).body == ANSWER
+    finally:
+        await client.close()
+
+
+async def test_the_total_limit_closes_another_origins_idle_connection(raw: Any) -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await server_a.read_request(reader)  # (any Raw reads a request)
+            writer.write(answer())
+
+    server_a = await raw(script)
+    server_b = await raw(script)
+    client = pool(total_limit=1, pool_timeout=0.2)
+    try:
+        assert (await client.post(server_a.url, [], BODY)).body == ANSWER  # idle after this
+        assert (await client.post(server_b.url, [], BODY)).body == ANSWER  # room made
+        assert (await client.post(server_a.url, [], BODY)).body == ANSWER
+    finally:
+        await client.close()
+    assert (server_a.connections, server_b.connections) == (2, 1)
