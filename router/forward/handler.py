@@ -104,6 +104,7 @@ class Router:
             total_limit=settings.upstream_max_connections,
             stream_limit=settings.max_streams,
             policy=AddressPolicy(settings.allow_networks),  # agents' cards choose the address
+            lean_calls=settings.upstream_client == "lean",
         )
         self.relay = Relay(self.upstream, settings.max_streams, self._record)
         push_policy = AddressPolicy(settings.push_allow_networks)  # clients choose webhooks

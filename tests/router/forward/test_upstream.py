@@ -31,9 +31,11 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 OK = {"jsonrpc": "2.0", "id": 1, "result": {"kind": "task", "id": "t-1"}}
 
 
-@pytest.fixture
-async def upstream() -> AsyncIterator[Upstream]:
-    async with Upstream(connect_timeout=2.0, read_timeout=5.0) as up:
+@pytest.fixture(params=["lean", "aiohttp"])
+async def upstream(request: pytest.FixtureRequest) -> AsyncIterator[Upstream]:
+    """Both clients of unary calls (SWITCHBOARD_UPSTREAM_CLIENT)."""
+    lean = request.param == "lean"
+    async with Upstream(connect_timeout=2.0, read_timeout=5.0, lean_calls=lean) as up:
         yield up
 
 
