@@ -145,11 +145,13 @@ class Relay:
             async for upstream_answer in events:
                 if type(upstream_answer) is Frames:
                     yield upstream_answer, None
+                    del upstream_answer  # nothing held while the agent is silent
                     continue
                 if fast is not None and fast.enabled():
                     data = fast.relay(upstream_answer)
                     if data is not None:
                         yield data, None
+                        del upstream_answer, data
                         continue
                 answer = upstream_answer
                 if source != rpc.version and "result" in answer:
@@ -170,6 +172,7 @@ class Relay:
                     return
                 if source != rpc.version and ends_stream(source, upstream_answer):
                     return  # e.g. a 0.3 agent's final input-required update
+                del upstream_answer, answer, event
         except RpcError as error:
             yield error_body(rpc.version, rpc.id, error), error_event(rpc)
         except (ConnectionResetError, asyncio.CancelledError, GeneratorExit):

@@ -381,6 +381,7 @@ def observed_stream(stream: S) -> S:
                 if isinstance(item, dict) and "error" in item:
                     outcome = "agent_error"
                 yield item
+                del item  # nothing held while the agent is silent
         except RpcError as error:
             first()
             outcome = _upstream_failure(error)
