@@ -35,7 +35,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -394,7 +394,9 @@ def covered_content(payload: bytes) -> dict[str, Any]:
     if not isinstance(content, dict):
         raise FormError("the payload is not a JSON object")
     missing = [key for key in _V03_DEFAULTS if key not in content]
-    if missing:
+    # a member a2a-sdk 0.3 does not know (a 1.0 card's ``supportedInterfaces``) is dropped by
+    # its form, which then cannot be these bytes: no need to build it
+    if missing and all(key in _V03_SCHEMA for key in content):
         try:
             signable_by_v03 = _v03_form(content).payload == payload
         except (FormError, RecursionError):
@@ -434,6 +436,12 @@ def card_forms(card: dict[str, Any]) -> list[Form]:
     A form that cannot be built is skipped: a card it cannot represent (:class:`FormError`), and
     also any unexpected failure (logged), so that no card shape can make verification raise.
     """
+    return list(iter_card_forms(card))
+
+
+def iter_card_forms(card: dict[str, Any]) -> Iterator[Form]:
+    """:func:`card_forms` one at a time, each built only when asked for (a signature over the
+    strict form, the usual case, is checked without building the others)."""
     builders: list[tuple[str, Callable[[], Form]]] = [
         ("rfc8785", lambda: _strict_form(card)),
         ("a2a-sdk-1.x", lambda: _sdk_form("a2a-sdk-1.x", card, _V1_SCHEMA, jcs)),
@@ -450,7 +458,7 @@ def card_forms(card: dict[str, Any]) -> list[Form]:
             continue
         if all(form.payload != seen.payload for seen in forms):
             forms.append(form)
-    return forms
+            yield form
 
 
 def payload_forms(card: dict[str, Any]) -> list[tuple[str, bytes]]:

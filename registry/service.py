@@ -18,7 +18,7 @@ import hashlib
 import json
 import re
 import unicodedata
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
@@ -29,13 +29,13 @@ from registry.crawler import Crawler, Fetched, is_card_url
 from registry.diff import agent_diff
 from registry.errors import Conflict, RegistryError, agent_not_found
 from registry.health import Health, RefreshPolicy
+from registry.indexing import IndexFollower
 from registry.metrics import counted_crawl
 from registry.records import AgentRecord, Source, VerificationRecord, utcnow
 from registry.signatures import KeyResolver
 from registry.store import Store
 from registry.upkeep import Upkeep
 from registry.verification import Verifier
-from registry.writebatch import WriteBatcher
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 _ID_ATTEMPTS = 5
@@ -69,10 +69,11 @@ class Registry:
         self.verifier = Verifier(self, keys)
         self.upkeep = Upkeep(self, self.verifier, self.policy)
         self.on_index: Callable[[Snapshot], Awaitable[Any]] | None = None
-        """Called with the new snapshot after every catalog change made or read by this
-        process (the router embeds new skill texts there: :mod:`registry.vectors`); changes
-        made while a call runs share the next one."""
-        self._indexing: WriteBatcher[None, None] = WriteBatcher(self._index_latest, 4096)
+        """Called with the new snapshot after catalog changes made or read by this process
+        (the router embeds new skill texts there: :mod:`registry.vectors`), in the background:
+        a write answers before it; changes made while a call runs share the next one. Wait
+        for it with :meth:`indexed`."""
+        self.indexing = IndexFollower(self.catalog, lambda: self.on_index)
 
     async def load(self) -> None:
         """Create the schema if needed and load the catalog from the database; agents
@@ -88,7 +89,7 @@ class Registry:
         version = await self.store.catalog_version()  # read first: records are at least as new
         self.catalog.replace(await self.store.all(), version)
         await self.upkeep.reload_health(full=True)
-        await self._indexed()
+        self.indexing.poke()
 
     async def sync(self) -> bool:
         """Reload what another process changed (catalog, health); True if the catalog
@@ -115,7 +116,7 @@ class Registry:
             if record is None:
                 self.upkeep.forget(agent_id)
         await self.upkeep.reload_health(full=False)
-        await self._indexed()
+        self.indexing.poke()
 
     def health_of(self, agent_id: str) -> Health:
         """The agent's current health (``unknown`` if nothing was recorded yet)."""
@@ -250,6 +251,8 @@ class Registry:
         self.upkeep.forget(agent_id)
         if not self.catalog.remove(agent_id, version):
             await self._catch_up(version)  # another process wrote in between
+        else:
+            self.indexing.poke()
 
     # --- internals ---------------------------------------------------------------------------
 
@@ -349,18 +352,13 @@ class Registry:
         if not self.catalog.upsert(record, version):
             await self._catch_up(version)  # another process wrote in between
         else:
-            await self._indexed()
+            self.indexing.poke()
 
-    async def _indexed(self) -> None:
-        if self.on_index is not None:
-            await self._indexing.submit(None)
-
-    async def _index_latest(self, waiting: Sequence[None]) -> list[None]:
-        """One :attr:`on_index` call with the newest snapshot for every change that came
-        while the previous call ran (it holds theirs: snapshots only grow newer)."""
-        if self.on_index is not None:
-            await self.on_index(self.catalog.snapshot)
-        return [None] * len(waiting)
+    async def indexed(self, version: int | None = None) -> int:
+        """Wait until :attr:`on_index` has run on a snapshot at least ``version`` new
+        (default: the current one), e.g. a registration's skill texts are embedded; the
+        catalog version it reached (see :class:`IndexFollower`)."""
+        return await self.indexing.wait(version)
 
     def check_interfaces(self, card: AgentCard, exclude: str | None = None) -> None:
         """Refuse a card whose endpoint (URL and tenant) another agent already has."""

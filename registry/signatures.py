@@ -20,7 +20,7 @@ import copy
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -44,9 +44,9 @@ from registry.jwkeys import (
 from registry.payloads import (
     Form,
     FormError,
-    card_forms,
     clean_for_signing,
     covered_content,
+    iter_card_forms,
     jcs,
     payload_forms,
     unsigned_part,
@@ -252,7 +252,7 @@ def _jws_verifies(protected: str, payload: bytes, signature: str, key: JWK, alg:
 async def _verify_one(
     entry: Any,
     index: int,
-    forms: Callable[[], list[Form]],
+    forms: _Forms,
     resolver: KeyResolver,
     now: float,
 ) -> Verification:
@@ -293,11 +293,10 @@ async def _verify_one(
     if not usable:
         raise _Refused("invalid", "; ".join(refusals), kid)
 
-    candidates = forms()
-    if not candidates:
+    if forms.empty():
         raise _Refused("invalid", "the card has no canonical form to verify", kid)
     for key, source in usable:
-        for form in candidates:
+        for form in forms:
             if _jws_verifies(protected, form.payload, signature, key, header.alg):
                 return Verification(
                     "verified",
@@ -307,10 +306,38 @@ async def _verify_one(
                     uncovered_fields=form.uncovered,
                     signed_content=covered_content(form.payload),
                 )
-    tried = ", ".join(form.name for form in candidates)
+    tried = ", ".join(form.name for form in forms)
     raise _Refused(
         "invalid", f"the signature does not match the card's content (tried: {tried})", kid
     )
+
+
+class _Forms:
+    """The card's payload forms, strictest first, each built the first time a signature
+    check gets to it and kept for the next (:func:`iter_card_forms`)."""
+
+    def __init__(self, card: dict[str, Any]) -> None:
+        self._source: Iterator[Form] | None = None
+        self._card = card
+        self._built: list[Form] = []
+
+    def _next(self) -> Form | None:
+        if self._source is None:
+            self._source = iter_card_forms(self._card)
+        form = next(self._source, None)
+        if form is not None:
+            self._built.append(form)
+        return form
+
+    def empty(self) -> bool:
+        """Whether the card has no form at all."""
+        return not self._built and self._next() is None
+
+    def __iter__(self) -> Iterator[Form]:
+        n = 0
+        while n < len(self._built) or self._next() is not None:
+            yield self._built[n]
+            n += 1
 
 
 def _combine(failures: list[_Refused]) -> Verification:
@@ -366,13 +393,7 @@ async def _verify_card(card: dict[str, Any], resolver: KeyResolver, now: float) 
             f"{MAX_SIGNATURES} checked",
         )
 
-    cache: list[list[Form]] = []
-
-    def forms() -> list[Form]:
-        if not cache:
-            cache.append(card_forms(card))
-        return cache[0]
-
+    forms = _Forms(card)
     failures: list[_Refused] = []
     for index, entry in enumerate(signatures):
         try:

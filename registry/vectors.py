@@ -7,10 +7,11 @@ no rows and recomputes everything. What is embedded for each skill and agent is
 :func:`skill_document` and :func:`agent_document`; learned examples
 (:mod:`registry.examples`) go through the same store.
 
-The registry calls :meth:`SkillVectors.index` after every catalog change (its ``on_index``
-hook); a model that fails there (an endpoint down) leaves those texts without a vector, and
-the next change or :meth:`SkillVectors.index` call tries again. Routing treats a text without
-a vector as semantically unknown (lexical score only).
+The registry calls :meth:`SkillVectors.index` after catalog changes (its ``on_index`` hook),
+in the background (:mod:`registry.indexing`: a registration does not wait); a model that
+fails there (an endpoint down) leaves those texts without a vector, and the next change or
+:meth:`SkillVectors.index` call tries again. Routing treats a text without a vector as
+semantically unknown (lexical score only).
 """
 
 from __future__ import annotations

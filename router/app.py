@@ -154,6 +154,9 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
             log.info("seed file %s: %d agent(s) registered", path, len(added))
         yield
     finally:
+        # the embedding of the last registrations gets the grace, then is cancelled (the
+        # next start embeds what is left)
+        await registry.indexing.close(app[SETTINGS].shutdown_grace)
         await app[ROUTER].chooser.close()
         await registry.crawler.close()
         await registry.store.close()
@@ -179,8 +182,10 @@ async def _embed_examples(app: web.Application) -> None:
 
 async def _start_semantic(app: web.Application) -> None:
     """Load the learned examples and the embedding model; with a model, embed every text of
-    the catalog not embedded yet (stored vectors are read, not recomputed) and from now on
-    each card as it is indexed. Without one, routing goes by words (see router.choose.models)."""
+    the catalog not embedded yet (stored vectors are read, not recomputed) and from now on,
+    in the background, each card once it is indexed (:attr:`Registry.on_index`: a
+    registration does not wait for it). Without one, routing goes by words (see
+    router.choose.models)."""
     registry, router = app[REGISTRY], app[ROUTER]
     examples = app[EXAMPLES]
     await examples.load()
@@ -192,8 +197,8 @@ async def _start_semantic(app: web.Application) -> None:
     stored = await vectors.load()
     semantic = Semantic(loaded.embedder, vectors, examples, Calibration.load())
     registry.on_index = lambda snapshot: vectors.index(snapshot.agents.values())
-    computed = await vectors.index(registry.catalog.snapshot.agents.values())
-    computed += await vectors.ensure(e.text for e in examples.all)
+    await registry.indexed()  # the whole catalog, before the router serves
+    computed = vectors.computed + await vectors.ensure(e.text for e in examples.all)
     router.matcher.semantic = router.chooser.semantic = semantic
     log.info("%s: %d stored vector(s) read, %d computed", loaded.status, stored, computed)
 

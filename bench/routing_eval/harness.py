@@ -74,10 +74,12 @@ async def catalog(
             matcher.semantic, matcher.status = semantic, "semantic"
         for agent_id, card in (card_set or cards()).items():
             await registry.register_card(card, agent_id)
+        await registry.indexed()  # the skill texts are embedded behind the registrations
         elapsed = time.perf_counter() - start
         try:
             yield Env(registry, matcher, Chooser(matcher, semantic), semantic, examples, elapsed)
         finally:
+            await registry.indexing.close(1.0)
             if semantic is not None:
                 semantic.close()
             await store.close()

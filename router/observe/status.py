@@ -30,7 +30,7 @@ from registry.refresh import LEASE
 from registry.version import switchboard_version
 from router.observe.recent import RECENT
 
-__all__ = ["Status", "StatusQuery", "add_status_route", "get_status"]
+__all__ = ["Indexing", "Status", "StatusQuery", "add_status_route", "get_status"]
 
 FAILURES_SHOWN = 10
 
@@ -93,11 +93,24 @@ class Decisions(ApiModel):
     rows: list[Decision] = Field(description="By tier and agent, most first.")
 
 
+class Indexing(ApiModel):
+    """The catalog's background indexing (the embedding of new skill texts)."""
+
+    catalog_version: int = Field(description="This replica's catalog version.")
+    indexed_version: int = Field(
+        description="The catalog version whose texts are all embedded (-1: none since start)."
+    )
+    backlog: int = Field(
+        description="Catalog versions still to embed (0: idle, or no embedding model)."
+    )
+
+
 class Status(ApiModel):
     """The one-screen summary."""
 
     replica: Replica
     agents: AgentCounts
+    indexing: Indexing
     refresh_failures: list[RefreshFailure] = Field(
         description=f"The latest {FAILURES_SHOWN} agents whose last check failed, newest first."
     )
@@ -138,6 +151,11 @@ async def get_status(request: web.Request) -> web.Response:
             routable=sum(1 for a in agents if registry.routable(a)),
             by_health=dict(sorted(Counter(h.status for h in health.values()).items())),
             by_verification=dict(sorted(Counter(a.verification.status for a in agents).items())),
+        ),
+        indexing=Indexing(
+            catalog_version=registry.catalog.snapshot.version,
+            indexed_version=registry.indexing.version,
+            backlog=registry.indexing.backlog,
         ),
         refresh_failures=[_failure(i, h) for i, h in failing[:FAILURES_SHOWN]],
         decisions=_decisions(query.minutes),

@@ -106,6 +106,7 @@ async def routed(aiohttp_server: Any, sqlite_url: str, model_dir: Path) -> Async
                 headers=AUTH,
             )
             assert resp.status_code == 201, resp.text
+        await server.app[REGISTRY].indexed()  # the skill texts are embedded behind the answers
         yield server, http
 
 
@@ -205,6 +206,7 @@ async def test_vectors_survive_a_restart_without_recomputation(
                 headers=AUTH,
             )
             assert resp.status_code == 201
+        await first.app[REGISTRY].indexed()
         computed = first.app[ROUTER].matcher.semantic.vectors.computed
         assert computed >= 6  # 3 agents + 3 skills
         await first.close()

@@ -539,7 +539,7 @@ async def test_unexpected_failures_become_invalid(
         raise RuntimeError("boom")
 
     caplog.set_level(logging.ERROR)
-    monkeypatch.setattr(signatures_module, "card_forms", broken)
+    monkeypatch.setattr(signatures_module, "iter_card_forms", broken)
     result = await verify_card(signed, resolver, now=NOW)
     assert result.status == "invalid"
     assert result.reason == (

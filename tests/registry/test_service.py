@@ -1,4 +1,5 @@
-"""The registry service's own coordination: the index hook shared by concurrent changes."""
+"""The registry service's own coordination: the index hook, run behind the writes and shared
+by the changes made while it runs (registry/indexing.py)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,9 @@ async def registry(sqlite_url: str) -> AsyncIterator[Registry]:
     await store.close()
 
 
-async def test_changes_made_during_an_index_call_share_the_next_one(registry: Registry) -> None:
+async def test_registrations_answer_before_the_index_hook_and_share_its_next_call(
+    registry: Registry,
+) -> None:
     seen: list[list[str]] = []
     entered = asyncio.Event()
     release = asyncio.Event()
@@ -41,27 +44,19 @@ async def test_changes_made_during_an_index_call_share_the_next_one(registry: Re
         await release.wait()
 
     registry.on_index = on_index
-    all_in = asyncio.Event()
-    upsert = registry.catalog.upsert
-
-    def counted(record: AgentRecord, version: int) -> bool:
-        installed = upsert(record, version)  # the writer asks for its index call right after
-        if len(registry.catalog.snapshot.agents) == 5:
-            all_in.set()
-        return installed
-
-    registry.catalog.upsert = counted  # type: ignore[method-assign]
-    first = asyncio.ensure_future(registry.register_card(card_v1("https://0.example"), "a0"))
-    await entered.wait()  # the first registration's index call runs: the others queue
+    first = await registry.register_card(card_v1("https://0.example"), "a0")
+    await entered.wait()  # the hook runs behind the answered registration, and blocks
     rest = [
-        asyncio.ensure_future(registry.register_card(card_v1(f"https://{n}.example"), f"a{n}"))
-        for n in range(1, 5)
-    ]
-    await all_in.wait()  # each is written and in the catalog, waiting for its index call
+        await registry.register_card(card_v1(f"https://{n}.example"), f"a{n}") for n in range(1, 5)
+    ]  # each answers while the hook is still blocked
+    assert [r.id for r in [first, *rest]] == ["a0", "a1", "a2", "a3", "a4"]
+    assert seen == [["a0"]]
+    assert registry.indexing.busy and registry.indexing.backlog > 0
+    waiting = asyncio.ensure_future(registry.indexed())
     release.set()
-    done = await asyncio.gather(first, *rest)
-    assert [r.id for r in done] == ["a0", "a1", "a2", "a3", "a4"]
+    assert await waiting == registry.catalog.snapshot.version
     assert seen == [["a0"], ["a0", "a1", "a2", "a3", "a4"]]  # one call for the four
+    assert registry.indexing.calls == 2 and registry.indexing.backlog == 0
 
 
 def _pushed(agent_id: str, card: dict[str, Any]) -> tuple[AgentRecord, bytes]:

@@ -33,6 +33,7 @@ from google.protobuf.json_format import MessageToDict, ParseDict
 from jwcrypto.jwk import JWK
 from jwcrypto.jws import JWS
 
+from registry import payloads
 from registry.errors import CardError, RegistryError
 from registry.signatures import (
     ALLOWED_ALGS,
@@ -841,3 +842,30 @@ def test_verification_to_api() -> None:
         "payload_form": "rfc8785",
         "uncovered_fields": ["url"],
     }
+
+
+async def test_the_other_payload_forms_are_built_only_when_the_strict_one_fails(
+    keys: dict[str, JWK], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built: list[str] = []
+    for name in ("_sdk_form", "_v03_form"):
+        original = getattr(payloads, name)
+
+        def counted(*args: Any, _original: Any = original, _name: str = name) -> Any:
+            built.append(_name)
+            return _original(*args)
+
+        monkeypatch.setattr(payloads, name, counted)
+    key = keys["ES256"]
+    card = card_v1()
+    resolver = StaticKeys([public(key)])
+    signed, tampered = sign_card(card, key), sign_card(card, key)
+    tampered["description"] = "changed after signing"
+    built.clear()  # signing builds them (it checks its own signature)
+    result = await verify_card(signed, resolver, now=NOW)
+    assert result.status == "verified" and result.payload_form == "rfc8785"
+    assert built == []  # verified by the strict form: the others never built
+
+    result = await verify_card(tampered, resolver, now=NOW)
+    assert result.status == "invalid" and "tried: rfc8785" in (result.reason or "")
+    assert built  # a mismatch tries (so builds) the other forms

@@ -46,6 +46,7 @@ async def test_index_embeds_every_text_once_and_a_restart_reads_them(
     vectors = SkillVectors(registry.store, model)
     registry.on_index = lambda snapshot: vectors.index(snapshot.agents.values())
     await _register(registry)
+    await registry.indexed()  # the hook runs behind the registrations
     texts = _texts(registry)
     assert vectors.computed == len(texts) and len(vectors) == len(texts)
     skill = registry.catalog.snapshot.agents["agent0"].card.skills[0]
@@ -79,6 +80,7 @@ async def test_a_failing_model_does_not_fail_the_write_and_is_retried(
         vectors = SkillVectors(registry.store, down)
         registry.on_index = lambda snapshot: vectors.index(snapshot.agents.values())
         await _register(registry, 1)  # the registration itself succeeds
+        await registry.indexed()
         assert vectors.failure is not None and "127.0.0.1:9" in vectors.failure
         assert len(vectors) == 0
     finally:

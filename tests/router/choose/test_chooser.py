@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
+from registry.appkeys import REGISTRY
 from router.app import create_app
 from router.transport.routes import ROUTER
 from tests.support.helpers import AUTH, card_v1, make_settings
@@ -54,6 +55,7 @@ async def _router(
             "/api/v1/agents", json={"card": card, "id": agent_id}, headers=AUTH
         )
         assert resp.status == 201, await resp.text()
+    await client.server.app[REGISTRY].indexed()  # the skill texts are embedded behind
     semantic = client.server.app[ROUTER].matcher.semantic
     semantic.calibration = replace(semantic.calibration, **cal)
     return client

@@ -12,6 +12,7 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 
+from registry.appkeys import REGISTRY
 from router.app import create_app
 from router.cli import main
 from tests.support.cli import run
@@ -32,6 +33,7 @@ async def _register(server: TestServer) -> None:
             headers=AUTH,
         )
         assert resp.status == 201, await resp.text()
+    await server.app[REGISTRY].indexed()  # its skill texts are embedded behind the answer
 
 
 async def test_explain_feedback_and_examples(

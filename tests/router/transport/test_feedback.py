@@ -10,6 +10,7 @@ import httpx
 import pytest
 from aiohttp.test_utils import TestClient
 
+from registry.appkeys import REGISTRY
 from router.app import create_app
 from tests.support.helpers import AUTH, card_v1, make_settings
 from tests.support.sdk_clients import ask, connect, send
@@ -40,6 +41,7 @@ async def client(aiohttp_client: Any, sqlite_url: str, model_dir: Path) -> TestC
             "/api/v1/agents", json={"card": card, "id": agent_id}, headers=AUTH
         )
         assert resp.status == 201, await resp.text()
+    await client.server.app[REGISTRY].indexed()  # the skill texts are embedded behind
     return client
 
 

@@ -1,0 +1,154 @@
+"""registry.indexing: the index hook behind the catalog (asked for by a wait, retried after
+a failure, stopped at shutdown), through the registry that owns it; and, in the router, a
+registration that answers while its skill texts are still being embedded (an embeddings
+endpoint served by the test, held closed by a gate) and routes by meaning once
+``Registry.indexed`` returns."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from registry.appkeys import REGISTRY
+from registry.catalog import Snapshot
+from registry.crawler import Crawler
+from registry.service import Registry
+from registry.store import Store
+from router.app import create_app
+from router.choose.models import local_embedder
+from tests.support.helpers import AUTH, card_v1, make_settings
+
+FLIGHTS = {
+    "id": "air-booking",
+    "name": "Airline reservations",
+    "description": "Reserves seats on commercial flights and changes existing itineraries.",
+    "tags": ["airline", "itinerary"],
+}
+PAYROLL = {
+    "id": "salary-statements",
+    "name": "Salary statements",
+    "description": "Explains payslips, wage deductions and the dates salaries are paid.",
+    "tags": ["payroll", "wages"],
+}
+MESSAGE = "get me on the earliest plane to Berlin on Tuesday"  # no word of either skill
+
+
+@pytest.fixture
+async def registry(sqlite_url: str) -> AsyncIterator[Registry]:
+    store = Store(sqlite_url)
+    crawler = Crawler(make_settings(sqlite_url))
+    registry = Registry(store, crawler)
+    await registry.load()
+    yield registry
+    await registry.indexing.close(1.0)
+    await crawler.close()
+    await store.close()
+
+
+async def test_indexed_asks_for_a_change_that_did_not_and_close_stops_the_hook(
+    registry: Registry,
+) -> None:
+    calls: list[int] = []
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    async def on_index(snapshot: Snapshot) -> None:
+        calls.append(snapshot.version)
+        entered.set()
+        await release.wait()
+
+    await registry.register_card(card_v1("https://0.example"), "a0")  # no hook yet
+    registry.on_index = on_index
+    release.set()
+    assert await registry.indexed() == registry.catalog.snapshot.version
+    assert calls == [registry.catalog.snapshot.version]
+    release.clear()
+    entered.clear()
+    await registry.register_card(card_v1("https://1.example"), "a1")
+    await entered.wait()  # the hook runs for a1, and blocks
+    assert registry.indexing.busy
+    await registry.indexing.close(0.01)  # blocked past the grace: cancelled
+    assert not registry.indexing.busy
+    await registry.register_card(card_v1("https://2.example"), "a2")
+    assert not registry.indexing.busy and len(calls) == 2  # closed: no more calls
+
+
+async def test_a_failing_hook_is_logged_and_the_next_change_runs_it_again(
+    registry: Registry,
+) -> None:
+    outcomes = [RuntimeError("down"), None]
+
+    async def on_index(snapshot: Snapshot) -> None:
+        outcome = outcomes.pop(0)
+        if outcome is not None:
+            raise outcome
+
+    registry.on_index = on_index
+    await registry.register_card(card_v1("https://0.example"), "a0")
+    await registry.indexed()
+    assert registry.indexing.failure == "RuntimeError: down"
+    await registry.register_card(card_v1("https://1.example"), "a1")
+    await registry.indexed()
+    assert registry.indexing.failure is None and outcomes == []
+
+
+class GatedEmbeddings:
+    """An OpenAI-compatible embeddings endpoint answering with the local model's vectors,
+    once :attr:`gate` is open; :attr:`asked` is set when a request waits at it."""
+
+    def __init__(self, model_dir: Path) -> None:
+        self.model = local_embedder(model_dir)
+        self.gate = asyncio.Event()
+        self.asked = asyncio.Event()
+        self.texts: list[str] = []
+
+    async def handle(self, request: web.Request) -> web.Response:
+        texts = (await request.json())["input"]
+        self.texts.extend(texts)
+        self.asked.set()
+        await self.gate.wait()
+        vectors = await asyncio.to_thread(self.model.embed, texts)
+        data = [{"index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)]
+        return web.json_response({"object": "list", "data": data})
+
+
+async def test_a_registration_answers_before_its_embedding_and_routes_by_meaning_after(
+    aiohttp_server: Any, aiohttp_client: Any, sqlite_url: str, model_dir: Path
+) -> None:
+    embeddings = GatedEmbeddings(model_dir)
+    endpoint = web.Application()
+    endpoint.router.add_post("/v1/embeddings", embeddings.handle)
+    model: TestServer = await aiohttp_server(endpoint)
+    settings = make_settings(
+        sqlite_url, matcher="semantic", embeddings_url=str(model.make_url("/v1")),
+        embeddings_model="minilm",
+    )  # fmt: skip
+    client = await aiohttp_client(create_app(settings))
+    registry = client.server.app[REGISTRY]
+    for agent_id, skill in (("flights", FLIGHTS), ("payroll", PAYROLL)):
+        card = card_v1(f"https://{agent_id}.example.com", name=agent_id.title(), skills=[skill])
+        resp = await client.post(
+            "/api/v1/agents", json={"card": card, "id": agent_id}, headers=AUTH
+        )
+        assert resp.status == 201, await resp.text()
+    await embeddings.asked.wait()  # the embedding was asked for and is held at the gate
+    assert any("Airline reservations" in t for t in embeddings.texts)
+    status = await (await client.get("/api/v1/status", headers=AUTH)).json()
+    assert status["indexing"]["backlog"] > 0
+    assert status["indexing"]["indexed_version"] < status["indexing"]["catalog_version"]
+
+    embeddings.gate.set()
+    assert await registry.indexed() == registry.catalog.snapshot.version
+    status = await (await client.get("/api/v1/status", headers=AUTH)).json()
+    assert status["indexing"]["backlog"] == 0
+    assert status["indexing"]["indexed_version"] == status["indexing"]["catalog_version"]
+    message = {"role": "ROLE_USER", "messageId": "x", "parts": [{"text": MESSAGE}]}
+    resp = await client.post("/api/v1/route/explain", json={"version": "1.0", "message": message})
+    explained = await resp.json()
+    assert explained["choice"]["agent_id"] == "flights", explained
+    assert explained["choice"]["tier"] == "semantic", explained
