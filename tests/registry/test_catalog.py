@@ -220,3 +220,27 @@ def test_interface_owners_follow_each_change_from_the_previous_snapshot() -> Non
     assert third.interface_owners("https://c.example/a2a", None) == ("agent-0",)
     fresh = Snapshot([moved, b, twin], 4)  # built from nothing: the same answers
     assert fresh._owners == {k: v for k, v in second._owners.items() if v}
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_ranked_agents_with_skill_less_agents_and_a_keep_filter(seed: int) -> None:
+    """Agents without skills (matched on their own text only) and a further filter (as the
+    API's health filter) give the page the full scan gives, filtered the same way."""
+    snapshot = _random_catalog(seed, agents=50)
+    records = list(snapshot.agents.values())
+    bare = [
+        r.model_copy(update={"card": r.card.model_copy(update={"skills": []})})
+        for r in records[::3]
+    ]
+    snapshot = Snapshot([*records[1::3], *records[2::3], *bare], version=2)
+    assert any(not r.card.skills for r in snapshot.agents.values())
+    odd = {r.id for r in records[::2]}
+    for text in ("rain", "agent storm", "map data image"):
+        query = Query(q=text)
+        full = [h for h in snapshot.agents_for(query) if h.agent.id not in odd]
+        for limit in (1, 4, 50):
+            page, more = snapshot.ranked_agents(query, limit, keep=lambda h: h.agent.id not in odd)
+            assert [(h.agent.id, h.score, h.skills) for h in page] == [
+                (h.agent.id, h.score, h.skills) for h in full[:limit]
+            ]
+            assert more == (len(full) > limit)
