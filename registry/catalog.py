@@ -179,8 +179,9 @@ class Snapshot:
         return by
 
     def _candidate_rows(self, query: Query, scores: dict[int, float] | None) -> list[int] | None:
-        """The only skill rows that can match ``query`` (a superset, checked in full after),
-        or None when no indexed filter narrows them down."""
+        """The skill rows that match ``query``'s skill-level filters (exactly: each filter
+        has an index), narrowed to those ``scores`` holds, in row order; or None when no
+        filter narrows them down."""
         found: set[int] | None = None
 
         def narrow(rows: Iterable[int]) -> None:
@@ -193,9 +194,12 @@ class Snapshot:
         for tag in query.tags:
             narrow(by["tag"].get(tag.casefold(), ()))
         for wanted, kind in ((query.input_mode, "input"), (query.output_mode, "output")):
-            if wanted:
-                modes = [m for m in by[kind] if mediatypes.matches(wanted, m)]
-                narrow(row for mode in modes for row in by[kind][mode])
+            if wanted:  # (intersections and unions of sets and lists run in C)
+                lists = [
+                    rows for mode, rows in by[kind].items() if mediatypes.matches(wanted, mode)
+                ]
+                base = found
+                found = set().union(*(lists if base is None else map(base.intersection, lists)))
         if scores is not None:
             narrow(scores)
         return None if found is None else sorted(found)
@@ -215,11 +219,12 @@ class Snapshot:
     def skills(self, query: Query) -> list[SkillHit]:
         """Skills matching ``query``: by score (with ``q``), then agent id and card order."""
         scores = self._skill_index.scores(query.q) if query.q else None
-        rows = self._candidate_rows(query, scores)
+        rows = self._candidate_rows(query, scores)  # the skill-level filters hold for these
+        agent_level = _agent_filters(query)
         hits = []
         for row in range(len(self._skills)) if rows is None else rows:
             agent, position, skill = self._skills[row]
-            if not _agent_ok(agent, query) or not _skill_ok(skill, query):
+            if agent_level and not _agent_ok(agent, query):
                 continue
             score = 0.0
             if scores is not None:
@@ -227,7 +232,8 @@ class Snapshot:
                 if score <= 0:
                     continue
             hits.append(SkillHit(agent, skill, position, round(score, 6)))
-        hits.sort(key=lambda h: (-h.score, h.agent.id, h.position))
+        if scores is not None:  # (rows are in agent id and card order already)
+            hits.sort(key=lambda h: (-h.score, h.agent.id, h.position))
         return hits
 
     def ranked_skills(
@@ -397,6 +403,12 @@ def skill_fields(agent: AgentRecord, skill: Skill) -> list[Field]:
 
 def _agent_fields(agent: AgentRecord) -> list[Field]:
     return [Field(agent.card.name, 3.0), Field(agent.card.description, 1.0)]
+
+
+def _agent_filters(query: Query) -> bool:
+    return any(
+        v is not None for v in (query.streaming, query.push, query.verified, query.verification)
+    ) or bool(query.protocol_version)
 
 
 def _agent_ok(agent: AgentRecord, query: Query) -> bool:

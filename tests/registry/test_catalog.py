@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from registry import mediatypes
+from registry import catalog, mediatypes
 from registry.cards import parse_card
 from registry.catalog import AGENTS, SKILLS, Query, Snapshot, version_matches
 from registry.errors import RegistryError
@@ -244,3 +244,53 @@ def test_ranked_agents_with_skill_less_agents_and_a_keep_filter(seed: int) -> No
                 (h.agent.id, h.score, h.skills) for h in full[:limit]
             ]
             assert more == (len(full) > limit)
+
+
+def test_skill_filters_from_the_indexes_equal_checking_every_skill() -> None:
+    """The filter indexes give exactly the skills the filters accept, in the same order."""
+    snapshot = _random_catalog(3, agents=40)
+    modes = ["text/plain", "image/png", "IMAGE/JPEG", "application/pdf; q=1", "json"]
+    records = []
+    for n, record in enumerate(snapshot.agents.values()):
+        skills = [
+            s.model_copy(
+                update={
+                    "input_modes": [modes[(n + k) % 5], modes[k % 5]],
+                    "output_modes": [modes[(n * k) % 5]],
+                }
+            )
+            for k, s in enumerate(record.card.skills)
+        ]
+        records.append(
+            record.model_copy(update={"card": record.card.model_copy(update={"skills": skills})})
+        )
+    snapshot = Snapshot(records, version=2)
+    queries = [
+        Query(input_mode="image/*"),
+        Query(input_mode="image/*", tags=("rain",)),
+        Query(output_mode="application/pdf", tags=("MAP",), streaming=True),
+        Query(input_mode="text", output_mode="image"),
+        Query(input_mode="video/*"),
+        Query(skill="s1", input_mode="*/*"),
+        Query(q="rain storm", input_mode="image/png"),
+        Query(tags=("rain", "sun"), push=False),
+    ]
+    found = 0
+    for query in queries:
+        expected = [
+            (a.id, s.id)
+            for a in snapshot.agents.values()
+            for s in a.card.skills
+            if catalog._agent_ok(a, query)
+            and catalog._skill_ok(s, query)
+            and (
+                not query.q
+                or snapshot._skill_index.score_of(query.q, snapshot._skill_rows[(a.id, s.id)]) > 0
+            )
+        ]
+        got = [(h.agent.id, h.skill.id) for h in snapshot.skills(query)]
+        assert sorted(got) == sorted(expected)
+        if not query.q:
+            assert got == expected
+        found += bool(got)
+    assert found >= 4  # (the comparisons are not all of empty lists)
