@@ -9,20 +9,20 @@ and a new snapshot invalidates them all at once. Pages of results carry the curs
 
 from __future__ import annotations
 
-import heapq
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+import numpy as np
 from cachetools import LRUCache
 
 from registry import mediatypes
 from registry.cards import Skill
 from registry.paging import Ordering, Page, decode_cursor, encode_cursor
 from registry.records import AgentRecord
-from registry.textsearch import Field, TextIndex, terms
+from registry.textsearch import Field, TextIndex, descending, terms
 
 
 @dataclass(frozen=True)
@@ -179,8 +179,9 @@ class Snapshot:
         return by
 
     def _candidate_rows(self, query: Query, scores: dict[int, float] | None) -> list[int] | None:
-        """The only skill rows that can match ``query`` (a superset, checked in full after),
-        or None when no indexed filter narrows them down."""
+        """The skill rows that match ``query``'s skill-level filters (exactly: each filter
+        has an index), narrowed to those ``scores`` holds, in row order; or None when no
+        filter narrows them down."""
         found: set[int] | None = None
 
         def narrow(rows: Iterable[int]) -> None:
@@ -193,9 +194,12 @@ class Snapshot:
         for tag in query.tags:
             narrow(by["tag"].get(tag.casefold(), ()))
         for wanted, kind in ((query.input_mode, "input"), (query.output_mode, "output")):
-            if wanted:
-                modes = [m for m in by[kind] if mediatypes.matches(wanted, m)]
-                narrow(row for mode in modes for row in by[kind][mode])
+            if wanted:  # (intersections and unions of sets and lists run in C)
+                lists = [
+                    rows for mode, rows in by[kind].items() if mediatypes.matches(wanted, mode)
+                ]
+                base = found
+                found = set().union(*(lists if base is None else map(base.intersection, lists)))
         if scores is not None:
             narrow(scores)
         return None if found is None else sorted(found)
@@ -215,11 +219,12 @@ class Snapshot:
     def skills(self, query: Query) -> list[SkillHit]:
         """Skills matching ``query``: by score (with ``q``), then agent id and card order."""
         scores = self._skill_index.scores(query.q) if query.q else None
-        rows = self._candidate_rows(query, scores)
+        rows = self._candidate_rows(query, scores)  # the skill-level filters hold for these
+        agent_level = _agent_filters(query)
         hits = []
         for row in range(len(self._skills)) if rows is None else rows:
             agent, position, skill = self._skills[row]
-            if not _agent_ok(agent, query) or not _skill_ok(skill, query):
+            if agent_level and not _agent_ok(agent, query):
                 continue
             score = 0.0
             if scores is not None:
@@ -227,7 +232,8 @@ class Snapshot:
                 if score <= 0:
                     continue
             hits.append(SkillHit(agent, skill, position, round(score, 6)))
-        hits.sort(key=lambda h: (-h.score, h.agent.id, h.position))
+        if scores is not None:  # (rows are in agent id and card order already)
+            hits.sort(key=lambda h: (-h.score, h.agent.id, h.position))
         return hits
 
     def ranked_skills(
@@ -271,58 +277,50 @@ class Snapshot:
         """The first ``limit`` agents after sort key ``after`` of a ranked text query without
         skill filters, and whether more follow: the same page as :meth:`agents_for` gives.
 
-        An agent's score is its best skill's text score plus half its own. Skills are walked
-        best first; an agent not met yet can score at most the current skill score plus half
-        the best agent score, so the walk stops once the page (ties included) is decided."""
+        An agent's score is its best skill's text score plus half its own: both computed for
+        every agent at once (arrays), then agents are taken best first until the page (ties
+        included) is decided."""
         assert query.q and not query.skill_filters()
-        q = query.q
-        agent_scores = self._agent_index.scores(q)
-        half_best = 0.5 * max(agent_scores.values(), default=0.0)
-        seen: set[str] = set()
-        totals: list[tuple[float, str]] = []  # (score, agent id) of agents that pass
-        top: list[float] = []  # min-heap of the best limit+1 scores so far
-
-        def consider(agent_id: str, skill_score: float) -> None:
-            seen.add(agent_id)
+        skill_scores = self._skill_index.dense(query.q)
+        best = np.zeros(len(self._agent_ids), dtype=np.float64)
+        starts, owners = self._skill_starts
+        if len(starts):
+            best[owners] = np.maximum.reduceat(skill_scores, starts)
+        totals = best + 0.5 * self._agent_index.dense(query.q)
+        collected: list[tuple[float, str]] = []  # (score, agent id) of agents that pass
+        for row, raw in descending(totals, np.flatnonzero(totals > 0)):
+            score = round(raw, 6)
+            if score <= 0 or (len(collected) > limit and score < collected[limit][0]):
+                break  # nothing left can enter the page (ties with its last place included)
+            agent_id = self._agent_ids[row]
             agent = self.agents[agent_id]
-            row = self._agent_rows[agent_id]
-            score = round(skill_score + 0.5 * agent_scores.get(row, 0.0), 6)
-            if score <= 0 or not _agent_ok(agent, query):
-                return
-            if after is not None and [-score, agent_id] <= after:
-                return
-            if keep is not None and not keep(AgentHit(agent, score)):
-                return
-            totals.append((score, agent_id))
-            heapq.heappush(top, score)
-            if len(top) > limit + 1:
-                heapq.heappop(top)
-
-        exhausted = True
-        for row, skill_score in self._skill_index.ranked(q):
-            if len(top) > limit and round(skill_score + half_best, 6) < top[0]:
-                exhausted = False
-                break  # no agent not met yet can enter the page
-            agent_id = self._skills[row][0].id
-            if agent_id not in seen:
-                consider(agent_id, skill_score)
-        if exhausted:  # agents whose own text matches but none of their skills'
-            for row in agent_scores:
-                if self._agent_ids[row] not in seen:
-                    consider(self._agent_ids[row], 0.0)
-        totals.sort(key=lambda t: (-t[0], t[1]))
+            if not _agent_ok(agent, query) or (after is not None and [-score, agent_id] <= after):
+                continue
+            if keep is None or keep(AgentHit(agent, score)):
+                collected.append((score, agent_id))
+        collected.sort(key=lambda t: (-t[0], t[1]))
         hits = []
-        for score, agent_id in totals:
+        for score, agent_id in collected[: limit + 1]:
             agent = self.agents[agent_id]
+            rows = self._skill_rows
             matched = tuple(
-                s.id
-                for s in agent.card.skills
-                if self._skill_index.score_of(q, self._skill_rows[(agent_id, s.id)]) > 0
+                s.id for s in agent.card.skills if skill_scores[rows[(agent_id, s.id)]] > 0
             )
             hits.append(AgentHit(agent, score, matched))
-            if len(hits) > limit:
-                break
         return hits[:limit], len(hits) > limit
+
+    @cached_property
+    def _skill_starts(self) -> tuple[np.ndarray, np.ndarray]:
+        """The first skill row of each agent with skills, and that agent's row."""
+        starts: list[int] = []
+        owners: list[int] = []
+        row = 0
+        for n, agent in enumerate(self.agents.values()):
+            if agent.card.skills:
+                starts.append(row)
+                owners.append(n)
+                row += len(agent.card.skills)
+        return np.array(starts, dtype=np.intp), np.array(owners, dtype=np.intp)
 
     def _candidate_agents(
         self,
@@ -405,6 +403,12 @@ def skill_fields(agent: AgentRecord, skill: Skill) -> list[Field]:
 
 def _agent_fields(agent: AgentRecord) -> list[Field]:
     return [Field(agent.card.name, 3.0), Field(agent.card.description, 1.0)]
+
+
+def _agent_filters(query: Query) -> bool:
+    return any(
+        v is not None for v in (query.streaming, query.push, query.verified, query.verification)
+    ) or bool(query.protocol_version)
 
 
 def _agent_ok(agent: AgentRecord, query: Query) -> bool:

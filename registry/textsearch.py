@@ -2,18 +2,20 @@
 
 Each skill is one document made of its name, description, tags and examples (plus the
 agent's name and description, weighted low). Scores from several skills of one agent are
-aggregated by the caller (the best skill wins). Pure Python, built once per catalog snapshot.
+aggregated by the caller (the best skill wins). Built once per catalog snapshot; queries
+add numpy arrays.
 """
 
 from __future__ import annotations
 
-import heapq
 import math
 import re
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
 _STOP = frozenset(
@@ -66,86 +68,143 @@ class TextIndex:
     """BM25 over documents given as weighted term frequencies, addressed by position.
 
     An inverted index (term -> postings) means a query only touches the documents that
-    contain one of its terms.
+    contain one of its terms. Each term's postings are two numpy arrays (documents in
+    ascending order, and each one's whole BM25 contribution for the term, computed once), so
+    a query adds arrays instead of walking postings in Python, and the index is a few
+    objects per term rather than one per posting (nothing for the garbage collector to scan).
     """
 
     def __init__(self, documents: Sequence[Counter[str]]) -> None:
         lengths = [sum(tf.values()) for tf in documents]
-        postings: dict[str, list[tuple[int, float]]] = {}
+        postings: dict[str, tuple[list[int], list[float]]] = {}
         for doc, tf in enumerate(documents):
             for token, freq in tf.items():
-                postings.setdefault(token, []).append((doc, freq))
+                entry = postings.get(token)
+                if entry is None:
+                    entry = postings[token] = ([], [])
+                entry[0].append(doc)
+                entry[1].append(freq)
         n = len(documents)
         average = (sum(lengths) / n) if n else 0.0
-        norms = [_K1 * (1 - _B + _B * (length / average if average else 1.0)) for length in lengths]
+        norms = np.array(
+            [_K1 * (1 - _B + _B * (length / average if average else 1.0)) for length in lengths],
+            dtype=np.float64,
+        )
         self._size = n
-        self._by_impact: dict[str, list[tuple[int, float]]] = {}  # built per term on first use
-        self._lookups: dict[str, dict[int, float]] = {}
-        # each posting holds its document's whole BM25 contribution for the term, computed once:
-        # a query only adds numbers
-        self._impacts: dict[str, list[tuple[int, float]]] = {}
-        for token, posting in postings.items():
-            idf = math.log(1 + (n - len(posting) + 0.5) / (len(posting) + 0.5))
-            self._impacts[token] = [
-                (doc, idf * freq * (_K1 + 1) / (freq + norms[doc])) for doc, freq in posting
-            ]
+        # a word in half the documents or more also gets its impacts as one array by
+        # position (0 where absent: adding it changes no other score), added without indexing
+        self._postings: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray | None]] = {}
+        self._positive = True  # every impact > 0: the matching documents are the non-zero ones
+        for token, (doc_list, freq_list) in postings.items():
+            docs = np.array(doc_list, dtype=np.intp)
+            freqs = np.array(freq_list, dtype=np.float64)
+            idf = math.log(1 + (n - len(docs) + 0.5) / (len(docs) + 0.5))
+            # the same operations, in the same order, as idf * freq * (k1 + 1) / (freq + norm)
+            impacts = idf * freqs * (_K1 + 1) / (freqs + norms[docs])
+            full = None
+            if 2 * len(docs) >= n:
+                full = np.zeros(n, dtype=np.float64)
+                full[docs] = impacts
+                full.flags.writeable = False
+            docs.flags.writeable = impacts.flags.writeable = False
+            self._positive = self._positive and bool(impacts.min() > 0)
+            self._postings[token] = (docs, impacts, full)
 
     def __len__(self) -> int:
         return self._size
 
+    def tokens(self, query: str) -> list[str]:
+        """The distinct indexed words of ``query``, in query order (the order scores add up)."""
+        return [t for t in dict.fromkeys(tokenize(query)) if t in self._postings]
+
+    def dense(self, query: str) -> np.ndarray:
+        """The BM25 score of every document for ``query`` (0 where no word matches), as an
+        array by position: each word's contributions added in query order."""
+        return self._add_up(self.tokens(query))
+
+    def _add_up(self, tokens: list[str]) -> np.ndarray:
+        scores = np.zeros(self._size, dtype=np.float64)
+        for token in tokens:
+            docs, impacts, full = self._postings[token]
+            if full is not None:
+                scores += full
+            else:
+                scores[docs] += impacts  # a term lists a document once: no repeated index
+        return scores
+
     def ranked(self, query: str) -> Iterator[tuple[int, float]]:
-        """The documents matching ``query`` with their BM25 scores, best first, found lazily
-        (Fagin's threshold algorithm): postings are read in descending impact, and a document
-        is yielded once no unread one can beat it, so asking for the best few of a query whose
-        words are in most documents reads a fraction of their postings."""
-        tokens = [t for t in dict.fromkeys(tokenize(query)) if t in self._impacts]
-        lists = [self._sorted(t) for t in tokens]
-        lookups = [self._lookup(t) for t in tokens]
-        cursors = [0] * len(lists)
-        seen: set[int] = set()
-        heap: list[tuple[float, int]] = []
-        while True:
-            bound = sum(
-                lists[i][cursors[i]][1] for i in range(len(lists)) if cursors[i] < len(lists[i])
-            )
-            while heap and -heap[0][0] >= bound:
-                score, doc = heapq.heappop(heap)
-                yield doc, -score
-            if not any(cursors[i] < len(lists[i]) for i in range(len(lists))):
-                return
-            for i, posting in enumerate(lists):
-                if cursors[i] >= len(posting):
-                    continue
-                doc = posting[cursors[i]][0]
-                cursors[i] += 1
-                if doc not in seen:
-                    seen.add(doc)
-                    score = sum(lookup.get(doc, 0.0) for lookup in lookups)
-                    heapq.heappush(heap, (-score, doc))
+        """The documents matching ``query`` with their BM25 scores, best first (ties in
+        position order), found lazily: the scores are added up as arrays, then the best few
+        are selected and sorted, then the next ones, so asking for a page sorts a page."""
+        tokens = self.tokens(query)
+        if not tokens:
+            return
+        scores = self._add_up(tokens)
+        if self._positive:
+            rows = np.flatnonzero(scores > 0)
+        else:
+            matched = np.zeros(self._size, dtype=np.bool_)
+            for token in tokens:
+                matched[self._postings[token][0]] = True
+            rows = np.flatnonzero(matched)
+        yield from descending(scores, rows)
 
     def score_of(self, query: str, doc: int) -> float:
         """The BM25 score of one document for ``query`` (0 if no word matches)."""
-        tokens = [t for t in dict.fromkeys(tokenize(query)) if t in self._impacts]
-        return sum(self._lookup(t).get(doc, 0.0) for t in tokens)
-
-    def _sorted(self, token: str) -> list[tuple[int, float]]:
-        found = self._by_impact.get(token)
-        if found is None:
-            found = sorted(self._impacts[token], key=lambda p: (-p[1], p[0]))
-            self._by_impact[token] = found
-        return found
-
-    def _lookup(self, token: str) -> dict[int, float]:
-        found = self._lookups.get(token)
-        if found is None:
-            found = self._lookups[token] = dict(self._impacts[token])
-        return found
+        total = 0.0
+        for token in self.tokens(query):
+            docs, impacts, _ = self._postings[token]
+            at = int(np.searchsorted(docs, doc))
+            if at < len(docs) and docs[at] == doc:
+                total += float(impacts[at])
+        return total
 
     def scores(self, query: str) -> dict[int, float]:
-        """Non-zero BM25 scores of the documents matching ``query``, by position."""
-        out: dict[int, float] = {}
-        get = out.get
-        for token in dict.fromkeys(tokenize(query)):
-            for doc, impact in self._impacts.get(token, ()):
-                out[doc] = get(doc, 0.0) + impact
-        return out
+        """Non-zero BM25 scores of the documents matching ``query``, by position (in the
+        order of the query word that first matched each, then of position)."""
+        tokens = self.tokens(query)
+        if len(tokens) == 1:
+            docs, impacts, _ = self._postings[tokens[0]]
+            return dict(zip(docs.tolist(), impacts.tolist(), strict=True))
+        scores = self._add_up(tokens)
+        first = np.full(self._size, len(tokens), dtype=np.intp)
+        for i in range(len(tokens) - 1, -1, -1):
+            first[self._postings[tokens[i]][0]] = i
+        matched = np.flatnonzero(first < len(tokens))
+        matched = matched[np.argsort(first[matched], kind="stable")]
+        return dict(zip(matched.tolist(), scores[matched].tolist(), strict=True))
+
+
+def descending(
+    scores: np.ndarray, rows: np.ndarray, first: int = 256
+) -> Iterator[tuple[int, float]]:
+    """``rows`` (positions in ``scores``) with their scores, best first and ties in position
+    order, sorted lazily: the best ``first`` (with every row tied with the last of them),
+    then eight times as many of the rest, and so on."""
+    values = scores[rows]
+    size = first
+    while len(rows):
+        if len(rows) > size:
+            take = values >= _cut(values, size)
+        else:
+            take = np.ones(len(rows), dtype=np.bool_)
+        batch, batch_values = rows[take], values[take]
+        order = np.lexsort((batch, -batch_values))
+        yield from zip(batch[order].tolist(), batch_values[order].tolist(), strict=True)
+        rows, values = rows[~take], values[~take]
+        size *= 8
+
+
+def _cut(values: np.ndarray, size: int) -> float:
+    """A value with at least ``size`` of ``values`` at or above it, and not many more: the
+    matching quantile of a sample of about 2,048 of them when that proves to be enough (a
+    fraction of the cost of a partition of all), else the ``size``-th largest exactly."""
+    step = len(values) // 2048
+    if step >= 4:
+        sample = values[::step]
+        rank = 2 * size // step + 2  # expected to leave about twice ``size`` at or above
+        if rank < len(sample):
+            cut = float(np.partition(sample, len(sample) - rank)[len(sample) - rank])
+            if np.count_nonzero(values >= cut) >= size:
+                return cut
+    return float(np.partition(values, len(values) - size)[len(values) - size])

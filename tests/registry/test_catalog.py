@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from registry import mediatypes
+from registry import catalog, mediatypes
 from registry.cards import parse_card
 from registry.catalog import AGENTS, SKILLS, Query, Snapshot, version_matches
 from registry.errors import RegistryError
@@ -220,3 +220,77 @@ def test_interface_owners_follow_each_change_from_the_previous_snapshot() -> Non
     assert third.interface_owners("https://c.example/a2a", None) == ("agent-0",)
     fresh = Snapshot([moved, b, twin], 4)  # built from nothing: the same answers
     assert fresh._owners == {k: v for k, v in second._owners.items() if v}
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_ranked_agents_with_skill_less_agents_and_a_keep_filter(seed: int) -> None:
+    """Agents without skills (matched on their own text only) and a further filter (as the
+    API's health filter) give the page the full scan gives, filtered the same way."""
+    snapshot = _random_catalog(seed, agents=50)
+    records = list(snapshot.agents.values())
+    bare = [
+        r.model_copy(update={"card": r.card.model_copy(update={"skills": []})})
+        for r in records[::3]
+    ]
+    snapshot = Snapshot([*records[1::3], *records[2::3], *bare], version=2)
+    assert any(not r.card.skills for r in snapshot.agents.values())
+    odd = {r.id for r in records[::2]}
+    for text in ("rain", "agent storm", "map data image"):
+        query = Query(q=text)
+        full = [h for h in snapshot.agents_for(query) if h.agent.id not in odd]
+        for limit in (1, 4, 50):
+            page, more = snapshot.ranked_agents(query, limit, keep=lambda h: h.agent.id not in odd)
+            assert [(h.agent.id, h.score, h.skills) for h in page] == [
+                (h.agent.id, h.score, h.skills) for h in full[:limit]
+            ]
+            assert more == (len(full) > limit)
+
+
+def test_skill_filters_from_the_indexes_equal_checking_every_skill() -> None:
+    """The filter indexes give exactly the skills the filters accept, in the same order."""
+    snapshot = _random_catalog(3, agents=40)
+    modes = ["text/plain", "image/png", "IMAGE/JPEG", "application/pdf; q=1", "json"]
+    records = []
+    for n, record in enumerate(snapshot.agents.values()):
+        skills = [
+            s.model_copy(
+                update={
+                    "input_modes": [modes[(n + k) % 5], modes[k % 5]],
+                    "output_modes": [modes[(n * k) % 5]],
+                }
+            )
+            for k, s in enumerate(record.card.skills)
+        ]
+        records.append(
+            record.model_copy(update={"card": record.card.model_copy(update={"skills": skills})})
+        )
+    snapshot = Snapshot(records, version=2)
+    queries = [
+        Query(input_mode="image/*"),
+        Query(input_mode="image/*", tags=("rain",)),
+        Query(output_mode="application/pdf", tags=("MAP",), streaming=True),
+        Query(input_mode="text", output_mode="image"),
+        Query(input_mode="video/*"),
+        Query(skill="s1", input_mode="*/*"),
+        Query(q="rain storm", input_mode="image/png"),
+        Query(tags=("rain", "sun"), push=False),
+    ]
+    found = 0
+    for query in queries:
+        expected = [
+            (a.id, s.id)
+            for a in snapshot.agents.values()
+            for s in a.card.skills
+            if catalog._agent_ok(a, query)
+            and catalog._skill_ok(s, query)
+            and (
+                not query.q
+                or snapshot._skill_index.score_of(query.q, snapshot._skill_rows[(a.id, s.id)]) > 0
+            )
+        ]
+        got = [(h.agent.id, h.skill.id) for h in snapshot.skills(query)]
+        assert sorted(got) == sorted(expected)
+        if not query.q:
+            assert got == expected
+        found += bool(got)
+    assert found >= 4  # (the comparisons are not all of empty lists)
