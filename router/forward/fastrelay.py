@@ -31,14 +31,16 @@ update the state its task is in now.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
+from router.forward.call import Frames
 from router.forward.eventshape import Shape, split
+from router.forward.sse import SseEvent
 from router.protocol.events import event_task_state
 from router.protocol.versions import Version, is_terminal_state
 
-__all__ = ["FastPath", "RawAnswer", "plain_id", "replace_ids"]
+__all__ = ["FastPath", "RawAnswer", "plain_id", "replace_ids", "unparsed"]
 
 _V1_UPDATES = ("statusUpdate", "artifactUpdate")
 _V1_WRAPPERS = ("task", "message", "statusUpdate", "artifactUpdate")
@@ -50,14 +52,19 @@ _BREAKS = ("\n", "\r", "\x85", "\u2028", "\u2029")
 _SHAPES = 8  # shapes remembered per stream (an agent's events come in a few)
 
 
-class _Learned(NamedTuple):
+class _Learned:
     """A relayed event's shape and what relaying it took."""
 
-    shape: Shape
-    swaps: dict[str, str]  # upstream ID -> router ID
-    counts: tuple[tuple[str, int], ...]  # '"<upstream id>"' and its count in the text
-    task: str | None  # a status update's upstream task, and the state it held
-    state: str | None
+    __slots__ = ("matches", "state", "swaps", "task")
+
+    def __init__(
+        self, shape: Shape, swaps: dict[str, str], counts: dict[str, int], update: dict[str, Any]
+    ) -> None:
+        self.matches = shape.matches
+        # '"<upstream id>"', its count in the text, '"<router id>"'
+        self.swaps = tuple((f'"{up}"', counts[up], f'"{router}"') for up, router in swaps.items())
+        self.state = _state(update)  # a status update's state, and its upstream task
+        self.task = update.get("taskId") if self.state is not None else None
 
 
 class RawAnswer(dict[str, Any]):
@@ -83,6 +90,34 @@ def replace_ids(data: str, swaps: Mapping[str, str]) -> str:
     for upstream, router in swaps.items():
         data = data.replace(f'"{upstream}"', f'"{router}"')
     return data
+
+
+def unparsed(
+    events: list[SseEvent | str], quick: Callable[[str], bytes | None] | None
+) -> Iterator[SseEvent | Frames]:
+    """An upstream chunk's events (:meth:`~router.forward.sse.SseParser.feed_data`), those
+    that ``quick`` (:meth:`FastPath.quick`) relays as bytes gathered, in order, into
+    :class:`Frames`; the others to parse. Lazily: an event is looked at only once those
+    before it are consumed (a parsed event can change what ``quick`` relays)."""
+    relayed: list[bytes] = []
+    for event in events:
+        if type(event) is str:
+            data = quick(event) if quick is not None else None
+            if data is None:
+                event = SseEvent("message", event)
+        elif quick is not None and event.event == "message":  # type: ignore[union-attr]
+            data = quick(event.data)  # type: ignore[union-attr]
+        else:
+            data = None
+        if data is not None:
+            relayed.append(data)
+            continue
+        if relayed:
+            yield Frames(relayed)
+            relayed = []
+        yield event  # type: ignore[misc]
+    if relayed:
+        yield Frames(relayed)
 
 
 class FastPath:
@@ -117,20 +152,22 @@ class FastPath:
         if not self._learned or not self.enabled():
             return None
         for learned in self._learned:
-            if learned.shape.matches(data):
+            if learned.matches(data):
                 break
         else:
             return None
         if learned.task is not None and self._states.get(learned.task) != learned.state:
             return None
-        for quoted, count in learned.counts:
+        for quoted, count, _ in learned.swaps:
             if data.count(quoted) != count:
                 return None
         if "\n" in data or (not data.isascii() and any(c in data for c in _BREAKS)):
             return None
         self.relayed += 1
         self.unparsed += 1
-        return replace_ids(data, learned.swaps).encode()
+        for quoted, _, router in learned.swaps:
+            data = data.replace(quoted, router)
+        return data.encode()
 
     def seen(self, answer: Mapping[str, Any]) -> None:
         """An event that took the parsed path: remember its task's state."""
@@ -178,15 +215,12 @@ class FastPath:
         """Remember the shape of an event just relayed (unless known, or too many are)."""
         if len(self._learned) >= _SHAPES:
             return
-        if any(learned.shape.matches(raw) for learned in self._learned):
+        if any(learned.matches(raw) for learned in self._learned):
             return
         shape = Shape.of(split(raw))
         if shape is None:
             return
-        state = _state(update)
-        task = update.get("taskId") if state is not None else None
-        counts = tuple((f'"{up}"', n) for up, n in expected.items())
-        self._learned.append(_Learned(shape, swaps, counts, task, state))
+        self._learned.append(_Learned(shape, swaps, expected, update))
 
     def _payload(self, result: dict[str, Any]) -> dict[str, Any] | None:
         """The update of a status or artifact update event, as the parsed path finds it."""

@@ -11,7 +11,7 @@ The writer of client streams is :mod:`router.transport.sse`.
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 __all__ = [
     "DEFAULT_MAX_EVENT_BYTES",
@@ -26,6 +26,9 @@ DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024
 
 _EOL = re.compile(rb"[\r\n]")
 _new = tuple.__new__
+# consecutive events of one "data: " line each, ended by a blank line (CR LF or LF throughout)
+_CRLF_RUN = re.compile(rb"(?:data: [^\r\n]*\r\n\r\n)+")
+_LF_RUN = re.compile(rb"(?:data: [^\r\n]*\n\n)+")
 _BOM = b"\xef\xbb\xbf"
 _CR = 0x0D
 _LF = 0x0A
@@ -81,6 +84,15 @@ class SseParser:
 
     def feed(self, chunk: bytes) -> list[SseEvent]:
         """Parse ``chunk``; return the events it completes (possibly none)."""
+        return self._feed(chunk, False)  # type: ignore[return-value]
+
+    def feed_data(self, chunk: bytes) -> list[SseEvent | str]:
+        """:meth:`feed`, but a ``message`` event of one ``data:`` line that the parser took
+        without walking its lines comes as its data alone (a str; its id and retry are those
+        of the events around it)."""
+        return self._feed(chunk, True)
+
+    def _feed(self, chunk: bytes, plain: bool) -> list[SseEvent | str]:
         self._buf += chunk
         if not self._started:
             if len(self._buf) < len(_BOM) and _BOM.startswith(bytes(self._buf)):
@@ -88,12 +100,12 @@ class SseParser:
             self._started = True
             if self._buf.startswith(_BOM):
                 del self._buf[: len(_BOM)]
-        return self._lines(eof=False)
+        return self._lines(eof=False, plain=plain)
 
     def feed_eof(self) -> list[SseEvent]:
         """The stream ended: parse what is left, including an event with no blank line after it."""
         self._started = True
-        events = self._lines(eof=True)
+        events: list[SseEvent] = self._lines(eof=True)  # type: ignore[assignment]
         if self._buf:
             self._check_line(len(self._buf))
             events.extend(self._line(bytes(self._buf)))
@@ -105,9 +117,9 @@ class SseParser:
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _lines(self, *, eof: bool) -> list[SseEvent]:
+    def _lines(self, *, eof: bool, plain: bool = False) -> list[SseEvent | str]:
         buf = self._buf
-        events = self._simple() if not self._data and not self._event else []
+        events = self._simple(plain) if not self._data and not self._event else []
         start = 0
         pos = self._scan
         while (match := _EOL.search(buf, pos)) is not None:
@@ -135,34 +147,29 @@ class SseParser:
             raise SseError(str(exc), events) from None
         return events
 
-    def _simple(self) -> list[SseEvent]:
-        """The events at the start of the buffer that are one ``data:`` line each, all ended
-        by CR LF CR LF or all by LF LF (what servers write), taken off the buffer without
-        walking their lines; the general walk does the rest."""
+    def _simple(self, plain: bool) -> list[SseEvent | str]:
+        """The events at the start of the buffer that are one ``data: `` line each, all ended
+        by CR LF CR LF or all by LF LF (what servers write), taken off the buffer in one piece
+        without walking their lines (as their data alone when ``plain``); the general walk
+        does the rest."""
         buf = self._buf
         end = b"\r\n\r\n" if b"\r" in buf else b"\n\n"
-        if end not in buf:
+        run = (_CRLF_RUN if len(end) == 4 else _LF_RUN).match(buf)
+        if run is None:
             return []
-        blocks = bytes(buf).split(end)
-        events: list[SseEvent] = []
-        used = 0
+        size = run.end()
         limit = min(self.max_line_bytes, self.max_event_bytes)
-        for block in blocks[:-1]:
-            if (
-                not block.startswith(b"data:")
-                or b"\n" in block
-                or b"\r" in block
-                or len(block) > limit
-            ):
-                break
-            value = block[6:] if block.startswith(b"data: ") else block[5:]
-            data = value.decode("utf-8", errors="replace")
-            events.append(_new(SseEvent, ("message", data, self._last_id, self._retry)))
-            used += len(block) + len(end)
-        if used:
-            del buf[:used]
-            self._scan = 0
-        return events
+        if size > limit and any(len(line) > limit for line in bytes(buf[:size]).split(end)):
+            return []  # the walk raises the limit's error where it applies
+        text = bytes(buf[:size]).decode("utf-8", errors="replace")
+        del buf[:size]
+        self._scan = 0
+        # "data: A<end>data: B<end>" -> ["A", "B"]
+        data: list[Any] = text[6 : -len(end)].split(f"{end.decode()}data: ")
+        if plain:
+            return data
+        last_id, retry = self._last_id, self._retry
+        return [_new(SseEvent, ("message", d, last_id, retry)) for d in data]
 
     def _check_line(self, size: int) -> None:
         if size > self.max_line_bytes:

@@ -41,7 +41,7 @@ from router.choose.choice import GRPC, Target
 from router.forward.answers import NotJson, Unacceptable, is_response, parse_answer
 from router.forward.call import Frames
 from router.forward.credentials import OutboundAuth
-from router.forward.fastrelay import RawAnswer
+from router.forward.fastrelay import RawAnswer, unparsed
 from router.forward.h1client import H1Error, H1Pool, H1Response, TooLarge
 from router.forward.headers import (
     CLIENT_HEADERS,
@@ -356,26 +356,12 @@ class Upstream:
                     raise self._error(target, STREAM_FAILED, self._reason(exc)) from None
                 failure: SseError | None = None
                 try:
-                    events = parser.feed(chunk) if chunk else parser.feed_eof()
+                    events = parser.feed_data(chunk) if chunk else parser.feed_eof()
                 except SseError as exc:
-                    events, failure = exc.events, exc
-                relayed: list[bytes] = []
-                for event in events:
-                    if quick is not None and event.event == "message":
-                        data = quick(event.data)
-                        if data is not None:
-                            relayed.append(data)
-                            continue
-                    if relayed:
-                        delivered = True
-                        yield Frames(relayed)
-                        relayed = []
-                    obj = self._event_object(target, event, out)
+                    events, failure = exc.events, exc  # type: ignore[assignment]
+                for event in unparsed(events, quick):  # type: ignore[arg-type]
                     delivered = True
-                    yield obj
-                if relayed:
-                    delivered = True
-                    yield Frames(relayed)
+                    yield event if type(event) is Frames else self._event_object(target, event, out)
                 if failure is not None:
                     raise self._error(target, INVALID_AGENT_RESPONSE, str(failure))
                 if not chunk:

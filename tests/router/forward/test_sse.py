@@ -175,6 +175,11 @@ def test_whole_chunks_parse_as_byte_by_byte(pieces: list[bytes], size: int) -> N
     body = b"".join(pieces)
     chunks = [body[i : i + size] for i in range(0, len(body), size)]
     assert parse_all([body]) == parse_all(chunks) == parse_all(bytewise(body))
+    plain = SseParser()  # feed_data: the same events, some as their data alone
+    events = [*plain.feed_data(body), *plain.feed_eof()]
+    data = [e if isinstance(e, str) else e.data for e in events]
+    assert data == [e.data for e in parse_all([body])]
+    assert all(isinstance(e, SseEvent) or e == e.strip("\r\n") for e in events)
 
 
 def test_simple_events_keep_the_limits() -> None:
