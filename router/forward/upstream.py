@@ -164,6 +164,7 @@ class Upstream:
         self._grpc: Any = None  # the gRPC edge (router.forward.upstream_grpc), once needed
         self.lean_calls = lean_calls  # JSON-RPC calls on router.forward.h1client's pool
         self._h1: H1Pool | None = None
+        self._checked: dict[str, URL] = {}  # agent URLs the policy accepted
 
     async def start(self) -> None:
         """Create the sessions (idempotent): one for calls, with the per-agent and total
@@ -404,11 +405,17 @@ class Upstream:
             raise RpcError(exc.code, exc.message, data) from None
 
     def _check_url(self, target: Target) -> URL:
+        if (checked := self._checked.get(target.url)) is not None:
+            return checked  # the policy's answer for a URL does not change
         if self.policy is not None:
             try:
-                return self.policy.check_url(target.url)
+                checked = self.policy.check_url(target.url)
             except RegistryError as exc:
                 raise self._error(target, AGENT_UNAVAILABLE, exc.message) from None
+            if len(self._checked) >= 4096:
+                self._checked.clear()
+            self._checked[target.url] = checked
+            return checked
         try:
             url = URL(target.url)
         except (ValueError, TypeError):
