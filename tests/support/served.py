@@ -33,6 +33,7 @@ from yarl import URL
 from registry.api import REGISTRY
 from router.app import create_app
 from tests.support.helpers import AUTH, make_settings, settings_values
+from tests.support.procout import ProcessOutput
 
 __all__ = ["WORKERS_ENV", "ServedRouter", "serve_router", "test_workers"]
 
@@ -47,46 +48,6 @@ def test_workers() -> int:
 
 
 test_workers.__test__ = False  # type: ignore[attr-defined]  # not a test: pytest, skip it
-
-
-class _Output:
-    """A process's output, read as it comes (the pipe never fills up)."""
-
-    def __init__(self, stream: asyncio.StreamReader) -> None:
-        self.lines: list[str] = []
-        self._changed = asyncio.Condition()
-        self.task = asyncio.ensure_future(self._read(stream))
-
-    async def _read(self, stream: asyncio.StreamReader) -> None:
-        while line := await stream.readline():
-            async with self._changed:
-                self.lines.append(line.decode(errors="replace"))
-                self._changed.notify_all()
-        async with self._changed:
-            self.lines.append("")  # the end
-            self._changed.notify_all()
-
-    async def wait_for(self, pattern: str, seconds: float = 120) -> re.Match[str]:
-        """The first line matching ``pattern``; AssertionError if the output ends first."""
-
-        def found() -> re.Match[str] | None:
-            for line in self.lines:
-                if match := re.search(pattern, line):
-                    return match
-            if self.lines and self.lines[-1] == "":
-                raise AssertionError(f"no {pattern!r} in:\n{self.text}")
-            return None
-
-        async with self._changed:
-            await asyncio.wait_for(self._changed.wait_for(found), seconds)
-        match = found()
-        assert match is not None
-        return match
-
-    @property
-    def text(self) -> str:
-        """Everything read so far."""
-        return "".join(self.lines)
 
 
 class _SyncedRegistry:
@@ -191,7 +152,7 @@ async def _served(
         stderr=asyncio.subprocess.PIPE,
     )
     assert proc.stderr is not None
-    output = _Output(proc.stderr)
+    output = ProcessOutput(proc.stderr)
     try:
         port = await output.wait_for(r"\d+ workers on 127\.0\.0\.1, port (\d+)")
         await output.wait_for(rf"all {workers} workers ready")

@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import json
 import os
-import re
 import signal
 import sys
 import time
@@ -22,6 +21,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from tests.support.helpers import card_v1
+from tests.support.procout import ProcessOutput
 
 ROOT = Path(__file__).resolve().parents[3]
 TASK = {"id": "t-1", "contextId": "c-1"}
@@ -68,44 +68,9 @@ async def agent(aiohttp_server: Any) -> AsyncIterator[tuple[SlowAgent, TestServe
     slow.release.set()
 
 
-class Log:
-    """The lines a process writes to stderr, read as they come."""
-
-    def __init__(self, stream: asyncio.StreamReader) -> None:
-        self.lines: list[str] = []
-        self._changed = asyncio.Condition()
-        self._task = asyncio.ensure_future(self._read(stream))
-
-    async def _read(self, stream: asyncio.StreamReader) -> None:
-        while line := await stream.readline():
-            async with self._changed:
-                self.lines.append(line.decode(errors="replace"))
-                self._changed.notify_all()
-        async with self._changed:
-            self.lines.append("")  # end of output
-            self._changed.notify_all()
-
-    async def wait_for(self, pattern: str, seconds: float = 60) -> str:
-        """The first line matching ``pattern``; AssertionError at the end of output."""
-
-        def found() -> str | None:
-            for line in self.lines:
-                if re.search(pattern, line):
-                    return line
-            if self.lines and self.lines[-1] == "":
-                raise AssertionError(f"no {pattern!r} in:\n" + "".join(self.lines))
-            return None
-
-        async with self._changed:
-            await asyncio.wait_for(self._changed.wait_for(found), seconds)
-        return found() or ""
-
-    @property
-    def text(self) -> str:
-        return "".join(self.lines)
-
-
-async def _serve(tmp_path: Path, port: int, agent_url: str, grace: float) -> tuple[Any, Log]:
+async def _serve(
+    tmp_path: Path, port: int, agent_url: str, grace: float
+) -> tuple[Any, ProcessOutput]:
     """Start ``switchboard serve`` configured by a TOML file, with the agent as its seed."""
     (tmp_path / "seeds.toml").write_text(f'[[agents]]\nid = "slow"\nurl = "{agent_url}"\n')
     config = tmp_path / "switchboard.toml"
@@ -130,7 +95,7 @@ async def _serve(tmp_path: Path, port: int, agent_url: str, grace: float) -> tup
         stderr=asyncio.subprocess.PIPE,
     )
     assert proc.stderr is not None
-    log = Log(proc.stderr)
+    log = ProcessOutput(proc.stderr)
     await log.wait_for(rf"Running on http://127\.0\.0\.1:{port}\b")
     return proc, log
 

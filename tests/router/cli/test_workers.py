@@ -22,7 +22,7 @@ import pytest
 from a2a.types import GetTaskRequest
 
 from router.cli.workers import available_cpus, listen_sockets
-from tests.router.cli.test_shutdown import Log
+from tests.support.procout import ProcessOutput
 from tests.support.sdk_clients import answer, ask, connect, send
 from tests.support.sdk_peers import TaskEchoExecutor, serve_sdk_agent
 
@@ -79,7 +79,7 @@ async def _switchboard(tmp_path: Path, db_url: str, agent_url: str) -> AsyncIter
         stderr=asyncio.subprocess.PIPE,
     )
     assert proc.stdout is not None and proc.stderr is not None
-    log = Log(proc.stderr)
+    log = ProcessOutput(proc.stderr)
     try:
         printed = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
         match = re.fullmatch(r"Switchboard \(A2A router\) at (http://127\.0\.0\.1:\d+)/\n", printed)
@@ -199,7 +199,7 @@ async def test_each_worker_serves_its_metrics_on_the_metrics_port_plus_its_index
         stderr=asyncio.subprocess.PIPE,
     )
     assert proc.stderr is not None
-    log = Log(proc.stderr)
+    log = ProcessOutput(proc.stderr)
     try:
         await log.wait_for(r"worker 0 \(pid \d+\): Running on")
         await log.wait_for(r"worker 1 \(pid \d+\): Running on")
@@ -252,9 +252,11 @@ async def test_the_main_ports_metrics_add_up_every_worker(tmp_path: Path) -> Non
         stderr=asyncio.subprocess.PIPE,
     )
     assert proc.stderr is not None
-    log = Log(proc.stderr)
+    log = ProcessOutput(proc.stderr)
     try:
-        port = re.search(r"port (\d+)", await log.wait_for(r"2 workers on 127\.0\.0\.1, port"))
+        port = re.search(
+            r"port (\d+)", (await log.wait_for(r"2 workers on 127\.0\.0\.1, port")).string
+        )
         assert port is not None
         base = f"http://127.0.0.1:{port.group(1)}"
         await log.wait_for(r"all 2 workers ready")
