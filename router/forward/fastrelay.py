@@ -37,14 +37,12 @@ from typing import Any
 from router.forward.call import Frames
 from router.forward.eventshape import Shape, split
 from router.forward.sse import SseEvent
-from router.protocol.events import event_task_state
+from router.protocol.events import event_payload, event_task_state, stream_event_kind
 from router.protocol.versions import Version, is_terminal_state
 
 __all__ = ["FastPath", "RawAnswer", "plain_id", "replace_ids", "unparsed"]
 
-_V1_UPDATES = ("statusUpdate", "artifactUpdate")
-_V1_WRAPPERS = ("task", "message", "statusUpdate", "artifactUpdate")
-_V03_UPDATES = ("status-update", "artifact-update")
+_UPDATES = ("status-update", "artifact-update")
 _ENVELOPE = frozenset({"jsonrpc", "id", "result"})
 # characters str.splitlines() breaks at (httpx aiter_lines(), used by SDK clients) besides
 # CR and LF; in valid JSON the ASCII ones cannot occur raw, the others can inside strings
@@ -184,9 +182,10 @@ class FastPath:
         if type(rid) is not type(self.request_id) or rid != self.request_id:
             return None
         result = answer["result"]
-        update = self._payload(result) if isinstance(result, dict) else None
-        if update is None or not self._steady(result, update):
+        found = self._payload(result) if isinstance(result, dict) else None
+        if found is None or not self._steady(*found):
             return None
+        update = found[0]
         expected: dict[str, int] = {}
         swaps: dict[str, str] = {}
         if not self._places(update, expected, swaps):
@@ -199,43 +198,51 @@ class FastPath:
             return None
         if any(raw.count(f'"{up}"') != n for up, n in expected.items()):
             return None  # the ID is also somewhere the parsed path leaves alone
+        parts = split(raw)
+        if not _one_reading(parts, answer) or any(up in parts[0::2] for up in expected):
+            return None  # a key twice (clients may read the other), or an ID across strings
         if any(router in expected for router in swaps.values()):
             return None
         if "\n" in raw or (not raw.isascii() and any(c in raw for c in _BREAKS)):
             return None  # the client's SSE line would break
         self.relayed += 1
-        self._learn(raw, swaps, expected, update)
+        self._learn(raw, parts, swaps, expected, update)
         return replace_ids(raw, swaps).encode()
 
     # -- internals ---------------------------------------------------------------------------
 
     def _learn(
-        self, raw: str, swaps: dict[str, str], expected: dict[str, int], update: dict[str, Any]
+        self,
+        raw: str,
+        parts: list[str],
+        swaps: dict[str, str],
+        expected: dict[str, int],
+        update: dict[str, Any],
     ) -> None:
         """Remember the shape of an event just relayed (unless known, or too many are)."""
         if len(self._learned) >= _SHAPES:
             return
         if any(learned.matches(raw) for learned in self._learned):
             return
-        shape = Shape.of(split(raw))
+        shape = Shape.of(parts)
         if shape is None:
             return
         self._learned.append(_Learned(shape, swaps, expected, update))
 
-    def _payload(self, result: dict[str, Any]) -> dict[str, Any] | None:
-        """The update of a status or artifact update event, as the parsed path finds it."""
-        if self.version == "1.0":
-            if "kind" in result:
-                return None
-            present = [k for k in _V1_WRAPPERS if isinstance(result.get(k), dict)]
-            if len(present) != 1 or present[0] not in _V1_UPDATES:
-                return None
-            return result[present[0]]
-        return result if result.get("kind") in _V03_UPDATES else None
+    def _payload(self, result: dict[str, Any]) -> tuple[dict[str, Any], bool] | None:
+        """The update of a status or artifact update event, as the parsed path finds it
+        (:mod:`router.protocol.events`), and whether it is an artifact update."""
+        kind = stream_event_kind(self.version, result)
+        if kind not in _UPDATES:
+            return None
+        if (self.version == "1.0") == ("kind" in result):  # 0.3: its kind said, not guessed
+            return None
+        update = event_payload(self.version, result)
+        return None if update is None else (update, kind == "artifact-update")
 
-    def _steady(self, result: dict[str, Any], update: dict[str, Any]) -> bool:
+    def _steady(self, update: dict[str, Any], artifact: bool) -> bool:
         """An artifact update, or a status update that changes no state and ends nothing."""
-        if "artifactUpdate" in result or result.get("kind") == "artifact-update":
+        if artifact:
             return True
         if self.version == "0.3" and update.get("final") not in (False, None):
             return False
@@ -258,6 +265,21 @@ class FastPath:
                 return False  # one string, two router IDs: only the structure can tell
             expected[value] = expected.get(value, 0) + 1
         return True
+
+
+def _one_reading(parts: list[str], value: Any) -> bool:
+    """The JSON text cut into ``parts`` (:func:`~router.forward.eventshape.split`) has no
+    object with a key twice: as many keys in the text as in ``value``, its parse."""
+    written = sum(1 for after in parts[2::2] if after.lstrip(" \t\n\r").startswith(":"))
+    return written == _keys(value)
+
+
+def _keys(value: Any) -> int:
+    if isinstance(value, dict):
+        return len(value) + sum(_keys(v) for v in value.values())
+    if isinstance(value, list):
+        return sum(_keys(v) for v in value)
+    return 0
 
 
 def _state(payload: Mapping[str, Any]) -> str | None:

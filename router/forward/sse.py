@@ -119,7 +119,10 @@ class SseParser:
 
     def _lines(self, *, eof: bool, plain: bool = False) -> list[SseEvent | str]:
         buf = self._buf
-        events = self._simple(plain) if not self._data and not self._event else []
+        # only once a line end came (after _scan: the bytes known to hold none), else a long
+        # line arriving in many chunks would be read again with each of them
+        simple = not self._data and not self._event and _EOL.search(buf, self._scan) is not None
+        events = self._simple(plain) if simple else []
         start = 0
         pos = self._scan
         while (match := _EOL.search(buf, pos)) is not None:

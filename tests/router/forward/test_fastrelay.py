@@ -625,3 +625,41 @@ def test_an_id_whose_json_is_not_its_text_in_quotes() -> None:
     obj = {"jsonrpc": "2.0", "id": 1, "result": _artifact(taskId='k":"v')}
     obj["result"]["artifactUpdate"]["artifact"]["parts"] = [{"data": {"k": "v"}}]
     assert fast.relay(RawAnswer(obj, json.dumps(obj, separators=(",", ":")))) is None
+
+
+def test_a_stray_member_does_not_make_an_update_an_artifact() -> None:
+    """What the update is comes from the event's kind (as the parsed path reads it), not
+    from any member's presence: a final 0.3 status update with an ``artifactUpdate``
+    member, or a 1.0 event with two update members, is parsed."""
+    fast = _fast("0.3")
+    final = {"kind": "status-update", "taskId": "t1", "contextId": "c1", "final": True}
+    final["status"] = {"state": "completed"}
+    assert fast.relay(_answer({**final, "artifactUpdate": 0})) is None
+    fast = _fast("1.0")
+    done = {"taskId": "t1", "status": {"state": "TASK_STATE_COMPLETED"}}
+    assert fast.relay(_answer({"statusUpdate": done, "artifactUpdate": 0})) is None
+    assert fast.relay(_answer({**_artifact(), "statusUpdate": 0})) is None
+
+
+def test_an_event_with_a_key_twice_is_parsed() -> None:
+    """A client may read the first of two equal keys where the check read the last."""
+    fast = _fast("1.0")
+    ok = _answer(_artifact())
+    assert fast.relay(ok) is not None
+    twice = ok.raw.replace('"taskId": "t1"', '"taskId": "t2", "taskId": "t1"')
+    assert fast.relay(RawAnswer(json.loads(twice), twice)) is None
+    late = ok.raw[:-1] + ', "result": {"statusUpdate": {"taskId": "up-9"}}}'
+    assert fast.relay(RawAnswer(json.loads(late), late)) is None
+
+
+def test_an_id_that_is_the_text_between_two_strings_is_never_swapped_as_bytes() -> None:
+    """``":"`` is in every ``"key": "value"`` written without spaces: swapping it there
+    would break the JSON."""
+    fast = FastPath("1.0", 1, {":": "RT"}, CONTEXTS)
+    obj = {"jsonrpc": "2.0", "id": 1, "result": _artifact(taskId=":")}
+    spaced = json.dumps(obj, separators=(", ", ": "))
+    assert fast.relay(RawAnswer(obj, spaced)) is not None  # only the value is '":"' here
+    fast = FastPath("1.0", 1, {":": "RT"}, CONTEXTS)
+    mixed = spaced.replace('"taskId": ":"', '"taskId":":"')
+    assert mixed.count('":"') == 1  # the count matches, but at the key's end...
+    assert fast.relay(RawAnswer(obj, mixed)) is None  # ...between two strings

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -188,3 +189,22 @@ def test_simple_events_keep_the_limits() -> None:
     with pytest.raises(SseError):
         SseParser(max_event_bytes=16).feed(b"data: " + b"x" * 20 + b"\n\n")
     assert SseParser(max_event_bytes=16).feed(b"data: " + b"x" * 14 + b"\n\n")[0].data == "x" * 14
+
+
+def test_a_long_line_in_many_chunks_is_not_matched_again_with_each(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    runs: list[int] = []
+    taken = SseParser._simple
+
+    def counted(self: SseParser, plain: bool) -> list[Any]:
+        runs.append(len(self._buf))
+        return taken(self, plain)
+
+    monkeypatch.setattr(SseParser, "_simple", counted)
+    parser = SseParser()
+    parser.feed(b"data: ")
+    for _ in range(1000):
+        assert parser.feed(b"x" * 100) == []
+    assert [e.data for e in parser.feed(b"\r\n\r\n")] == ["x" * 100_000]
+    assert len(runs) <= 2  # the run is looked for when a line end comes, not per chunk
