@@ -6,9 +6,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import gzip
 import ipaddress
 import json
 import ssl
+import tracemalloc
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -161,6 +163,8 @@ async def test_an_answer_framed_by_the_connection_ends_with_it(raw: Any) -> None
         answer(b"x" * 101),  # announced too long
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"40\r\n" + b"x" * 64 + b"\r\n"
         b"40\r\n" + b"x" * 64 + b"\r\n0\r\n\r\n",  # grows too long
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"40\r\n" + b"x" * 64 + b"\r\n"
+        b"40\r\n" + b"x" * 64 + b"\r\n",  # grows too long, and the rest never comes
     ],
 )
 async def test_a_body_beyond_the_limit_is_refused(raw: Any, reply: bytes) -> None:
@@ -442,3 +446,70 @@ async def test_the_total_limit_closes_another_origins_idle_connection(raw: Any) 
     finally:
         await client.close()
     assert (server_a.connections, server_b.connections) == (2, 1)
+
+
+async def test_a_compressed_answer_is_refused_never_inflated(raw: Any) -> None:
+    inflated = b"x" * 50_000  # deflates to ~100 bytes; the limit is 10,000
+    packed = gzip.compress(inflated)
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await server.read_request(reader)
+            if server.connections == 1:
+                writer.write(answer(packed, "Content-Encoding: gzip"))
+            else:
+                writer.write(answer(ANSWER, "Content-Encoding: identity"))
+
+    server = await raw(script)
+    client = pool(max_body_bytes=10_000)
+    try:
+        with pytest.raises(H1Error, match=r"compressed answer \(Content-Encoding: gzip\)"):
+            await client.post(server.url, [], BODY)
+        assert (await client.post(server.url, [], BODY)).body == ANSWER  # identity is no coding
+    finally:
+        await client.close()
+    assert b"accept-encoding" not in server.requests[0].lower()
+
+
+async def test_a_chunked_body_is_held_as_one_buffer_while_it_arrives(raw: Any) -> None:
+    """256 KiB in 1-byte chunks: held as they came (a bytes object and a chunk boundary each),
+    it peaked at ~20 MB; drained into one buffer on every read, at a few MB."""
+    size = 256 * 1024
+    wire = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"1\r\nx\r\n" * size
+    wire += b"0\r\n\r\n"
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(wire)
+        await reader.read()
+
+    server = await raw(script)
+    client = pool()
+    tracemalloc.start()
+    try:
+        got = await client.post(server.url, [], BODY)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+        await client.close()
+    assert got.body == b"x" * size
+    assert peak < 10_000_000, peak  # (4.5 MB with the server's 1.5 MB buffer; 23.6 MB before)
+
+
+async def test_bytes_beyond_the_answer_in_its_read_close_the_connection(raw: Any) -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await server.read_request(reader)
+            if server.connections == 1:  # an answer and the start of another, in one write
+                writer.write(answer(b"{}") + b"HTTP/1.1 200 OK\r\nContent-Length: 13\r\n")
+            else:
+                writer.write(answer())
+
+    server = await raw(script)
+    client = pool()
+    try:
+        assert (await client.post(server.url, [], BODY)).body == b"{}"
+        assert (await client.post(server.url, [], BODY)).body == ANSWER
+    finally:
+        await client.close()
+    assert server.connections == 2
