@@ -361,20 +361,30 @@ class H1Pool:
         return False
 
     async def _wait(self, origin: _Origin) -> None:
-        """Wait for a connection of ``origin`` to be released or closed."""
+        """Wait for a connection of ``origin`` to be released or closed, or (under the total
+        limit) for another origin's to go idle, then closed to make room."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.pool_timeout
-        while not self._room(origin) and not origin.idle:
+        woken = False
+        while not self._room(origin) and not origin.idle and not self._evict_idle(origin):
             waiter: asyncio.Future[None] = loop.create_future()
-            origin.waiters.append(waiter)
+            if woken:  # woken from the front for nothing (another took it): keep that place
+                origin.waiters.appendleft(waiter)
+            else:
+                origin.waiters.append(waiter)
             try:
                 async with asyncio.timeout_at(deadline):
                     await waiter
-            except TimeoutError:
-                raise aiohttp.ConnectionTimeoutError() from None
+            except BaseException as exc:
+                if waiter.done() and not waiter.cancelled():
+                    self._pass_on(origin)  # woken, then cancelled or timed out: pass it on
+                if isinstance(exc, TimeoutError):
+                    raise aiohttp.ConnectionTimeoutError() from None
+                raise
             finally:
                 with contextlib.suppress(ValueError):
                     origin.waiters.remove(waiter)
+            woken = True
 
     def _release(self, origin: _Origin, conn: _Conn) -> None:
         if conn.reusable and not self._closed:
@@ -382,7 +392,7 @@ class H1Pool:
             conn.idle_handle = asyncio.get_running_loop().call_later(
                 _IDLE_SECONDS, self._expire, origin, conn
             )
-            self._wake(origin)
+            self._pass_on(origin)
         else:
             conn.close()
             self._drop(origin)
@@ -398,8 +408,13 @@ class H1Pool:
         """One connection of ``origin`` is gone."""
         origin.count -= 1
         self._total -= 1
+        self._pass_on(origin)
+
+    def _pass_on(self, origin: _Origin) -> None:
+        """A connection of ``origin`` was released or closed: wake a call waiting for it and,
+        under a total limit, one of each other origin (it may close the idle connection)."""
         self._wake(origin)
-        if self.total_limit:  # another origin may be waiting for room in the total
+        if self.total_limit:
             for other in self._origins.values():
                 if other is not origin:
                     self._wake(other)

@@ -513,3 +513,96 @@ async def test_bytes_beyond_the_answer_in_its_read_close_the_connection(raw: Any
     finally:
         await client.close()
     assert server.connections == 2
+
+
+async def test_a_call_blocked_by_the_total_limit_gets_another_origins_idle_connection(
+    raw: Any,
+) -> None:
+    release = asyncio.Event()
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await server_a.read_request(reader)  # (any Raw reads a request)
+            await release.wait()
+            writer.write(answer())
+
+    server_a = await raw(script)
+    server_b = await raw(script)
+    client = pool(total_limit=1, pool_timeout=2.0)
+    try:
+        first = asyncio.create_task(client.post(server_a.url, [], BODY))
+        await server_a.arrived.wait()  # A's call holds the one connection the total allows
+        waiting = asyncio.create_task(client.post(server_b.url, [], BODY))
+        release.set()
+        assert (await first).body == ANSWER  # A's connection goes idle: B must get the room
+        assert (await waiting).body == ANSWER
+    finally:
+        await client.close()
+    assert (server_a.connections, server_b.connections) == (1, 1)
+
+
+async def test_a_woken_call_that_is_cancelled_passes_the_connection_on(raw: Any) -> None:
+    release = asyncio.Event()
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await server.read_request(reader)
+            await release.wait()
+            writer.write(answer())
+
+    server = await raw(script)
+    client = pool(per_origin_limit=1, pool_timeout=2.0)
+    woken: asyncio.Task[Any] | None = None
+
+    async def first_call() -> Any:
+        try:
+            return await client.post(server.url, [], BODY)
+        finally:  # in the very step that released the connection and woke `woken`'s wait
+            assert woken is not None
+            woken.cancel()
+
+    try:
+        first = asyncio.create_task(first_call())
+        await server.arrived.wait()  # the first call holds the one connection
+        woken = asyncio.create_task(client.post(server.url, [], BODY))  # waits first
+        later = asyncio.create_task(client.post(server.url, [], BODY))  # waits second
+        release.set()
+        assert (await first).body == ANSWER
+        with pytest.raises(asyncio.CancelledError):
+            await woken
+        assert (await later).body == ANSWER  # the idle connection, not a timeout
+    finally:
+        await client.close()
+    assert server.connections == 1
+
+
+async def test_a_call_woken_for_nothing_keeps_its_place_in_the_queue(raw: Any) -> None:
+    release = asyncio.Event()
+
+    async def a_script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await server_a.read_request(reader)
+            writer.write(answer())
+
+    async def b_script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await server_b.read_request(reader)
+            await release.wait()
+            writer.write(answer())
+
+    server_a = await raw(a_script)
+    server_b = await raw(b_script)
+    client = pool(per_origin_limit=1, total_limit=2, pool_timeout=2.0)
+    try:
+        first = asyncio.create_task(client.post(server_b.url, [], BODY))
+        await server_b.arrived.wait()  # B's one connection is busy
+        one = asyncio.create_task(client.post(server_b.url, [], b'"one"'))
+        two = asyncio.create_task(client.post(server_b.url, [], b'"two"'))
+        # A's connection goes idle: under the total limit that wakes B's first waiter, which
+        # finds B still at its own limit and waits again, at the front
+        assert (await client.post(server_a.url, [], BODY)).body == ANSWER
+        release.set()
+        await asyncio.gather(first, one, two)
+    finally:
+        await client.close()
+    assert [r.rsplit(b"\r\n\r\n", 1)[1] for r in server_b.requests] == [BODY, b'"one"', b'"two"']
