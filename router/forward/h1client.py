@@ -4,8 +4,11 @@ aiohttp's client builds request, response, reader and timer objects and runs its
 hooks for every call; a routed unary call needs none of that. :class:`H1Pool` keeps
 keep-alive connections per origin (scheme, host, port) as :class:`asyncio.Protocol`\\ s and
 reads answers with aiohttp's C HTTP parser (llhttp, as aiohttp's own client does: the same
-limits, ``Content-Length`` and chunked framing, refusal of ambiguous framing). Streams and
-everything else stay on aiohttp's client (:mod:`router.forward.upstream`).
+limits, ``Content-Length`` and chunked framing, refusal of ambiguous framing). The body is
+gathered into one buffer as it arrives and bounded as it grows; no ``Accept-Encoding`` is sent
+and a compressed answer is refused, never inflated. A connection is reused only when nothing
+came after the answer. Streams and everything else stay on aiohttp's client
+(:mod:`router.forward.upstream`).
 
 What it keeps from the aiohttp session it stands in for: the per-origin and total connection
 limits, the wait for a free connection (``pool_timeout``), the connect and read timeouts (the
@@ -79,19 +82,20 @@ class _Conn(asyncio.Protocol):
         self.closed = False
         self.idle_handle: asyncio.TimerHandle | None = None
         self._parser: Any = HttpResponseParser(
-            self, loop, 2**16, response_with_body=True, read_until_eof=True, auto_decompress=True
+            self, loop, 2**16, response_with_body=True, read_until_eof=True, auto_decompress=False
         )
         self._waiter: asyncio.Future[H1Response] | None = None
         self._message: Any = None
         self._payload: Any = None
+        self._body = bytearray()  # the answer's body, drained from the payload as it arrives
         self._reusable = False
         self._last = 0.0  # loop time of the last bytes received (read timeout)
         self._timer: asyncio.TimerHandle | None = None
         self._timeout = 0.0
 
-    # -- the StreamReader the parser feeds calls these; the body is bounded by max_body --
+    # -- the StreamReader the parser feeds calls these; it is drained on every read --
     def pause_reading(self, **_: Any) -> None:
-        """Ignored: every answer is read whole (and bounded) before it is handed over."""
+        """Ignored: the payload is drained into one buffer, bounded by max_body, on every read."""
 
     def resume_reading(self, **_: Any) -> None:
         """Ignored (see :meth:`pause_reading`)."""
@@ -136,11 +140,12 @@ class _Conn(asyncio.Protocol):
             if length is not None and length.isdigit() and int(length) > self.max_body:
                 self._fail(TooLarge())
                 return
-        if self._payload is not None:
-            if getattr(self._payload, "total_bytes", 0) > self.max_body:
-                self._fail(TooLarge())
+            coding = _content_coding(message.headers)
+            if coding is not None:
+                self._fail(H1Error(f"the agent sent a compressed answer ({coding}), not asked for"))
                 return
-            self._finish()
+        if self._payload is not None and self._drain() and self._finish():
+            self._check_rest()
 
     # -- calls ---------------------------------------------------------------------------
     async def request(self, data: bytes, silence: float) -> H1Response:
@@ -149,6 +154,7 @@ class _Conn(asyncio.Protocol):
         assert self.transport is not None
         self._waiter = self.loop.create_future()
         self._message = self._payload = None
+        self._body = bytearray()
         self._reusable = False
         self._timeout = silence
         self._last = self.loop.time()
@@ -177,6 +183,19 @@ class _Conn(asyncio.Protocol):
             self.transport.close()
 
     # -- internals -----------------------------------------------------------------------
+    def _drain(self) -> bool:
+        """Move what the payload holds into the body, within max_body; whether that went well
+        (if not, the call failed and the connection is closed)."""
+        exc = self._payload.exception()
+        if exc is not None:
+            self._fail(H1Error(f"malformed HTTP answer ({_short(exc)})"))
+            return False
+        self._body += self._payload.read_nowait(-1)
+        if len(self._body) > self.max_body:
+            self._fail(TooLarge())
+            return False
+        return True
+
     def _finish(self) -> bool:
         """Hand the answer over once its body is complete; whether it was."""
         payload, message = self._payload, self._message
@@ -184,17 +203,30 @@ class _Conn(asyncio.Protocol):
             return False
         if self._waiter.done():
             return True
-        exc = payload.exception()
-        if exc is not None:
-            self._fail(H1Error(f"malformed HTTP answer ({_short(exc)})"))
-            return True
-        body = payload.read_nowait(-1)
-        if len(body) > self.max_body:
-            self._fail(TooLarge())
+        if not self._drain():
             return True
         self._reusable = not message.should_close and not self.closed
-        self._waiter.set_result(H1Response(message.code, message.reason, message.headers, body))
+        answer = H1Response(message.code, message.reason, message.headers, bytes(self._body))
+        self._body = bytearray()
+        self._waiter.set_result(answer)
         return True
+
+    def _check_rest(self) -> None:
+        """Close the connection if the read that ended the answer held bytes beyond it.
+
+        The parser has no call that says how much of a read an answer used; after a complete
+        answer it is back at the start of a message, and only bytes beyond the answer start
+        another one (so that ``feed_eof`` makes a message of them or fails). Such bytes are
+        nobody's answer: reusing the connection would read them as the next request's."""
+        if not self._reusable:
+            return
+        try:
+            started = self._parser.feed_eof() is not None
+        except Exception:
+            started = True
+        if started:
+            self._reusable = False
+            self.close()
 
     def _fail(self, exc: BaseException) -> None:
         self._reusable = False
@@ -329,20 +361,30 @@ class H1Pool:
         return False
 
     async def _wait(self, origin: _Origin) -> None:
-        """Wait for a connection of ``origin`` to be released or closed."""
+        """Wait for a connection of ``origin`` to be released or closed, or (under the total
+        limit) for another origin's to go idle, then closed to make room."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.pool_timeout
-        while not self._room(origin) and not origin.idle:
+        woken = False
+        while not self._room(origin) and not origin.idle and not self._evict_idle(origin):
             waiter: asyncio.Future[None] = loop.create_future()
-            origin.waiters.append(waiter)
+            if woken:  # woken from the front for nothing (another took it): keep that place
+                origin.waiters.appendleft(waiter)
+            else:
+                origin.waiters.append(waiter)
             try:
                 async with asyncio.timeout_at(deadline):
                     await waiter
-            except TimeoutError:
-                raise aiohttp.ConnectionTimeoutError() from None
+            except BaseException as exc:
+                if waiter.done() and not waiter.cancelled():
+                    self._pass_on(origin)  # woken, then cancelled or timed out: pass it on
+                if isinstance(exc, TimeoutError):
+                    raise aiohttp.ConnectionTimeoutError() from None
+                raise
             finally:
                 with contextlib.suppress(ValueError):
                     origin.waiters.remove(waiter)
+            woken = True
 
     def _release(self, origin: _Origin, conn: _Conn) -> None:
         if conn.reusable and not self._closed:
@@ -350,7 +392,7 @@ class H1Pool:
             conn.idle_handle = asyncio.get_running_loop().call_later(
                 _IDLE_SECONDS, self._expire, origin, conn
             )
-            self._wake(origin)
+            self._pass_on(origin)
         else:
             conn.close()
             self._drop(origin)
@@ -366,8 +408,13 @@ class H1Pool:
         """One connection of ``origin`` is gone."""
         origin.count -= 1
         self._total -= 1
+        self._pass_on(origin)
+
+    def _pass_on(self, origin: _Origin) -> None:
+        """A connection of ``origin`` was released or closed: wake a call waiting for it and,
+        under a total limit, one of each other origin (it may close the idle connection)."""
         self._wake(origin)
-        if self.total_limit:  # another origin may be waiting for room in the total
+        if self.total_limit:
             for other in self._origins.values():
                 if other is not origin:
                     self._wake(other)
@@ -397,7 +444,9 @@ class H1Pool:
                             port=port,
                             family=family,
                             ssl=tls,
-                            server_hostname=url.host if tls is not None else None,
+                            # the IDNA-encoded name that was resolved and dialled (url.host
+                            # is the decoded, Unicode one): the name the certificate must match
+                            server_hostname=host if tls is not None else None,
                         )
                     except ssl.SSLCertVerificationError:
                         raise H1Error("TLS certificate verification failed") from None
@@ -470,6 +519,14 @@ def _os_text(exc: OSError | None) -> str:
     if exc is None or not exc.errno:
         return "connection failed"
     return os.strerror(exc.errno).lower()
+
+
+def _content_coding(headers: CIMultiDictProxy[str]) -> str | None:
+    """The answer's ``Content-Encoding`` unless it is none or identity (none is asked for:
+    the pool sends no ``Accept-Encoding``, and a body is never inflated here)."""
+    codings = [c.strip() for v in headers.getall("Content-Encoding", ()) for c in v.split(",")]
+    codings = [c for c in codings if c and c.lower() != "identity"]
+    return f"Content-Encoding: {', '.join(codings)}"[:100] if codings else None
 
 
 def _short(exc: BaseException) -> str:

@@ -6,9 +6,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import gzip
 import ipaddress
 import json
 import ssl
+import tracemalloc
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -161,6 +163,8 @@ async def test_an_answer_framed_by_the_connection_ends_with_it(raw: Any) -> None
         answer(b"x" * 101),  # announced too long
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"40\r\n" + b"x" * 64 + b"\r\n"
         b"40\r\n" + b"x" * 64 + b"\r\n0\r\n\r\n",  # grows too long
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"40\r\n" + b"x" * 64 + b"\r\n"
+        b"40\r\n" + b"x" * 64 + b"\r\n",  # grows too long, and the rest never comes
     ],
 )
 async def test_a_body_beyond_the_limit_is_refused(raw: Any, reply: bytes) -> None:
@@ -442,3 +446,163 @@ async def test_the_total_limit_closes_another_origins_idle_connection(raw: Any) 
     finally:
         await client.close()
     assert (server_a.connections, server_b.connections) == (2, 1)
+
+
+async def test_a_compressed_answer_is_refused_never_inflated(raw: Any) -> None:
+    inflated = b"x" * 50_000  # deflates to ~100 bytes; the limit is 10,000
+    packed = gzip.compress(inflated)
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await server.read_request(reader)
+            if server.connections == 1:
+                writer.write(answer(packed, "Content-Encoding: gzip"))
+            else:
+                writer.write(answer(ANSWER, "Content-Encoding: identity"))
+
+    server = await raw(script)
+    client = pool(max_body_bytes=10_000)
+    try:
+        with pytest.raises(H1Error, match=r"compressed answer \(Content-Encoding: gzip\)"):
+            await client.post(server.url, [], BODY)
+        assert (await client.post(server.url, [], BODY)).body == ANSWER  # identity is no coding
+    finally:
+        await client.close()
+    assert b"accept-encoding" not in server.requests[0].lower()
+
+
+async def test_a_chunked_body_is_held_as_one_buffer_while_it_arrives(raw: Any) -> None:
+    """256 KiB in 1-byte chunks: held as they came (a bytes object and a chunk boundary each),
+    it peaked at ~20 MB; drained into one buffer on every read, at a few MB."""
+    size = 256 * 1024
+    wire = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"1\r\nx\r\n" * size
+    wire += b"0\r\n\r\n"
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(wire)
+        await reader.read()
+
+    server = await raw(script)
+    client = pool()
+    tracemalloc.start()
+    try:
+        got = await client.post(server.url, [], BODY)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+        await client.close()
+    assert got.body == b"x" * size
+    assert peak < 10_000_000, peak  # (4.5 MB with the server's 1.5 MB buffer; 23.6 MB before)
+
+
+async def test_bytes_beyond_the_answer_in_its_read_close_the_connection(raw: Any) -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await server.read_request(reader)
+            if server.connections == 1:  # an answer and the start of another, in one write
+                writer.write(answer(b"{}") + b"HTTP/1.1 200 OK\r\nContent-Length: 13\r\n")
+            else:
+                writer.write(answer())
+
+    server = await raw(script)
+    client = pool()
+    try:
+        assert (await client.post(server.url, [], BODY)).body == b"{}"
+        assert (await client.post(server.url, [], BODY)).body == ANSWER
+    finally:
+        await client.close()
+    assert server.connections == 2
+
+
+async def test_a_call_blocked_by_the_total_limit_gets_another_origins_idle_connection(
+    raw: Any,
+) -> None:
+    release = asyncio.Event()
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await server_a.read_request(reader)  # (any Raw reads a request)
+            await release.wait()
+            writer.write(answer())
+
+    server_a = await raw(script)
+    server_b = await raw(script)
+    client = pool(total_limit=1, pool_timeout=2.0)
+    try:
+        first = asyncio.create_task(client.post(server_a.url, [], BODY))
+        await server_a.arrived.wait()  # A's call holds the one connection the total allows
+        waiting = asyncio.create_task(client.post(server_b.url, [], BODY))
+        release.set()
+        assert (await first).body == ANSWER  # A's connection goes idle: B must get the room
+        assert (await waiting).body == ANSWER
+    finally:
+        await client.close()
+    assert (server_a.connections, server_b.connections) == (1, 1)
+
+
+async def test_a_woken_call_that_is_cancelled_passes_the_connection_on(raw: Any) -> None:
+    release = asyncio.Event()
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await server.read_request(reader)
+            await release.wait()
+            writer.write(answer())
+
+    server = await raw(script)
+    client = pool(per_origin_limit=1, pool_timeout=2.0)
+    woken: asyncio.Task[Any] | None = None
+
+    async def first_call() -> Any:
+        try:
+            return await client.post(server.url, [], BODY)
+        finally:  # in the very step that released the connection and woke `woken`'s wait
+            assert woken is not None
+            woken.cancel()
+
+    try:
+        first = asyncio.create_task(first_call())
+        await server.arrived.wait()  # the first call holds the one connection
+        woken = asyncio.create_task(client.post(server.url, [], BODY))  # waits first
+        later = asyncio.create_task(client.post(server.url, [], BODY))  # waits second
+        release.set()
+        assert (await first).body == ANSWER
+        with pytest.raises(asyncio.CancelledError):
+            await woken
+        assert (await later).body == ANSWER  # the idle connection, not a timeout
+    finally:
+        await client.close()
+    assert server.connections == 1
+
+
+async def test_a_call_woken_for_nothing_keeps_its_place_in_the_queue(raw: Any) -> None:
+    release = asyncio.Event()
+
+    async def a_script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await server_a.read_request(reader)
+            writer.write(answer())
+
+    async def b_script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await server_b.read_request(reader)
+            await release.wait()
+            writer.write(answer())
+
+    server_a = await raw(a_script)
+    server_b = await raw(b_script)
+    client = pool(per_origin_limit=1, total_limit=2, pool_timeout=2.0)
+    try:
+        first = asyncio.create_task(client.post(server_b.url, [], BODY))
+        await server_b.arrived.wait()  # B's one connection is busy
+        one = asyncio.create_task(client.post(server_b.url, [], b'"one"'))
+        two = asyncio.create_task(client.post(server_b.url, [], b'"two"'))
+        # A's connection goes idle: under the total limit that wakes B's first waiter, which
+        # finds B still at its own limit and waits again, at the front
+        assert (await client.post(server_a.url, [], BODY)).body == ANSWER
+        release.set()
+        await asyncio.gather(first, one, two)
+    finally:
+        await client.close()
+    assert [r.rsplit(b"\r\n\r\n", 1)[1] for r in server_b.requests] == [BODY, b'"one"', b'"two"']
