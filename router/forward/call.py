@@ -21,16 +21,16 @@ __all__ = ["Call", "Event", "EventStream", "Frames", "Reply"]
 
 
 class Frames(bytes):
-    """Stream events ready for the wire: ``count`` plain data events, each
+    """Stream events ready for the wire: ``event_count`` plain data events, each
     ``data: <json>\\r\\n\\r\\n`` (one line of JSON with no character a client reads as a
     line break), as the byte relay (:mod:`router.forward.fastrelay`) makes them."""
 
-    count: int
+    event_count: int
 
     def __new__(cls, events: list[bytes]) -> Frames:
         """``events``, each one event's JSON, framed and joined."""
         framed = super().__new__(cls, b"data: " + b"\r\n\r\ndata: ".join(events) + b"\r\n\r\n")
-        framed.count = len(events)
+        framed.event_count = len(events)
         return framed
 
 

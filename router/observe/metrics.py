@@ -377,7 +377,7 @@ def observed_stream(stream: S) -> S:
         try:
             async for item in inner:
                 first()
-                events.inc(getattr(item, "count", 1) if isinstance(item, bytes) else 1)
+                events.inc(getattr(item, "event_count", 1))  # Frames: several
                 if isinstance(item, dict) and "error" in item:
                     outcome = "agent_error"
                 yield item

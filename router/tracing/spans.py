@@ -366,7 +366,7 @@ async def _relayed(
     count = 0
     try:
         async for body, kind in events:
-            count += getattr(body, "count", 1) if isinstance(body, bytes) else 1
+            count += getattr(body, "event_count", 1)  # Frames: several events
             if count == 1 and span.is_recording():
                 span.set_attribute(FIRST_EVENT_MS, (now() - started) / 1e6)
             error = body.get("error") if isinstance(body, dict) else None

@@ -143,7 +143,7 @@ async def relay(
         async for body_out, kind in stream.events:  # type: ignore[union-attr]
             if type(body_out) is Frames:  # events recognized by their shape, unparsed
                 framed = parse_all([body_out])
-                assert body_out.count == len(framed) and kind is None
+                assert body_out.event_count == len(framed) and kind is None
                 assert body_out.endswith(b"\r\n\r\n") and b"\n" not in body_out.replace(
                     b"\r\n\r\n", b""
                 )
