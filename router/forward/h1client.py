@@ -19,7 +19,7 @@ redirects followed, no cookies, no proxies. A request is never retried: a connec
 fails is closed, never returned to the pool, and the call fails.
 
 Failures are raised as the exceptions :class:`router.forward.upstream.Upstream` already turns
-into reasons (``aiohttp.ConnectionTimeoutError``, ``TimeoutError``,
+into reasons (``TimeoutError``,
 ``aiohttp.ServerDisconnectedError``, :class:`OSError`, ``AddressRefused``) or as
 :class:`H1Error` carrying the reason line itself.
 """
@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import ipaddress
 import os
 import socket
 import ssl
@@ -379,7 +380,10 @@ class H1Pool:
                 if waiter.done() and not waiter.cancelled():
                     self._pass_on(origin)  # woken, then cancelled or timed out: pass it on
                 if isinstance(exc, TimeoutError):
-                    raise aiohttp.ConnectionTimeoutError() from None
+                    raise H1Error(
+                        f"no free connection to the agent within {self.pool_timeout:g} s"
+                        f" ({origin.count} open to it, {self._total} in all)"
+                    ) from None
                 raise
             finally:
                 with contextlib.suppress(ValueError):
@@ -432,9 +436,11 @@ class H1Pool:
         loop = asyncio.get_running_loop()
         host, port = url.raw_host or "", url.port or (443 if url.scheme == "https" else 80)
         tls = self._context() if url.scheme == "https" else None
+        step = f"resolving {host}"
         try:
             async with asyncio.timeout(self.connect_timeout):
                 addresses = await self._addresses(loop, host, port)
+                step = f"connecting to {host}:{port}"
                 failure: OSError | None = None
                 for family, address in addresses:
                     try:
@@ -456,14 +462,22 @@ class H1Pool:
                     _nodelay(conn.transport)
                     return conn
         except TimeoutError:
-            raise aiohttp.ConnectionTimeoutError() from None
+            limit = f"connect timeout {self.connect_timeout:g} s"
+            raise H1Error(f"timed out {step} ({limit})") from None
         reason = _os_text(failure)
         raise H1Error(f"cannot connect to {host}:{port}: {reason}")
 
     async def _addresses(
         self, loop: asyncio.AbstractEventLoop, host: str, port: int
     ) -> list[tuple[int, str]]:
-        """The addresses to dial for ``host`` (the allowed ones, when guarded)."""
+        """The addresses to dial for ``host`` (the allowed ones, when guarded). An IP literal
+        is dialled as it is: no resolver thread, so a busy default executor (embedding, a
+        model load) cannot hold up a call to an agent on an IP address."""
+        literal = _ip_literal(host)
+        if literal is not None:
+            if self.policy is not None and not self.policy.is_allowed(literal[1]):
+                raise AddressRefused.build(host, [literal[1]])
+            return [literal]
         try:
             infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
         except socket.gaierror:
@@ -497,6 +511,16 @@ def _request(url: URL, headers: Iterable[tuple[str, str]], body: bytes, agent: s
         lines.append(f"User-Agent: {agent}")
     lines.append(f"Content-Length: {len(body)}\r\n\r\n")
     return "\r\n".join(lines).encode("utf-8") + body
+
+
+def _ip_literal(host: str) -> tuple[int, str] | None:
+    """``(family, address)`` when ``host`` is an IPv4 or IPv6 literal (brackets stripped)."""
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return None
+    family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
+    return int(family), str(address)
 
 
 def _host_header(url: URL) -> str:

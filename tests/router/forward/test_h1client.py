@@ -10,8 +10,10 @@ import gzip
 import ipaddress
 import json
 import ssl
+import threading
 import tracemalloc
 from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -256,7 +258,8 @@ async def test_the_per_origin_limit_makes_calls_wait_then_time_out(raw: Any) -> 
     try:
         first = asyncio.create_task(client.post(server.url, [], BODY))
         await server.arrived.wait()  # the first call holds the one connection
-        with pytest.raises(aiohttp.ConnectionTimeoutError):
+        busy = r"no free connection to the agent within 0.1 s \(1 open to it, 1 in all\)"
+        with pytest.raises(H1Error, match=busy):
             await client.post(server.url, [], BODY)  # the one connection stays busy
         waiting = asyncio.create_task(pool_call(client, server.url))
         release.set()
@@ -606,3 +609,32 @@ async def test_a_call_woken_for_nothing_keeps_its_place_in_the_queue(raw: Any) -
     finally:
         await client.close()
     assert [r.rsplit(b"\r\n\r\n", 1)[1] for r in server_b.requests] == [BODY, b'"one"', b'"two"']
+
+
+async def test_an_ip_literal_is_dialled_without_the_resolver_thread(raw: Any) -> None:
+    """The default executor (where getaddrinfo runs) busy with other work, as while a model
+    embeds, must not hold up a call to an agent on an IP address."""
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        writer.write(answer())
+
+    server = await raw(script)
+    loop = asyncio.get_running_loop()
+    release = threading.Event()
+    busy = ThreadPoolExecutor(max_workers=1)
+    loop.set_default_executor(busy)
+    blocker = loop.run_in_executor(None, release.wait)
+    client = pool(connect_timeout=1.0)
+    try:
+        got = await client.post(server.url, [], BODY)
+        assert got.body == ANSWER
+        ipv6 = pool(policy=AddressPolicy())  # a guarded pool refuses a literal, undialled
+        with pytest.raises(AddressRefused):
+            await ipv6.post(URL("http://[::1]:9/"), [], BODY)
+        await ipv6.close()
+    finally:
+        release.set()
+        await blocker
+        await client.close()
+        busy.shutdown()

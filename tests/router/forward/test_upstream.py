@@ -350,7 +350,7 @@ async def test_per_agent_connection_limit(aiohttp_server: Any) -> None:
         await within(arrived.wait())
         with pytest.raises(RpcError) as info:  # the only call connection is busy
             await within(call(up, target))
-        assert_error(info.value, AGENT_UNAVAILABLE, target, "timed out connecting")
+        assert_error(info.value, AGENT_UNAVAILABLE, target, "no free connection to the agent")
         gate.set()
         await within(slow)
         await stream.aclose()
