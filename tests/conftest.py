@@ -60,6 +60,21 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         Path(os.environ[compat.ENV]).write_text(json.dumps(_COMPAT.kept))
 
 
+# --- parallel runs (pytest-xdist) ------------------------------------------------------------
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: one process more than the CPUs this process may use (many tests wait on a
+    subprocess, a socket or the database), at least two."""
+    return max(2, len(os.sched_getaffinity(0)) + 1)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked ``slow`` first (in their order), so that none starts last and keeps one
+    process busy while the others have finished."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 # --- databases -------------------------------------------------------------------------------
 
 

@@ -6,9 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow
 def test_bench_quick_runs_unary_and_crawl() -> None:
     args = [sys.executable, "-m", "bench", "--quick", "--only", "unary,crawl"]
     args += ["--rounds", "1", "--round-seconds", "0.2", "--postgres", "none", "--no-save"]

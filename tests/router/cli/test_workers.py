@@ -95,6 +95,7 @@ async def _switchboard(tmp_path: Path, db_url: str, agent_url: str) -> AsyncIter
             await proc.wait()
 
 
+@pytest.mark.slow
 async def test_two_workers_share_the_port_survive_a_kill_and_stop_on_sigterm(
     tmp_path: Path, db_url: str
 ) -> None:

@@ -214,6 +214,7 @@ async def test_a_grpc_only_agent_through_the_router(
     assert error["data"][0]["metadata"]["url"] == target
 
 
+@pytest.mark.slow
 async def test_the_03_client_to_a_grpc_agent(
     aiohttp_server: Any, sqlite_url: str, sdk03_python: Path
 ) -> None:

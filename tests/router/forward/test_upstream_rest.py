@@ -431,6 +431,7 @@ async def test_the_rest_clients_to_a_03_json_rpc_agent(
         assert len(agent.cancels) == 2
 
 
+@pytest.mark.slow
 async def test_the_03_rest_client_cancels_and_resubscribes_via_rest_agents(
     aiohttp_server: Any, sqlite_url: str, sdk03_python: Path
 ) -> None:
