@@ -43,8 +43,12 @@ async def _switchboard(aiohttp_server: Any, database_url: str, demo: DemoAgents)
 
 
 @pytest.fixture
-async def switchboard(aiohttp_server: Any, sqlite_url: str, demo: DemoAgents) -> TestServer:
-    return await _switchboard(aiohttp_server, sqlite_url, demo)
+async def switchboard(router: Any, demo: DemoAgents) -> Any:
+    """The ``router`` fixture (in this process, or ``switchboard serve --workers N`` with
+    ``SWITCHBOARD_TEST_WORKERS``) with the three demo agents registered."""
+    for name in AGENTS:
+        await router.app[REGISTRY].register_url(demo.urls[name], name)
+    return router
 
 
 async def upstream_ids(server: TestServer) -> set[str]:
@@ -543,10 +547,13 @@ async def test_sdk_13_verifier_accepts_the_cards_the_router_serves(
 
 
 async def test_concurrent_first_messages_share_one_conversation(
-    switchboard: TestServer, http: httpx.AsyncClient
+    aiohttp_server: Any, sqlite_url: str, demo: DemoAgents, http: httpx.AsyncClient
 ) -> None:
+    """In one process (not on the ``router`` fixture: across workers or replicas two first
+    messages can start two conversations, as docs/operations.md says)."""
     import asyncio
 
+    switchboard = await _switchboard(aiohttp_server, sqlite_url, demo)
     client = await connect(http, base(switchboard))
     context = str(uuid.uuid4())  # a client's own, unseen context id becomes a router context
     tasks = await asyncio.gather(
