@@ -228,10 +228,10 @@ class Snapshot:
                 continue
             score = 0.0
             if scores is not None:
-                score = scores.get(row, 0.0)
+                score = round(scores.get(row, 0.0), 6)
                 if score <= 0:
                     continue
-            hits.append(SkillHit(agent, skill, position, round(score, 6)))
+            hits.append(SkillHit(agent, skill, position, score))
         if scores is not None:  # (rows are in agent id and card order already)
             hits.sort(key=lambda h: (-h.score, h.agent.id, h.position))
         return hits
