@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlmodel import SQLModel
-
 from registry.cards import AgentCard, Capabilities, Interface, Provider, Skill
 from registry.records import AgentRecord, VerificationRecord, as_utc
 from registry.tables import (
@@ -75,36 +73,61 @@ def agent_row(record: AgentRecord, raw: bytes) -> AgentRow:
     )
 
 
-def child_rows(record: AgentRecord) -> list[SQLModel]:
-    """The index rows of ``record``: interfaces, skills, skill tags and skill modes."""
-    out: list[SQLModel] = []
-    for n, interface in enumerate(record.card.interfaces):
-        out.append(InterfaceRow(agent_id=record.id, position=n, **interface.model_dump()))
+Values = dict[Any, list[dict[str, Any]]]
+"""Rows to insert as plain values, by table (``SomeRow.__table__``)."""
+
+
+def child_values(record: AgentRecord) -> Values:
+    """The index rows of ``record`` (interfaces, skills, skill tags and skill modes) as the
+    values to insert, by table: plain dicts, no ORM objects (a crawl writes thousands)."""
+    agent_id = record.id
+    interfaces = [
+        {
+            "agent_id": agent_id,
+            "position": n,
+            "url": i.url,
+            "binding": i.binding,
+            "protocol_version": i.protocol_version,
+            "tenant": i.tenant,
+        }
+        for n, i in enumerate(record.card.interfaces)
+    ]
+    skills: list[dict[str, Any]] = []
+    tags: list[dict[str, Any]] = []
+    modes: list[dict[str, Any]] = []
     for n, skill in enumerate(record.card.skills):
-        out.append(
-            SkillRow(
-                agent_id=record.id,
-                skill_id=skill.id,
-                position=n,
-                name=skill.name,
-                description=skill.description,
-                examples=skill.examples,
-            )
+        skill_id = skill.id
+        skills.append(
+            {
+                "agent_id": agent_id,
+                "skill_id": skill_id,
+                "position": n,
+                "name": skill.name,
+                "description": skill.description,
+                "examples": list(skill.examples),
+            }
         )
-        for m, tag in enumerate(skill.tags):
-            out.append(SkillTagRow(agent_id=record.id, skill_id=skill.id, position=m, tag=tag))
-        for direction, modes in (("input", skill.input_modes), ("output", skill.output_modes)):
-            for m, mode in enumerate(modes):
-                out.append(
-                    SkillModeRow(
-                        agent_id=record.id,
-                        skill_id=skill.id,
-                        direction=direction,
-                        position=m,
-                        media_type=mode,
-                    )
-                )
-    return out
+        tags += (
+            {"agent_id": agent_id, "skill_id": skill_id, "position": m, "tag": tag}
+            for m, tag in enumerate(skill.tags)
+        )
+        for direction, media in (("input", skill.input_modes), ("output", skill.output_modes)):
+            modes += (
+                {
+                    "agent_id": agent_id,
+                    "skill_id": skill_id,
+                    "direction": direction,
+                    "position": m,
+                    "media_type": mode,
+                }
+                for m, mode in enumerate(media)
+            )
+    return {
+        InterfaceRow.__table__: interfaces,  # type: ignore[attr-defined]
+        SkillRow.__table__: skills,  # type: ignore[attr-defined]
+        SkillTagRow.__table__: tags,  # type: ignore[attr-defined]
+        SkillModeRow.__table__: modes,  # type: ignore[attr-defined]
+    }
 
 
 def records_from(rows: dict[str, list[Any]]) -> list[AgentRecord]:

@@ -26,7 +26,7 @@ from registry.engine import create_engine
 from registry.errors import RegistryError
 from registry.metrics import CARD_CHANGES
 from registry.records import AgentRecord, as_utc
-from registry.rows import agent_row, child_rows, records_from, revision_row
+from registry.rows import Values, agent_row, child_values, records_from, revision_row
 from registry.tables import (
     TABLES,
     AgentRow,
@@ -260,7 +260,7 @@ class Store:
             existing.card_raw = raw
             for table in _CHILDREN:
                 await session.exec(delete(table).where(col(table.agent_id) == record.id))
-            await _insert_rows(session, child_rows(record))
+            await _insert_rows(session, [], child_values(record))
             if changed or diff:
                 session.add(revision_row(record, raw, diff))
             version = await bump(session)
@@ -526,17 +526,19 @@ async def _insert_agents(session: AsyncSession, items: Sequence[_Insert]) -> lis
     """Write new agents in the session's transaction, in order; the catalog version each
     one made (consecutive, as if written one after the other)."""
     rows: list[SQLModel] = []
+    children: Values = {}
     refreshes = [refresh for _, _, refresh in items if refresh is not None]
     health = await bump(session, _HEALTH_VERSION, len(refreshes)) if refreshes else 0
     for n, refresh in enumerate(refreshes):
         refresh.revision = health - len(refreshes) + 1 + n
     for record, raw, refresh in items:
         rows.append(agent_row(record, raw))
-        rows += child_rows(record)
+        for table, values in child_values(record).items():
+            children.setdefault(table, []).extend(values)
         rows.append(revision_row(record, raw, None))
         if refresh is not None:
             rows.append(RefreshRow(**refresh.model_dump()))
-    await _insert_rows(session, rows)  # one statement per table, the agents' table first
+    await _insert_rows(session, rows, children)  # one statement per table, agents first
     last = await bump(session, _VERSION, len(items))
     await _log_changes(session, last, [record.id for record, _, _ in items])
     return [last - len(items) + 1 + n for n in range(len(items))]
@@ -554,13 +556,17 @@ async def _log_changes(session: AsyncSession, last: int, agent_ids: Sequence[str
         await session.exec(delete(CatalogChangeRow).where(old))
 
 
-async def _insert_rows(session: AsyncSession, rows: list[SQLModel]) -> None:
-    """Insert rows with one multi-row statement per table (the ORM would send one INSERT a
-    row): an agent's interfaces, skills, tags and modes in four statements."""
-    by_table: dict[Any, list[dict[str, Any]]] = {}
+async def _insert_rows(session: AsyncSession, rows: list[SQLModel], more: Values) -> None:
+    """Insert ``rows`` and then the values of ``more`` with one multi-row statement per table
+    (the ORM would send one INSERT a row): an agent's interfaces, skills, tags and modes in
+    four statements."""
+    by_table: Values = {}
     for row in rows:
         values = row.model_dump(exclude={"pk"})
         by_table.setdefault(type(row).__table__, []).append(values)  # type: ignore[attr-defined]
+    for table, values in more.items():
+        if values:
+            by_table.setdefault(table, []).extend(values)
     conn = await session.connection()
     for table, values in by_table.items():
         await conn.execute(table.insert(), values)

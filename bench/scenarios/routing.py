@@ -19,7 +19,6 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from sqlalchemy import insert
-from sqlmodel import SQLModel
 
 from bench.load import percentile
 from bench.options import Options
@@ -28,7 +27,7 @@ from registry.cards import parse_card
 from registry.catalog import Query
 from registry.crawler import Crawler
 from registry.records import AgentRecord, utcnow
-from registry.rows import agent_row, child_rows, revision_row
+from registry.rows import agent_row, child_values, revision_row
 from registry.service import Registry
 from registry.settings import Settings
 from registry.store import Store, bump
@@ -106,18 +105,17 @@ async def bulk_insert(store: Store, agents: list[AgentRecord], batch: int = 1000
     await store.create_schema()
     for start in range(0, len(agents), batch):
         chunk = agents[start : start + batch]
-        tables: dict[type[SQLModel], list[dict[str, Any]]] = {}
+        tables: dict[Any, list[dict[str, Any]]] = {}
         for record in chunk:
-            rows = [
-                agent_row(record, b"{}"),
-                *child_rows(record),
-                revision_row(record, b"{}", None),
-            ]
-            for row in rows:
-                tables.setdefault(type(row), []).append(row.model_dump(exclude_unset=True))
+            for row in (agent_row(record, b"{}"), revision_row(record, b"{}", None)):
+                table = type(row).__table__  # type: ignore[attr-defined]
+                tables.setdefault(table, []).append(row.model_dump(exclude_unset=True))
+            for table, values in child_values(record).items():
+                tables.setdefault(table, []).extend(values)
         async with store.session() as session, session.begin():
             for table, values in tables.items():
-                await session.execute(insert(table), values)
+                if values:
+                    await session.execute(insert(table), values)
             await bump(session)
 
 
