@@ -21,56 +21,67 @@ from registry.tables import (
 
 def revision_row(record: AgentRecord, raw: bytes, diff: dict[str, Any] | None) -> CardRevisionRow:
     """A card revision of ``record`` with its bytes and ``diff`` (what changed)."""
-    return CardRevisionRow(
-        agent_id=record.id,
-        sha256=record.card_sha256,
-        fetched_at=record.fetched_at,
-        card_url=record.card_url,
-        raw=raw,
-        diff=diff,
-        verification_status=record.verification.status,
-    )
+    return CardRevisionRow(**revision_values(record, raw, diff))
+
+
+def revision_values(record: AgentRecord, raw: bytes, diff: dict[str, Any] | None) -> dict[str, Any]:
+    """The values of :func:`revision_row` (every column but the key), to insert as they are."""
+    return {
+        "agent_id": record.id,
+        "sha256": record.card_sha256,
+        "fetched_at": record.fetched_at,
+        "card_url": record.card_url,
+        "raw": raw,
+        "diff": diff,
+        "verification_status": record.verification.status,
+    }
 
 
 def agent_row(record: AgentRecord, raw: bytes) -> AgentRow:
     """The ``agents`` row of ``record`` with its card bytes ``raw``."""
+    return AgentRow(**agent_values(record, raw))
+
+
+def agent_values(record: AgentRecord, raw: bytes) -> dict[str, Any]:
+    """The values of :func:`agent_row` (every column), to insert as they are."""
     card = record.card
     caps = card.capabilities
-    return AgentRow(
-        id=record.id,
-        name=card.name,
-        description=card.description,
-        version=card.version,
-        card_format=card.card_format,
-        provider_organization=card.provider.organization if card.provider else None,
-        provider_url=card.provider.url if card.provider else None,
-        documentation_url=card.documentation_url,
-        icon_url=card.icon_url,
-        streaming=caps.streaming,
-        push_notifications=caps.push_notifications,
-        state_transition_history=caps.state_transition_history,
-        extended_card=caps.extended_card,
-        extensions=caps.extensions,
-        default_input_modes=card.default_input_modes,
-        default_output_modes=card.default_output_modes,
-        signatures=card.signatures,
-        source=record.source,
-        source_url=record.source_url,
-        card_url=record.card_url,
-        card_sha256=record.card_sha256,
-        card_raw=raw,
-        etag=record.etag,
-        last_modified=record.last_modified,
-        created_at=record.created_at,
-        updated_at=record.updated_at,
-        fetched_at=record.fetched_at,
-        verification_status=record.verification.status,
-        verification_kid=record.verification.kid,
-        verification_reason=record.verification.reason,
-        verification_key_source=record.verification.key_source,
-        verification_payload_form=record.verification.payload_form,
-        verification_uncovered=list(record.verification.uncovered_fields),
-    )
+    verification = record.verification
+    return {
+        "id": record.id,
+        "name": card.name,
+        "description": card.description,
+        "version": card.version,
+        "card_format": card.card_format,
+        "provider_organization": card.provider.organization if card.provider else None,
+        "provider_url": card.provider.url if card.provider else None,
+        "documentation_url": card.documentation_url,
+        "icon_url": card.icon_url,
+        "streaming": caps.streaming,
+        "push_notifications": caps.push_notifications,
+        "state_transition_history": caps.state_transition_history,
+        "extended_card": caps.extended_card,
+        "extensions": caps.extensions,
+        "default_input_modes": card.default_input_modes,
+        "default_output_modes": card.default_output_modes,
+        "signatures": card.signatures,
+        "source": record.source,
+        "source_url": record.source_url,
+        "card_url": record.card_url,
+        "card_sha256": record.card_sha256,
+        "card_raw": raw,
+        "etag": record.etag,
+        "last_modified": record.last_modified,
+        "created_at": record.created_at,
+        "updated_at": record.updated_at,
+        "fetched_at": record.fetched_at,
+        "verification_status": verification.status,
+        "verification_kid": verification.kid,
+        "verification_reason": verification.reason,
+        "verification_key_source": verification.key_source,
+        "verification_payload_form": verification.payload_form,
+        "verification_uncovered": list(verification.uncovered_fields),
+    }
 
 
 Values = dict[Any, list[dict[str, Any]]]

@@ -26,7 +26,15 @@ from registry.engine import create_engine
 from registry.errors import RegistryError
 from registry.metrics import CARD_CHANGES
 from registry.records import AgentRecord, as_utc
-from registry.rows import Values, agent_row, child_values, records_from, revision_row
+from registry.rows import (
+    Values,
+    agent_row,
+    agent_values,
+    child_values,
+    records_from,
+    revision_row,
+    revision_values,
+)
 from registry.tables import (
     TABLES,
     AgentRow,
@@ -54,6 +62,9 @@ CHANGES_KEPT = 10_000
 _DDL_LOCK = 0x5B_0A4D  # PostgreSQL advisory lock key held while creating the schema
 _Insert = tuple[AgentRecord, bytes, "RefreshRow | None"]
 _CHILDREN: tuple[type[SQLModel], ...] = (SkillModeRow, SkillTagRow, SkillRow, InterfaceRow)
+_AGENTS: Any = AgentRow.__table__  # type: ignore[attr-defined]
+_REVISIONS: Any = CardRevisionRow.__table__  # type: ignore[attr-defined]
+_REFRESH: Any = RefreshRow.__table__  # type: ignore[attr-defined]
 
 
 # --- the store -------------------------------------------------------------------------------
@@ -525,20 +536,20 @@ async def bump(session: AsyncSession, key: str = _VERSION, by: int = 1) -> int:
 async def _insert_agents(session: AsyncSession, items: Sequence[_Insert]) -> list[int]:
     """Write new agents in the session's transaction, in order; the catalog version each
     one made (consecutive, as if written one after the other)."""
-    rows: list[SQLModel] = []
-    children: Values = {}
     refreshes = [refresh for _, _, refresh in items if refresh is not None]
     health = await bump(session, _HEALTH_VERSION, len(refreshes)) if refreshes else 0
     for n, refresh in enumerate(refreshes):
         refresh.revision = health - len(refreshes) + 1 + n
+    # plain values, no ORM objects; one statement per table, the agents' table first
+    values: Values = {_AGENTS: [], _REVISIONS: [], _REFRESH: []}
     for record, raw, refresh in items:
-        rows.append(agent_row(record, raw))
-        for table, values in child_values(record).items():
-            children.setdefault(table, []).extend(values)
-        rows.append(revision_row(record, raw, None))
+        values[_AGENTS].append(agent_values(record, raw))
+        for table, rows in child_values(record).items():
+            values.setdefault(table, []).extend(rows)
+        values[_REVISIONS].append(revision_values(record, raw, None))
         if refresh is not None:
-            rows.append(RefreshRow(**refresh.model_dump()))
-    await _insert_rows(session, rows, children)  # one statement per table, agents first
+            values[_REFRESH].append(refresh.model_dump())
+    await _insert_rows(session, [], values)
     last = await bump(session, _VERSION, len(items))
     await _log_changes(session, last, [record.id for record, _, _ in items])
     return [last - len(items) + 1 + n for n in range(len(items))]
