@@ -3,11 +3,7 @@ ORM rows built from them hold the same values."""
 
 from __future__ import annotations
 
-import hashlib
-import json
-
-from registry.cards import parse_card
-from registry.records import AgentRecord, utcnow
+from registry.records import AgentRecord
 from registry.rows import agent_row, agent_values, child_values, revision_row, revision_values
 from registry.tables import (
     AgentRow,
@@ -17,25 +13,13 @@ from registry.tables import (
     SkillRow,
     SkillTagRow,
 )
-from tests.support.helpers import card_v1
+from tests.support.helpers import card_v1, make_record
 
 
 def _record() -> tuple[AgentRecord, bytes]:
     card = card_v1("https://w.example", description="Prévisions ✓")
     card["skills"][0]["examples"] = ["what is the weather"]
-    raw = json.dumps(card).encode()
-    now = utcnow()
-    record = AgentRecord(
-        id="wx",
-        card=parse_card(card),
-        source="url",
-        source_url="https://w.example",
-        card_sha256=hashlib.sha256(raw).hexdigest(),
-        created_at=now,
-        updated_at=now,
-        fetched_at=now,
-    )
-    return record, raw
+    return make_record("wx", card, "https://w.example")
 
 
 def _columns(model: type) -> set[str]:

@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from registry.cards import parse_card
 from registry.engine import async_url
 from registry.errors import RegistryError
 from registry.records import AgentRecord, utcnow
 from registry.store import Store
 from registry.tables import RefreshRow
-from tests.support.helpers import card_v03, card_v1
+from tests.support.helpers import card_v03, card_v1, make_record
 
 
 @pytest.fixture
@@ -28,19 +25,7 @@ async def store(db_url: str) -> AsyncIterator[Store]:
 
 
 def _record(agent_id: str, card: dict, source_url: str | None = None) -> tuple[AgentRecord, bytes]:
-    raw = json.dumps(card, ensure_ascii=False).encode()
-    now = utcnow()
-    record = AgentRecord(
-        id=agent_id,
-        card=parse_card(card),
-        source="url" if source_url else "push",
-        source_url=source_url,
-        card_sha256=hashlib.sha256(raw).hexdigest(),
-        created_at=now,
-        updated_at=now,
-        fetched_at=now,
-    )
-    return record, raw
+    return make_record(agent_id, card, source_url)
 
 
 async def test_round_trip_keeps_every_field(store: Store) -> None:

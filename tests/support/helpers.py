@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -11,12 +12,34 @@ from typing import Any
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from registry.cards import parse_card
+from registry.records import AgentRecord, utcnow
 from registry.settings import Settings
 
 ADMIN = "test-admin-token"
 AUTH = {"Authorization": f"Bearer {ADMIN}"}
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 SCHEMA_03 = json.loads(Path("/work/shared/protocol/v0.3/a2a.schema.json").read_text())
+
+
+def make_record(
+    agent_id: str, card: dict[str, Any], source_url: str | None = None
+) -> tuple[AgentRecord, bytes]:
+    """A record of ``card`` as the registry makes it (crawled from ``source_url`` if given,
+    else pushed), fetched now, and the card's bytes."""
+    raw = json.dumps(card, ensure_ascii=False).encode()
+    now = utcnow()
+    record = AgentRecord(
+        id=agent_id,
+        card=parse_card(card),
+        source="url" if source_url else "push",
+        source_url=source_url,
+        card_sha256=hashlib.sha256(raw).hexdigest(),
+        created_at=now,
+        updated_at=now,
+        fetched_at=now,
+    )
+    return record, raw
 
 
 def make_settings(database_url: str, **overrides: Any) -> Settings:
