@@ -271,7 +271,7 @@ class Store:
             existing.card_raw = raw
             for table in _CHILDREN:
                 await session.exec(delete(table).where(col(table.agent_id) == record.id))
-            await _insert_rows(session, [], child_values(record))
+            await _insert_rows(session, child_values(record))
             if changed or diff:
                 session.add(revision_row(record, raw, diff))
             version = await bump(session)
@@ -549,7 +549,7 @@ async def _insert_agents(session: AsyncSession, items: Sequence[_Insert]) -> lis
         values[_REVISIONS].append(revision_values(record, raw, None))
         if refresh is not None:
             values[_REFRESH].append(refresh.model_dump())
-    await _insert_rows(session, [], values)
+    await _insert_rows(session, values)
     last = await bump(session, _VERSION, len(items))
     await _log_changes(session, last, [record.id for record, _, _ in items])
     return [last - len(items) + 1 + n for n in range(len(items))]
@@ -567,17 +567,11 @@ async def _log_changes(session: AsyncSession, last: int, agent_ids: Sequence[str
         await session.exec(delete(CatalogChangeRow).where(old))
 
 
-async def _insert_rows(session: AsyncSession, rows: list[SQLModel], more: Values) -> None:
-    """Insert ``rows`` and then the values of ``more`` with one multi-row statement per table
+async def _insert_rows(session: AsyncSession, values: Values) -> None:
+    """Insert the rows of ``values`` with one multi-row statement per table, in its order
     (the ORM would send one INSERT a row): an agent's interfaces, skills, tags and modes in
     four statements."""
-    by_table: Values = {}
-    for row in rows:
-        values = row.model_dump(exclude={"pk"})
-        by_table.setdefault(type(row).__table__, []).append(values)  # type: ignore[attr-defined]
-    for table, values in more.items():
-        if values:
-            by_table.setdefault(table, []).extend(values)
     conn = await session.connection()
-    for table, values in by_table.items():
-        await conn.execute(table.insert(), values)
+    for table, rows in values.items():
+        if rows:
+            await conn.execute(table.insert(), rows)
