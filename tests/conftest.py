@@ -8,6 +8,7 @@ name, gives each test its own schema, and drops the database at the end.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import secrets
@@ -17,6 +18,7 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
+import hypothesis  # noqa: F401  (imported now, not by its plugin's summary as each process ends)
 import psycopg
 import pytest
 from aiohttp import web
@@ -67,6 +69,13 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``-n auto``: one process more than the CPUs this process may use (many tests wait on a
     subprocess, a socket or the database), at least two."""
     return max(2, len(os.sched_getaffinity(0)) + 1)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Move what collection made (every module imported, the model, the SDKs) out of the
+    collector's reach (``gc.freeze``): each full collection, and the last ones as a process
+    ends, then walk only what the tests made."""
+    gc.freeze()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
