@@ -27,10 +27,11 @@ from registry.cards import parse_card
 from registry.catalog import Query
 from registry.crawler import Crawler
 from registry.records import AgentRecord, utcnow
-from registry.rows import agent_row, child_values, revision_row
+from registry.rows import agent_values, child_values, revision_values
 from registry.service import Registry
 from registry.settings import Settings
 from registry.store import Store, bump
+from registry.tables import AgentRow, CardRevisionRow
 from router.choose.matcher import Matcher
 from router.protocol.versions import Op
 from router.tables import SCHEMA
@@ -99,6 +100,10 @@ def records(count: int) -> Iterator[AgentRecord]:
         )
 
 
+_AGENTS: Any = AgentRow.__table__  # type: ignore[attr-defined]
+_REVISIONS: Any = CardRevisionRow.__table__  # type: ignore[attr-defined]
+
+
 async def bulk_insert(store: Store, agents: list[AgentRecord], batch: int = 1000) -> None:
     """Write ``agents`` with their index rows (the store's row mapping, executemany inserts),
     ``batch`` agents per transaction."""
@@ -107,9 +112,8 @@ async def bulk_insert(store: Store, agents: list[AgentRecord], batch: int = 1000
         chunk = agents[start : start + batch]
         tables: dict[Any, list[dict[str, Any]]] = {}
         for record in chunk:
-            for row in (agent_row(record, b"{}"), revision_row(record, b"{}", None)):
-                table = type(row).__table__  # type: ignore[attr-defined]
-                tables.setdefault(table, []).append(row.model_dump(exclude_unset=True))
+            tables.setdefault(_AGENTS, []).append(agent_values(record, b"{}"))
+            tables.setdefault(_REVISIONS, []).append(revision_values(record, b"{}", None))
             for table, values in child_values(record).items():
                 tables.setdefault(table, []).extend(values)
         async with store.session() as session, session.begin():
