@@ -115,7 +115,7 @@ class Settings(BaseSettings):
     max_streams: int = Field(1000, gt=0)
     upstream_max_connections: int = Field(1000, gt=0)
     upstream_max_connections_per_agent: int = Field(100, gt=0)
-    # unary JSON-RPC calls: "lean" (router/forward/h1client.py) or "aiohttp" (its client)
+    # JSON-RPC calls and streams: "lean" (router/forward/h1client.py) or "aiohttp" (its client)
     upstream_client: Literal["lean", "aiohttp"] = "lean"
     sse_keepalive: float = Field(15.0, gt=0)
 

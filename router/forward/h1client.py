@@ -1,27 +1,25 @@
-"""A lean HTTP/1.1 client for unary JSON-RPC calls to agents: one request, one whole answer.
+"""A lean HTTP/1.1 client for JSON-RPC calls and streams to agents: one request, one answer.
 
 aiohttp's client builds request, response, reader and timer objects and runs its signal
-hooks for every call; a routed unary call needs none of that. :class:`H1Pool` keeps
-keep-alive connections per origin (scheme, host, port) as :class:`asyncio.Protocol`\\ s and
-reads answers with aiohttp's C HTTP parser (llhttp, as aiohttp's own client does: the same
-limits, ``Content-Length`` and chunked framing, refusal of ambiguous framing). The body is
-gathered into one buffer as it arrives and bounded as it grows; no ``Accept-Encoding`` is sent
-and a compressed answer is refused, never inflated. A connection is reused only when nothing
-came after the answer. Streams and everything else stay on aiohttp's client
-(:mod:`router.forward.upstream`).
+hooks for every call; a routed call needs none of that. :class:`H1Pool` keeps keep-alive
+connections per origin (scheme, host, port) as :class:`~router.forward.h1conn.H1Conn` objects,
+which read answers with aiohttp's C HTTP parser: whole (:meth:`H1Pool.post`) or as they
+arrive (:meth:`H1Pool.stream`). No ``Accept-Encoding`` is sent and a compressed answer is
+refused, never inflated. A connection is reused only when its answer ended cleanly and
+nothing came after it.
 
 What it keeps from the aiohttp session it stands in for: the per-origin and total connection
 limits, the wait for a free connection (``pool_timeout``), the connect and read timeouts (the
-read timeout bounds every silence while the answer is awaited, not the whole call), the SSRF
-guard (a host name is resolved and only the addresses the :class:`AddressPolicy` allows are
-dialled; IP literals were checked with the URL), TLS with the system's verified defaults, no
-redirects followed, no cookies, no proxies. A request is never retried: a connection that
-fails is closed, never returned to the pool, and the call fails.
+read timeout bounds every silence while an answer is awaited or read, not the whole call),
+the SSRF guard (a host name is resolved and only the addresses the :class:`AddressPolicy`
+allows are dialled; IP literals were checked with the URL), TLS with the system's verified
+defaults, no redirects followed, no cookies, no proxies. A request is never retried: a
+connection that fails is closed, never returned to the pool, and the call fails.
 
 Failures are raised as the exceptions :class:`router.forward.upstream.Upstream` already turns
-into reasons (``TimeoutError``,
-``aiohttp.ServerDisconnectedError``, :class:`OSError`, ``AddressRefused``) or as
-:class:`H1Error` carrying the reason line itself.
+into reasons (``TimeoutError``, ``aiohttp.ServerDisconnectedError``,
+``aiohttp.ClientPayloadError``, :class:`OSError`, ``AddressRefused``) or as :class:`H1Error`
+carrying the reason line itself.
 """
 
 from __future__ import annotations
@@ -36,219 +34,15 @@ import ssl
 from collections.abc import Iterable
 from typing import Any
 
-import aiohttp
-from aiohttp.http import HttpResponseParser
-from multidict import CIMultiDictProxy
 from yarl import URL
 
 from registry.netguard import AddressPolicy, AddressRefused
+from router.forward.h1conn import H1Conn, H1Error, H1Response, TooLarge
 
-__all__ = ["H1Error", "H1Pool", "H1Response", "TooLarge"]
+__all__ = ["H1Error", "H1Pool", "H1Response", "H1Stream", "TooLarge"]
 
 _IDLE_SECONDS = 15.0  # an idle pooled connection is closed after this (aiohttp's default)
 _FORBIDDEN = ("\r", "\n", "\x00")
-
-
-class H1Error(OSError):
-    """A call that failed on the wire; :attr:`reason` says how, in one line."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-class TooLarge(Exception):
-    """The answer's body is longer than the pool's ``max_body_bytes``."""
-
-
-class H1Response:
-    """An agent's whole answer: status, reason phrase, headers and body."""
-
-    __slots__ = ("body", "headers", "reason", "status")
-
-    def __init__(self, status: int, reason: str, headers: CIMultiDictProxy[str], body: bytes):
-        self.status = status
-        self.reason = reason
-        self.headers = headers
-        self.body = body
-
-
-class _Conn(asyncio.Protocol):
-    """One keep-alive connection: at most one request in flight."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, max_body: int) -> None:
-        self.loop = loop
-        self.max_body = max_body
-        self.transport: asyncio.Transport | None = None
-        self.closed = False
-        self.idle_handle: asyncio.TimerHandle | None = None
-        self._parser: Any = HttpResponseParser(
-            self, loop, 2**16, response_with_body=True, read_until_eof=True, auto_decompress=False
-        )
-        self._waiter: asyncio.Future[H1Response] | None = None
-        self._message: Any = None
-        self._payload: Any = None
-        self._body = bytearray()  # the answer's body, drained from the payload as it arrives
-        self._reusable = False
-        self._last = 0.0  # loop time of the last bytes received (read timeout)
-        self._timer: asyncio.TimerHandle | None = None
-        self._timeout = 0.0
-
-    # -- the StreamReader the parser feeds calls these; it is drained on every read --
-    def pause_reading(self, **_: Any) -> None:
-        """Ignored: the payload is drained into one buffer, bounded by max_body, on every read."""
-
-    def resume_reading(self, **_: Any) -> None:
-        """Ignored (see :meth:`pause_reading`)."""
-
-    # -- asyncio.Protocol ----------------------------------------------------------------
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        if self._waiter is not None and not self._waiter.done():
-            with contextlib.suppress(Exception):  # cut short: _finish sees it incomplete
-                self._parser.feed_eof()  # an answer without framing ends with the connection
-            if not self._finish():
-                failure: BaseException = aiohttp.ServerDisconnectedError()
-                if self._message is not None:
-                    failure = aiohttp.ClientPayloadError("the answer was cut short")
-                self._fail(failure)
-        self._stop_timer()
-
-    def eof_received(self) -> bool:
-        return False  # close the transport: connection_lost follows
-
-    def data_received(self, data: bytes) -> None:
-        self._last = self.loop.time()
-        if self._waiter is None or self._waiter.done():
-            self.close()  # bytes nobody asked for: the connection cannot be trusted
-            return
-        try:
-            messages, _upgraded, _tail = self._parser.feed_data(data)
-        except Exception as exc:
-            self._fail(H1Error(f"malformed HTTP answer ({_short(exc)})"))
-            return
-        for message, payload in messages:
-            if 100 <= message.code < 200 and message.code != 101:
-                continue  # an interim answer (100 Continue, 103 Early Hints): the final follows
-            if self._message is not None:  # one request, one answer: the rest is not ours
-                self._fail(H1Error("malformed HTTP answer (more than one answer to a request)"))
-                return
-            self._message, self._payload = message, payload
-            length = message.headers.get("Content-Length")
-            if length is not None and length.isdigit() and int(length) > self.max_body:
-                self._fail(TooLarge())
-                return
-            coding = _content_coding(message.headers)
-            if coding is not None:
-                self._fail(H1Error(f"the agent sent a compressed answer ({coding}), not asked for"))
-                return
-        if self._payload is not None and self._drain() and self._finish():
-            self._check_rest()
-
-    # -- calls ---------------------------------------------------------------------------
-    async def request(self, data: bytes, silence: float) -> H1Response:
-        """Write ``data`` (a whole request) and wait for the whole answer, failing with
-        TimeoutError when no bytes arrive for ``silence`` seconds."""
-        assert self.transport is not None
-        self._waiter = self.loop.create_future()
-        self._message = self._payload = None
-        self._body = bytearray()
-        self._reusable = False
-        self._timeout = silence
-        self._last = self.loop.time()
-        self._timer = self.loop.call_at(self._last + silence, self._check_silence)
-        self.transport.write(data)
-        try:
-            return await self._waiter
-        finally:
-            self._stop_timer()
-            self._waiter = None
-            if not self._reusable:
-                self.close()
-
-    @property
-    def reusable(self) -> bool:
-        """Whether the last answer left the connection ready for another request."""
-        return self._reusable and not self.closed
-
-    def close(self) -> None:
-        """Close the connection (an answer in flight fails)."""
-        self.closed = True
-        if self.idle_handle is not None:
-            self.idle_handle.cancel()
-            self.idle_handle = None
-        if self.transport is not None:
-            self.transport.close()
-
-    # -- internals -----------------------------------------------------------------------
-    def _drain(self) -> bool:
-        """Move what the payload holds into the body, within max_body; whether that went well
-        (if not, the call failed and the connection is closed)."""
-        exc = self._payload.exception()
-        if exc is not None:
-            self._fail(H1Error(f"malformed HTTP answer ({_short(exc)})"))
-            return False
-        self._body += self._payload.read_nowait(-1)
-        if len(self._body) > self.max_body:
-            self._fail(TooLarge())
-            return False
-        return True
-
-    def _finish(self) -> bool:
-        """Hand the answer over once its body is complete; whether it was."""
-        payload, message = self._payload, self._message
-        if payload is None or not payload.is_eof() or self._waiter is None:
-            return False
-        if self._waiter.done():
-            return True
-        if not self._drain():
-            return True
-        self._reusable = not message.should_close and not self.closed
-        answer = H1Response(message.code, message.reason, message.headers, bytes(self._body))
-        self._body = bytearray()
-        self._waiter.set_result(answer)
-        return True
-
-    def _check_rest(self) -> None:
-        """Close the connection if the read that ended the answer held bytes beyond it.
-
-        The parser has no call that says how much of a read an answer used; after a complete
-        answer it is back at the start of a message, and only bytes beyond the answer start
-        another one (so that ``feed_eof`` makes a message of them or fails). Such bytes are
-        nobody's answer: reusing the connection would read them as the next request's."""
-        if not self._reusable:
-            return
-        try:
-            started = self._parser.feed_eof() is not None
-        except Exception:
-            started = True
-        if started:
-            self._reusable = False
-            self.close()
-
-    def _fail(self, exc: BaseException) -> None:
-        self._reusable = False
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_exception(exc)
-        self.close()
-
-    def _check_silence(self) -> None:
-        self._timer = None
-        if self._waiter is None or self._waiter.done():
-            return
-        due = self._last + self._timeout
-        if self.loop.time() >= due:
-            self._fail(TimeoutError())
-        else:
-            self._timer = self.loop.call_at(due, self._check_silence)
-
-    def _stop_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
 
 
 class _Origin:
@@ -257,13 +51,33 @@ class _Origin:
     __slots__ = ("count", "idle", "waiters")
 
     def __init__(self) -> None:
-        self.idle: collections.deque[_Conn] = collections.deque()
+        self.idle: collections.deque[H1Conn] = collections.deque()
         self.count = 0  # open or opening connections, idle or busy
         self.waiters: collections.deque[asyncio.Future[None]] = collections.deque()
 
 
+class H1Stream:
+    """The body of a streamed answer, read as it arrives; :meth:`close` when done (the
+    connection goes back to the pool if the body ended cleanly, else it is closed)."""
+
+    __slots__ = ("_conn", "_origin", "_pool")
+
+    def __init__(self, pool: H1Pool, origin: _Origin, conn: H1Conn) -> None:
+        self._pool, self._origin, self._conn = pool, origin, conn
+
+    async def read(self) -> bytes:
+        """The next bytes of the body; b"" once it has ended (see :meth:`H1Conn.read`)."""
+        return await self._conn.read(self._pool.read_timeout)
+
+    def close(self) -> None:
+        """Done with the answer (idempotent)."""
+        if self._origin is not None:
+            origin, self._origin = self._origin, None
+            self._pool._release(origin, self._conn)
+
+
 class H1Pool:
-    """Keep-alive HTTP/1.1 connections for unary calls (see the module docstring).
+    """Keep-alive HTTP/1.1 connections to agents (see the module docstring).
 
     ``per_origin_limit`` and ``total_limit`` bound the open connections (0: no bound); a call
     waits at most ``pool_timeout`` for a free one, then ``connect_timeout`` to connect.
@@ -299,18 +113,27 @@ class H1Pool:
     async def post(self, url: URL, headers: Iterable[tuple[str, str]], body: bytes) -> H1Response:
         """POST ``body`` to ``url`` (http or https, already checked) with ``headers`` (the
         framing ones excepted: Host, Content-Length, Connection are set here)."""
-        host = url.raw_host or ""
-        key = (url.scheme, host, url.port or 0)
-        data = _request(url, headers, body, self.user_agent)
-        origin = self._origins.get(key)
-        if origin is None:
-            origin = self._origins[key] = _Origin()
+        origin, data = self._origin(url), _request(url, headers, body, self.user_agent)
         conn = await self._acquire(origin, url)
         try:
             answer = await conn.request(data, self.read_timeout)
         finally:
             self._release(origin, conn)
         return answer
+
+    async def stream(
+        self, url: URL, headers: Iterable[tuple[str, str]], body: bytes
+    ) -> tuple[H1Response, H1Stream]:
+        """POST ``body`` to ``url`` as :meth:`post` does; the answer's head (its body empty)
+        as soon as it arrives, and its body to read as it arrives."""
+        origin, data = self._origin(url), _request(url, headers, body, self.user_agent)
+        conn = await self._acquire(origin, url)
+        try:
+            head = await conn.open(data, self.read_timeout)
+        except BaseException:
+            self._release(origin, conn)
+            raise
+        return head, H1Stream(self, origin, conn)
 
     async def close(self) -> None:
         """Close every pooled connection (those in use close when their call ends)."""
@@ -322,7 +145,14 @@ class H1Pool:
 
     # -- the pool ------------------------------------------------------------------------
 
-    async def _acquire(self, origin: _Origin, url: URL) -> _Conn:
+    def _origin(self, url: URL) -> _Origin:
+        key = (url.scheme, url.raw_host or "", url.port or 0)
+        origin = self._origins.get(key)
+        if origin is None:
+            origin = self._origins[key] = _Origin()
+        return origin
+
+    async def _acquire(self, origin: _Origin, url: URL) -> H1Conn:
         while origin.idle:
             conn = origin.idle.pop()  # the most recently used: least likely to be stale
             if conn.idle_handle is not None:
@@ -390,7 +220,7 @@ class H1Pool:
                     origin.waiters.remove(waiter)
             woken = True
 
-    def _release(self, origin: _Origin, conn: _Conn) -> None:
+    def _release(self, origin: _Origin, conn: H1Conn) -> None:
         if conn.reusable and not self._closed:
             origin.idle.append(conn)
             conn.idle_handle = asyncio.get_running_loop().call_later(
@@ -401,7 +231,7 @@ class H1Pool:
             conn.close()
             self._drop(origin)
 
-    def _expire(self, origin: _Origin, conn: _Conn) -> None:
+    def _expire(self, origin: _Origin, conn: H1Conn) -> None:
         conn.idle_handle = None
         with contextlib.suppress(ValueError):
             origin.idle.remove(conn)
@@ -432,7 +262,7 @@ class H1Pool:
 
     # -- connecting ----------------------------------------------------------------------
 
-    async def _connect(self, url: URL) -> _Conn:
+    async def _connect(self, url: URL) -> H1Conn:
         loop = asyncio.get_running_loop()
         host, port = url.raw_host or "", url.port or (443 if url.scheme == "https" else 80)
         tls = self._context() if url.scheme == "https" else None
@@ -445,7 +275,7 @@ class H1Pool:
                 for family, address in addresses:
                     try:
                         _, conn = await loop.create_connection(
-                            lambda: _Conn(loop, self.max_body_bytes),
+                            lambda: H1Conn(loop, self.max_body_bytes),
                             host=address,
                             port=port,
                             family=family,
@@ -543,16 +373,3 @@ def _os_text(exc: OSError | None) -> str:
     if exc is None or not exc.errno:
         return "connection failed"
     return os.strerror(exc.errno).lower()
-
-
-def _content_coding(headers: CIMultiDictProxy[str]) -> str | None:
-    """The answer's ``Content-Encoding`` unless it is none or identity (none is asked for:
-    the pool sends no ``Accept-Encoding``, and a body is never inflated here)."""
-    codings = [c.strip() for v in headers.getall("Content-Encoding", ()) for c in v.split(",")]
-    codings = [c for c in codings if c and c.lower() != "identity"]
-    return f"Content-Encoding: {', '.join(codings)}"[:100] if codings else None
-
-
-def _short(exc: BaseException) -> str:
-    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return text[:200]

@@ -20,6 +20,7 @@ __all__ = [
     "CLIENT_HEADERS",
     "EXTENSIONS_HEADER",
     "FORWARDED_HEADERS",
+    "FRAMING_HEADERS",
     "ForwardedHeaders",
     "forward_headers",
     "reply_extensions",
@@ -50,6 +51,28 @@ class ForwardedHeaders(dict[str, str]):
     """
 
     client_authorization: str | None = None
+
+
+# Headers Upstream always decides itself, whatever the caller passes (Authorization and
+# Proxy-Authorization too: only an agent's outbound credential sets them).
+FRAMING_HEADERS = frozenset(
+    {
+        "authorization",
+        "proxy-authorization",
+        "host",
+        "content-length",
+        "content-type",
+        "accept",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "te",
+        "trailer",
+        "upgrade",
+        "proxy-connection",
+        "a2a-version",
+    }
+)
 
 
 def forward_headers(incoming: Mapping[str, str], target_version: Version) -> ForwardedHeaders:

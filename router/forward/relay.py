@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from router.choose.matcher import Choice
@@ -122,6 +123,7 @@ class Relay:
             with contextlib.suppress(Exception):
                 await events.aclose()  # closes the upstream connection at once
 
+        rpc = replace(rpc, params={})  # the stream needs the call's ID and version, not its params
         pumped = self._pump(rpc, events, rewriter, target.version, fast)
         pumped = spans.relayed(pumped, rpc, choice, opened)  # the relay span, events counted
         shown = pumped if client is None else in_dialect(pumped, client)

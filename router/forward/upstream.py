@@ -1,10 +1,11 @@
-"""Forwarding JSON-RPC calls and streams to agents over one pooled aiohttp session, in the
-binding of the target's interface: JSON-RPC, or HTTP+JSON converted at the edge
+"""Forwarding JSON-RPC calls and streams to agents over pooled HTTP/1.1 connections (the
+lean client of :mod:`router.forward.h1client` for JSON-RPC interfaces, aiohttp's otherwise), in
+the binding of the target's interface: JSON-RPC, or HTTP+JSON converted at the edge
 (:mod:`router.forward.upstream_rest`), so answers are JSON-RPC response objects either way;
 gRPC agents through :mod:`router.forward.upstream_grpc` (imported only then: it needs the
 ``grpc`` extra; without it such a call is -32052 saying to install it).
 
-:class:`Upstream` owns the client session (per-host and total connection limits, no cookie
+:class:`Upstream` owns the client pools (per-host and total connection limits, no cookie
 jar, no proxy variables from the environment, redirects not followed). Failures become
 :class:`~router.protocol.envelope.RpcError` with ``data = {"agent", "url", "reason"}`` (strings, no
 stack traces):
@@ -26,9 +27,7 @@ yielded (``stream``) as the agent's response object, whatever the HTTP status.
 from __future__ import annotations
 
 import contextlib
-import errno as errno_mod
-import os
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 import aiohttp
@@ -42,17 +41,19 @@ from router.forward.answers import NotJson, Unacceptable, is_response, parse_ans
 from router.forward.call import Frames
 from router.forward.credentials import OutboundAuth
 from router.forward.fastrelay import RawAnswer, unparsed
-from router.forward.h1client import H1Error, H1Pool, H1Response, TooLarge
+from router.forward.h1client import H1Pool, H1Response, H1Stream, TooLarge
 from router.forward.headers import (
     CLIENT_HEADERS,
     EXTENSIONS_HEADER,
     FORWARDED_HEADERS,
+    FRAMING_HEADERS,
     ForwardedHeaders,
     forward_headers,
     reply_extensions,
 )
 from router.forward.sse import SseError, SseEvent, SseParser
 from router.forward.upstream_rest import Leg, leg
+from router.forward.wirereasons import wire_reason
 from router.observe.metrics import observed_call, observed_stream
 from router.protocol.errors import (
     AGENT_UNAVAILABLE,
@@ -79,27 +80,6 @@ __all__ = [
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
 DEFAULT_MAX_DEPTH = 64
 
-# Headers Upstream always decides itself, whatever the caller passes (Authorization and
-# Proxy-Authorization too: only an agent's outbound credential sets them).
-_FRAMING = frozenset(
-    {
-        "authorization",
-        "proxy-authorization",
-        "host",
-        "content-length",
-        "content-type",
-        "accept",
-        "transfer-encoding",
-        "connection",
-        "keep-alive",
-        "te",
-        "trailer",
-        "upgrade",
-        "proxy-connection",
-        "a2a-version",
-    }
-)
-
 _TRANSPORT_ERRORS = (aiohttp.ClientError, TimeoutError, OSError, RegistryError)
 _REFUSED = "the agent refused the call: it needs an outbound credential, or another one"
 
@@ -116,7 +96,8 @@ class HealthObserver(Protocol):
 
 class Upstream:
     """The router's HTTP client for agents: JSON-RPC calls (:meth:`call`) and SSE streams
-    (:meth:`stream`) over one pooled :class:`aiohttp.ClientSession`.
+    (:meth:`stream`), each over its own pool (calls bounded per agent and in all, streams by
+    ``stream_limit``).
 
     ``connect_timeout`` bounds establishing a connection; ``pool_timeout`` (default
     ``read_timeout``) is the extra time a request may wait for a free pooled connection when
@@ -128,8 +109,9 @@ class Upstream:
     With :attr:`auth` set, every call carries the agent's outbound credential, or the
     client's ``Authorization`` for an agent configured with ``forward_client_auth`` (no other
     client ``Authorization`` ever leaves); an agent that answers 401 to an OAuth2 token is
-    asked once more with a fresh token. JSON-RPC calls go over :mod:`router.forward.h1client`
-    (the same limits, timeouts and guard) unless ``lean_calls`` is False.
+    asked once more with a fresh token. JSON-RPC calls and streams go over
+    :mod:`router.forward.h1client` (the same limits, timeouts and guard) unless ``lean_calls``
+    is False; HTTP+JSON interfaces over aiohttp's client.
     """
 
     def __init__(
@@ -164,6 +146,7 @@ class Upstream:
         self._grpc: Any = None  # the gRPC edge (router.forward.upstream_grpc), once needed
         self.lean_calls = lean_calls  # JSON-RPC calls on router.forward.h1client's pool
         self._h1: H1Pool | None = None
+        self._h1s: H1Pool | None = None  # the lean client's streams (their own limit)
         self._checked: dict[str, URL] = {}  # agent URLs the policy accepted
 
     async def start(self) -> None:
@@ -179,6 +162,12 @@ class Upstream:
                 connect_timeout=self.connect_timeout, read_timeout=self.read_timeout,
                 pool_timeout=self.pool_timeout, per_origin_limit=self.per_agent_limit,
                 total_limit=self.total_limit, max_body_bytes=self.max_body_bytes,
+                policy=self.policy, user_agent=self.user_agent,
+            )  # fmt: skip
+            self._h1s = H1Pool(
+                connect_timeout=self.connect_timeout, read_timeout=self.read_timeout,
+                pool_timeout=self.pool_timeout, per_origin_limit=0,
+                total_limit=self.stream_limit, max_body_bytes=self.max_body_bytes,
                 policy=self.policy, user_agent=self.user_agent,
             )  # fmt: skip
         if self.auth is not None:
@@ -207,9 +196,10 @@ class Upstream:
             if session is not None:
                 await session.close()
         self._session = self._streams = None
-        if self._h1 is not None:
-            await self._h1.close()
-            self._h1 = None
+        for pool in (self._h1, self._h1s):
+            if pool is not None:
+                await pool.close()
+        self._h1 = self._h1s = None
         if self._grpc is not None:
             await self._grpc.close()
             self._grpc = None
@@ -268,7 +258,7 @@ class Upstream:
                         continue
                     if extensions is not None:
                         extensions.extend(reply_extensions(resp.headers))
-                    raw = await self._read_body(target, resp)
+                    raw = await self._read_all(target, resp.headers, resp.content.readany)
                     return self._response_object(target, resp, raw, out)
             except TooLarge:
                 raise self._too_large(target) from None
@@ -311,33 +301,47 @@ class Upstream:
                     yield event
             return
         out, retried = self._leg(target, method, params, request_id), False
-        resp: aiohttp.ClientResponse | None = None
+        del params  # sent as out.body: not held while the stream lasts
+        lean = self._h1s is not None and out.rest is None and out.body is not None
+        head: aiohttp.ClientResponse | H1Response | None = None
+        read: Callable[[], Awaitable[bytes]] | None = None
+        done: Callable[[bool], None] = _kept
         finished = False
         try:
-            while resp is None:
+            while head is None:
                 sent = await self._headers(target, headers, "text/event-stream, application/json")
                 try:
-                    resp = await session.request(
-                        out.verb, out.url, data=out.body, headers=sent, allow_redirects=False
-                    )
+                    if lean:
+                        head, body = await self._h1s.stream(out.url, sent.items(), out.body)  # type: ignore[union-attr,arg-type]
+                        read, done = body.read, _closing(body)
+                    else:
+                        resp = await session.request(
+                            out.verb, out.url, data=out.body, headers=sent, allow_redirects=False
+                        )
+                        head, read, done = resp, resp.content.readany, _releasing(resp)
+                        del resp
                 except _TRANSPORT_ERRORS as exc:
                     raise self._unreachable(target, exc) from None
-                if self._refused_token(target, resp, sent, retried):
-                    resp.release()
-                    resp, retried = None, True
-            streamed = 200 <= resp.status < 300 and resp.content_type == "text/event-stream"
+                if self._refused_token(target, head, sent, retried):
+                    done(False)
+                    head, done, retried = None, _kept, True
+            del sent
+            assert read is not None
+            out = out.sent()  # the request's bytes are not held while the stream lasts
+            streamed = 200 <= head.status < 300 and media_type(head.headers) == "text/event-stream"
             if on_headers is not None:
-                on_headers(reply_extensions(resp.headers), streamed)
+                on_headers(reply_extensions(head.headers), streamed)
 
             if not streamed:
                 try:
-                    raw = await self._read_body(target, resp)
+                    raw = await self._read_all(target, head.headers, read)
                 except _TRANSPORT_ERRORS as exc:
                     raise self._unreachable(target, exc) from None
                 finished = True
-                yield self._response_object(target, resp, raw, out)
+                yield self._response_object(target, head, raw, out)
                 return
 
+            head = None  # nothing of the answer's head is held while the stream lasts
             parser = SseParser(
                 max_line_bytes=self.max_body_bytes, max_event_bytes=self.max_body_bytes
             )
@@ -348,7 +352,7 @@ class Upstream:
                 quick = None
             while True:
                 try:
-                    chunk = await resp.content.readany()
+                    chunk = await read()
                 except _TRANSPORT_ERRORS as exc:
                     if not delivered:
                         raise self._unreachable(target, exc) from None
@@ -363,17 +367,14 @@ class Upstream:
                 for event in unparsed(events, quick):  # type: ignore[arg-type]
                     delivered = True
                     yield event if type(event) is Frames else self._event_object(target, event, out)
+                events = event = None  # nothing of the last events held while the agent is silent
                 if failure is not None:
                     raise self._error(target, INVALID_AGENT_RESPONSE, str(failure))
                 if not chunk:
                     finished = True
                     return
         finally:
-            if resp is not None:
-                if finished:
-                    resp.release()
-                else:
-                    resp.close()
+            done(finished)
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -429,7 +430,7 @@ class Upstream:
     ) -> CIMultiDict[str]:
         out: CIMultiDict[str] = CIMultiDict()
         for name, value in headers.items():
-            if name.lower() not in _FRAMING:
+            if name.lower() not in FRAMING_HEADERS:
                 out.add(name, value)
         if self.auth is not None:
             if self.auth.forwards_client_auth(target.agent_id):
@@ -461,11 +462,15 @@ class Upstream:
             return False
         return self.auth.invalidate(target.agent_id, sent.get("Authorization"))
 
-    async def _read_body(self, target: Target, resp: aiohttp.ClientResponse) -> bytes:
-        if resp.content_length is not None and resp.content_length > self.max_body_bytes:
+    async def _read_all(
+        self, target: Target, headers: Mapping[str, str], read: Callable[[], Awaitable[bytes]]
+    ) -> bytes:
+        """A whole answer's body, within ``max_body_bytes`` (-32006 beyond)."""
+        length = headers.get("Content-Length", "")
+        if length.isdigit() and int(length) > self.max_body_bytes:
             raise self._too_large(target)
         body = bytearray()
-        while chunk := await resp.content.readany():
+        while chunk := await read():
             body += chunk
             if len(body) > self.max_body_bytes:
                 raise self._too_large(target)
@@ -546,41 +551,40 @@ class Upstream:
 
     def _reason(self, exc: BaseException) -> str:
         """One line saying what went wrong on the wire (no traceback, no exception repr)."""
-        if isinstance(exc, RegistryError):
-            return exc.message
-        if isinstance(exc, H1Error):
-            return exc.reason
-        if isinstance(exc, aiohttp.ConnectionTimeoutError):
-            return (
-                f"timed out connecting (connect timeout {self.connect_timeout:g} s, plus up to"
-                f" {self.pool_timeout:g} s waiting for a free connection to the agent)"
-            )
-        if isinstance(exc, aiohttp.ServerTimeoutError | TimeoutError):
-            return f"no data from the agent for {self.read_timeout:g} s"
-        if isinstance(exc, aiohttp.ClientConnectorCertificateError):
-            return "TLS certificate verification failed"
-        if isinstance(exc, aiohttp.ClientConnectorDNSError):
-            return f"cannot resolve {exc.host}"
-        if isinstance(exc, aiohttp.ClientConnectorError):
-            return f"cannot connect to {exc.host}:{exc.port}: {_os_reason(exc.os_error)}"
-        if isinstance(exc, aiohttp.ServerDisconnectedError):
-            return "the agent closed the connection"
-        if isinstance(exc, aiohttp.ClientPayloadError):
-            return "the connection closed before the answer was complete"
-        if isinstance(exc, aiohttp.ClientResponseError):
-            return f"malformed HTTP answer ({exc.message})"
-        if isinstance(exc, ConnectionResetError):
-            return "the connection was reset"
-        if isinstance(exc, OSError):
-            return _os_reason(exc)
-        return f"connection failed ({type(exc).__name__})"
+        return wire_reason(
+            exc,
+            connect_timeout=self.connect_timeout,
+            pool_timeout=self.pool_timeout,
+            read_timeout=self.read_timeout,
+        )
 
 
-def _os_reason(exc: OSError | None) -> str:
-    if exc is None:
-        return "connection failed"
-    if exc.errno in (errno_mod.ECONNREFUSED,):
-        return "connection refused"
-    if exc.errno:
-        return os.strerror(exc.errno).lower()
-    return "connection failed"
+def media_type(headers: Mapping[str, str]) -> str:
+    """An answer's media type, lowercased, without parameters ("" without Content-Type)."""
+    return headers.get("Content-Type", "").partition(";")[0].strip().lower()
+
+
+def _kept(finished: bool) -> None:
+    """Nothing to release (no answer yet)."""
+
+
+def _closing(body: H1Stream) -> Callable[[bool], None]:
+    """Release a lean stream: its connection is reused only if its answer ended cleanly."""
+
+    def done(finished: bool) -> None:
+        body.close()
+
+    return done
+
+
+def _releasing(resp: aiohttp.ClientResponse) -> Callable[[bool], None]:
+    """Release an aiohttp answer: its connection back to the pool once read to the end,
+    else closed at once."""
+
+    def done(finished: bool) -> None:
+        if finished:
+            resp.release()
+        else:
+            resp.close()
+
+    return done

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from yarl import URL
@@ -39,6 +39,10 @@ class Leg:
     request_id: Any
     rest: RestCall | None = None
     stand_in: bool = False  # a null request id was sent as a stand-in (see :func:`leg`)
+
+    def sent(self) -> Leg:
+        """This leg once its request is sent: the same, without the request's bytes."""
+        return self if self.body is None else replace(self, body=None)
 
     def answer(self, status: int, obj: Any) -> Any:
         """The agent's answer (parsed JSON; None for an empty 2xx body of a REST call) as a

@@ -374,6 +374,7 @@ def observed_stream(stream: S) -> S:
                 _child(UPSTREAM_SECONDS, agent, "stream").observe(elapsed)
 
         inner = stream(self, target, *args, **kwargs)
+        del args, kwargs  # the request: not held while the stream lasts
         try:
             async for item in inner:
                 first()
