@@ -60,16 +60,22 @@ def access(method: str, path: str) -> Access:
 
 
 @web.middleware
-async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+def auth_middleware(request: web.Request, handler: Handler) -> Awaitable[web.StreamResponse]:
     """Who is calling (:class:`~registry.access.authenticate.Authenticator`), left in
     ``request[PRINCIPAL_KEY]``; writes and the admin reads need the admin role, reads a
-    caller when the read token is set or client authentication is on."""
+    caller when the read token is set or client authentication is on. Outside the admin API
+    the handler runs as it is (no frame of this middleware held while it runs)."""
     if (
         not request.path.startswith(PREFIX + "/")
         or request.match_info.http_exception is not None  # 404/405: say so, not 401
         or (needed := access(request.method, request.path)) == "public"
     ):
-        return await handler(request)
+        return handler(request)
+    return _authorized(request, handler, needed)
+
+
+async def _authorized(request: web.Request, handler: Handler, needed: str) -> web.StreamResponse:
+    """``handler`` once the caller may do what the request ``needed``."""
     settings = request.app[SETTINGS]
     authenticator = request.app[AUTHENTICATOR]
     admins = bool(settings.admin_token) or authenticator.client_auth

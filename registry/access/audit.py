@@ -197,15 +197,21 @@ def is_audited(method: str, path: str) -> bool:
 
 
 @web.middleware
-async def audit_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+def audit_middleware(request: web.Request, handler: Handler) -> Awaitable[web.StreamResponse]:
     """Record every admin write after its handler (with the error's status when it raised,
-    then re-raise); a failure to record is logged, the answer stands."""
+    then re-raise); a failure to record is logged, the answer stands. Other requests run as
+    they are (no frame of this middleware held while they run)."""
     if (
         not is_audited(request.method, request.path)
         or request.match_info.http_exception is not None  # no such route or method
         or AUDIT not in request.app
     ):
-        return await handler(request)
+        return handler(request)
+    return _audited(request, handler)
+
+
+async def _audited(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """``handler``, then its record."""
     try:
         response = await handler(request)
     except RegistryError as exc:

@@ -37,7 +37,7 @@ from typing import Any
 from yarl import URL
 
 from registry.netguard import AddressPolicy, AddressRefused
-from router.forward.h1conn import H1Conn, H1Error, H1Response, TooLarge
+from router.forward.h1conn import H1Conn, H1Error, H1Response, SilenceWatch, TooLarge
 
 __all__ = ["H1Error", "H1Pool", "H1Response", "H1Stream", "TooLarge"]
 
@@ -67,10 +67,12 @@ class H1Stream:
 
     async def read(self) -> bytes:
         """The next bytes of the body; b"" once it has ended (see :meth:`H1Conn.read`)."""
-        return await self._conn.read(self._pool.read_timeout)
+        pool = self._pool
+        return await self._conn.read(pool.read_timeout, pool.silences())
 
-    def close(self) -> None:
-        """Done with the answer (idempotent)."""
+    def close(self, finished: bool = True) -> None:
+        """Done with the answer (idempotent; its connection is kept only if the answer
+        ended cleanly, whatever ``finished`` says)."""
         if self._origin is not None:
             origin, self._origin = self._origin, None
             self._pool._release(origin, self._conn)
@@ -109,6 +111,14 @@ class H1Pool:
         self._total = 0
         self._ssl = ssl_context  # None: the system's verified defaults, made when first needed
         self._closed = False
+        self._watch: SilenceWatch | None = None  # the silences of streams being read
+
+    def silences(self) -> SilenceWatch:
+        """The watch over the silences of this pool's streams (one timer for all)."""
+        if self._watch is None:
+            period = min(1.0, max(0.01, self.read_timeout / 10))
+            self._watch = SilenceWatch(asyncio.get_running_loop(), period)
+        return self._watch
 
     async def post(self, url: URL, headers: Iterable[tuple[str, str]], body: bytes) -> H1Response:
         """POST ``body`` to ``url`` (http or https, already checked) with ``headers`` (the
@@ -138,6 +148,8 @@ class H1Pool:
     async def close(self) -> None:
         """Close every pooled connection (those in use close when their call ends)."""
         self._closed = True
+        if self._watch is not None:
+            self._watch.close()
         for origin in self._origins.values():
             while origin.idle:
                 origin.idle.popleft().close()

@@ -1,6 +1,8 @@
 """One keep-alive HTTP/1.1 connection to an agent (an :class:`asyncio.Protocol`): a request
-written whole, its answer read with aiohttp's C HTTP parser (llhttp, as aiohttp's own client
-does: the same limits, ``Content-Length`` and chunked framing, refusal of ambiguous framing).
+written whole, its answer read with httptools' parser (llhttp, the parser aiohttp and Node.js
+use, with the leniencies aiohttp's client allows: a missing CR before LF, spaces after a chunk
+size, lenient header values). Head limits as aiohttp's client: 128 fields of at most 8,190
+bytes; and at most 64 KiB of input that makes no progress (a head, trailers) at a time.
 
 An answer is read either whole (:meth:`H1Conn.request`, unary calls: the body gathered into
 one buffer as it arrives, bounded as it grows) or as it arrives (:meth:`H1Conn.open`, then
@@ -8,23 +10,26 @@ one buffer as it arrives, bounded as it grows) or as it arrives (:meth:`H1Conn.o
 ``Accept-Encoding`` is sent by the pool, and a compressed answer is refused, never inflated.
 The connection is reusable only when the answer ended cleanly and nothing came after it.
 
-Nothing of a streamed answer's head is kept once it is handed over: an idle stream holds this
-object, the parser, its payload reader and one silence timer.
+The parser hands over each header, body piece and the answer's end as callbacks, so nothing
+is buffered twice and nothing of a streamed answer's head is kept once it is handed over: an
+idle stream holds this object, the parser and one silence timer.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from typing import Any
 
 import aiohttp
-from aiohttp.http import HttpResponseParser
-from multidict import CIMultiDictProxy
+import httptools
+from multidict import CIMultiDict, CIMultiDictProxy
 
-__all__ = ["H1Conn", "H1Error", "H1Response", "TooLarge"]
+__all__ = ["H1Conn", "H1Error", "H1Response", "SilenceWatch", "TooLarge"]
 
 _HIGH_WATER = 1 << 17  # unread bytes of a streamed answer above which the transport pauses
+_MAX_FIELDS = 128  # header fields of an answer (aiohttp's client: the same)
+_MAX_FIELD = 8190  # bytes of a header's name or value, or of the reason phrase (the same)
+_MAX_STALLED = 1 << 16  # bytes fed in a row without a head, body or end coming of them
+_SWITCHED = "malformed HTTP answer (a protocol switch, not asked for)"
 
 
 class H1Error(OSError):
@@ -52,6 +57,14 @@ class H1Response:
         self.body = body
 
 
+class _Refused(Exception):
+    """Raised in a parser callback: the answer is refused with this reason."""
+
+    def __init__(self, failure: BaseException) -> None:
+        super().__init__(str(failure))
+        self.failure = failure
+
+
 class H1Conn(asyncio.Protocol):
     """One keep-alive connection: at most one request in flight."""
 
@@ -60,17 +73,20 @@ class H1Conn(asyncio.Protocol):
         "_body",
         "_ended",
         "_failure",
+        "_fields",
+        "_head",
         "_last",
-        "_message",
         "_parser",
         "_paused",
-        "_payload",
         "_reader",
+        "_reason",
         "_reusable",
         "_should_close",
+        "_stalled",
         "_streamed",
         "_timeout",
         "_timer",
+        "_until_eof",
         "_waiter",
         "closed",
         "idle_handle",
@@ -85,32 +101,30 @@ class H1Conn(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.idle_handle: asyncio.TimerHandle | None = None
-        self._parser: Any = HttpResponseParser(
-            self, loop, 2**16, response_with_body=True, read_until_eof=True, auto_decompress=False
+        self._parser = httptools.HttpResponseParser(self)
+        self._parser.set_dangerous_leniencies(
+            lenient_headers=True,
+            lenient_optional_cr_before_lf=True,
+            lenient_spaces_after_chunk_size=True,
         )
         self._waiter: asyncio.Future[H1Response] | None = None  # the answer, or a stream's head
         self._reader: asyncio.Future[None] | None = None  # a stream's read waiting for bytes
-        self._message: Any = None  # a whole answer's head, until the answer is complete
-        self._payload: Any = None
+        self._head: H1Response | None = None  # a whole answer's head, until it is complete
+        self._fields: list[tuple[str, str]] | None = None  # the head being read
+        self._reason = bytearray()
         self._body = bytearray()  # the body read so far (streams: not yet taken)
         self._streamed = False  # the answer is read as it arrives
-        self._answered = False  # the answer's head came
-        self._ended = False  # the answer's body is complete
+        self._answered = False  # the final answer's head came
+        self._ended = False  # the answer is complete
+        self._until_eof = False  # the answer's body ends with the connection
         self._should_close = False
         self._failure: BaseException | None = None  # why a stream's answer failed
         self._paused = False
         self._reusable = False
+        self._stalled = 0  # bytes fed since the parser last made progress
         self._last = 0.0  # loop time of the last bytes received (read timeout)
         self._timer: asyncio.TimerHandle | None = None
         self._timeout = 0.0
-
-    # -- the StreamReader the parser feeds calls these; it is drained on every read --
-    def pause_reading(self, **_: Any) -> None:
-        """Ignored: the payload is drained into one buffer on every read (bounded by max_body
-        for whole answers, by pausing the transport for streams)."""
-
-    def resume_reading(self, **_: Any) -> None:
-        """Ignored (see :meth:`pause_reading`)."""
 
     # -- asyncio.Protocol ----------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -119,13 +133,13 @@ class H1Conn(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         if self._busy():
-            with contextlib.suppress(Exception):  # cut short: _finish sees it incomplete
-                self._parser.feed_eof()  # an answer without framing ends with the connection
-            if not self._finish():
-                failure: BaseException = aiohttp.ServerDisconnectedError()
-                if self._answered:
-                    failure = aiohttp.ClientPayloadError("the answer was cut short")
-                self._fail(failure)
+            if self._answered and self._until_eof:
+                self._complete()  # an answer without framing ends with the connection
+                self._deliver()
+            elif self._answered:
+                self._fail(aiohttp.ClientPayloadError("the answer was cut short"))
+            else:
+                self._fail(aiohttp.ServerDisconnectedError())
         self._stop_timer()
 
     def eof_received(self) -> bool:
@@ -136,22 +150,93 @@ class H1Conn(asyncio.Protocol):
         if not self._busy():
             self.close()  # bytes nobody asked for: the connection cannot be trusted
             return
+        self._stalled += len(data)
         try:
-            messages, _upgraded, _tail = self._parser.feed_data(data)
-        except Exception as exc:
-            self._fail(H1Error(f"malformed HTTP answer ({_short(exc)})"))
+            self._parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._fail(H1Error(_SWITCHED))
             return
-        for message, payload in messages:
-            if 100 <= message.code < 200 and message.code != 101:
-                continue  # an interim answer (100 Continue, 103 Early Hints): the final follows
-            if self._answered:  # one request, one answer: the rest is not ours
-                self._fail(H1Error("malformed HTTP answer (more than one answer to a request)"))
-                return
-            self._head(message, payload)
+        except httptools.HttpParserError as exc:
+            if isinstance(exc.__context__, _Refused):  # raised in a callback: its reason
+                self._fail(exc.__context__.failure)
+            elif self._ended:  # garbage after a complete answer: never reused
+                self._reusable = False
+                self._deliver()
+                self.close()
+            else:
+                self._fail(H1Error(f"malformed HTTP answer ({_short(exc)})"))
+            return
+        if self._ended:
+            self._deliver()
+        elif self._stalled > _MAX_STALLED:
+            self._fail(H1Error("malformed HTTP answer (a head or trailer too large)"))
+
+    # -- the parser's callbacks ----------------------------------------------------------
+    def on_message_begin(self) -> None:
+        if self._answered:  # bytes beyond the answer: nobody's, the connection is not reused
+            self._reusable = False
             if not self._busy():
-                return
-        if self._payload is not None and self._drain() and self._finish():
-            self._check_rest()
+                self.close()
+            return
+        self._fields, self._reason = [], bytearray()
+
+    def on_status(self, data: bytes) -> None:
+        self._reason += data
+        if len(self._reason) > _MAX_FIELD:
+            raise _Refused(H1Error("malformed HTTP answer (a reason phrase too long)"))
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        fields = self._fields
+        if fields is None or self._answered:
+            return  # a trailer: not read
+        if len(name) > _MAX_FIELD or len(value) > _MAX_FIELD or len(fields) >= _MAX_FIELDS:
+            raise _Refused(H1Error("malformed HTTP answer (a header too large or too many)"))
+        fields.append((name.decode("latin-1"), value.decode("utf-8", "surrogateescape")))
+
+    def on_headers_complete(self) -> None:
+        self._stalled = 0
+        if self._answered:  # a second answer, in the read that ended the first: which is real?
+            raise _Refused(H1Error("malformed HTTP answer (more than one answer to a request)"))
+        status = self._parser.get_status_code()
+        if status == 101:
+            raise _Refused(H1Error(_SWITCHED))
+        if 100 <= status < 200:
+            self._fields = None  # an interim answer (100 Continue, 103 Early Hints)
+            return
+        headers = CIMultiDictProxy(CIMultiDict(self._fields or ()))
+        self._fields, self._answered = None, True
+        self._should_close = not self._parser.should_keep_alive()
+        reason = self._reason.decode("utf-8", "surrogateescape").strip()
+        self._until_eof = status not in (204, 304) and _unframed(headers)
+        length = headers.get("Content-Length", "")
+        if not self._streamed and length.isdigit() and int(length) > self.max_body:
+            raise _Refused(TooLarge())
+        coding = _content_coding(headers)
+        if coding is not None:
+            raise _Refused(H1Error(f"the agent sent a compressed answer ({coding}), not asked for"))
+        head = H1Response(status, reason, headers, b"")
+        if not self._streamed:
+            self._head = head
+        elif self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(head)
+
+    def on_body(self, data: bytes) -> None:
+        self._stalled = 0
+        if self._ended:
+            return  # a second answer's (refused when its head came)
+        self._body += data
+        if self._streamed:
+            self._wake()
+            if len(self._body) > _HIGH_WATER and not self._paused and not self.closed:
+                self._paused = True
+                self.transport.pause_reading()  # type: ignore[union-attr]
+        elif len(self._body) > self.max_body:
+            raise _Refused(TooLarge())
+
+    def on_message_complete(self) -> None:
+        self._stalled = 0
+        if self._answered and not self._ended:
+            self._complete()
 
     # -- calls ---------------------------------------------------------------------------
     async def request(self, data: bytes, silence: float) -> H1Response:
@@ -180,9 +265,10 @@ class H1Conn(asyncio.Protocol):
             self._stop_timer()
             self._waiter = None
 
-    async def read(self, silence: float) -> bytes:
+    async def read(self, silence: float, watch: SilenceWatch | None = None) -> bytes:
         """The next bytes of a streamed answer's body (b"" once it has ended); TimeoutError
-        when none arrive for ``silence`` seconds, a transport error when the answer fails."""
+        when none arrive for ``silence`` seconds (noticed by ``watch`` if given, else by a
+        timer of this connection's), a transport error when the answer fails."""
         while not self._body:
             if self._ended:
                 return b""
@@ -190,12 +276,16 @@ class H1Conn(asyncio.Protocol):
                 raise self._failure
             self._reader = self.loop.create_future()
             self._timeout = silence
-            if self._timer is None:
+            if watch is not None:
+                watch.add(self)
+            elif self._timer is None:
                 self._timer = self.loop.call_at(self._last + silence, self._check_silence)
             try:
                 await self._reader
             finally:
                 self._reader = None
+                if watch is not None:
+                    watch.discard(self)
         data = bytes(self._body)
         self._body.clear()
         if self._paused and not self.closed and self.transport is not None:
@@ -203,6 +293,14 @@ class H1Conn(asyncio.Protocol):
             self._last = self.loop.time()  # silence is counted while reading, not while paused
             self.transport.resume_reading()
         return data
+
+    def silent(self, now: float) -> bool:
+        """Whether a read has waited longer than its silence allows (at loop time ``now``)."""
+        return self._reader is not None and now >= self._last + self._timeout
+
+    def time_out(self) -> None:
+        """Fail the answer being read: the agent was silent for too long."""
+        self._fail(TimeoutError())
 
     @property
     def reusable(self) -> bool:
@@ -223,10 +321,11 @@ class H1Conn(asyncio.Protocol):
     def _start(self, data: bytes, silence: float, *, streamed: bool) -> None:
         assert self.transport is not None
         self._waiter = self.loop.create_future()
-        self._payload = self._failure = self._message = None
+        self._head = self._failure = None
         self._body = bytearray()
         self._streamed = streamed
-        self._answered = self._ended = self._reusable = False
+        self._answered = self._ended = self._reusable = self._until_eof = False
+        self._stalled = 0
         self._timeout = silence
         self._last = self.loop.time()
         self._timer = self.loop.call_at(self._last + silence, self._check_silence)
@@ -238,93 +337,30 @@ class H1Conn(asyncio.Protocol):
             return not self._ended and self._failure is None
         return self._waiter is not None and not self._waiter.done()
 
-    def _head(self, message: Any, payload: Any) -> None:
-        """The final answer's head came: check it; a stream's is handed over at once."""
-        self._answered, self._payload = True, payload
-        self._should_close = message.should_close
-        length = message.headers.get("Content-Length")
-        if not self._streamed and length and length.isdigit() and int(length) > self.max_body:
-            self._fail(TooLarge())
-            return
-        coding = _content_coding(message.headers)
-        if coding is not None:
-            self._fail(H1Error(f"the agent sent a compressed answer ({coding}), not asked for"))
-            return
-        if not self._streamed:
-            self._message = message
-        elif self._waiter is not None and not self._waiter.done():
-            head = H1Response(message.code, message.reason, message.headers, b"")
-            self._waiter.set_result(head)
+    def _complete(self) -> None:
+        """The answer ended (handed over at the end of the read that ended it)."""
+        self._ended = True
+        self._reusable = not self._should_close and not self._until_eof and not self.closed
 
-    def _drain(self) -> bool:
-        """Move what the payload holds into the body (within max_body for a whole answer);
-        whether that went well (if not, the call failed and the connection is closed)."""
-        exc = self._payload.exception()
-        if exc is not None:
-            self._fail(H1Error(f"malformed HTTP answer ({_short(exc)})"))
-            return False
-        chunk = self._payload.read_nowait(-1)
-        if not chunk:
-            return True
-        self._body += chunk
+    def _deliver(self) -> None:
+        """Hand a whole answer over, wake a stream's reader."""
         if self._streamed:
+            self._stop_timer()
             self._wake()
-            if len(self._body) > _HIGH_WATER and not self._paused and not self.closed:
-                self._paused = True
-                self.transport.pause_reading()  # type: ignore[union-attr]
-        elif len(self._body) > self.max_body:
-            self._fail(TooLarge())
-            return False
-        return True
-
-    def _finish(self) -> bool:
-        """End the answer once its body is complete; whether it was."""
-        payload = self._payload
-        if payload is None or not payload.is_eof():
-            return False
-        if self._streamed:
-            if not self._ended and self._drain():
-                self._ended = True
-                self._payload = None
-                self._reusable = not self._should_close and not self.closed
-                self._stop_timer()
-                self._wake()
-            return True
-        message = self._message
-        if self._waiter is None or message is None:
-            return False
-        if self._waiter.done() or not self._drain():
-            return True
-        self._reusable = not self._should_close and not self.closed
-        answer = H1Response(message.code, message.reason, message.headers, bytes(self._body))
-        self._body, self._message = bytearray(), None
-        self._waiter.set_result(answer)
-        return True
-
-    def _check_rest(self) -> None:
-        """Close the connection if the read that ended the answer held bytes beyond it.
-
-        The parser has no call that says how much of a read an answer used; after a complete
-        answer it is back at the start of a message, and only bytes beyond the answer start
-        another one (so that ``feed_eof`` makes a message of them or fails). Such bytes are
-        nobody's answer: reusing the connection would read them as the next request's."""
-        if not self._reusable:
             return
-        try:
-            started = self._parser.feed_eof() is not None
-        except Exception:
-            started = True
-        if started:
-            self._reusable = False
-            self.close()
+        head, self._head = self._head, None
+        if head is not None and self._waiter is not None and not self._waiter.done():
+            head.body, self._body = bytes(self._body), bytearray()
+            self._waiter.set_result(head)
 
     def _fail(self, exc: BaseException) -> None:
         self._reusable = False
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_exception(exc)
-        elif self._streamed and not self._ended and self._failure is None:
-            self._failure = exc
-            self._wake()
+        elif self._streamed:
+            if not self._ended and self._failure is None:
+                self._failure = exc
+            self._wake()  # a stream's reader learns of the failure, or of the end before it
         self.close()
 
     def _wake(self) -> None:
@@ -346,6 +382,56 @@ class H1Conn(asyncio.Protocol):
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+
+
+class SilenceWatch:
+    """One timer for the silences of many streams' reads (a timer per idle stream costs
+    about 0.5 KiB): every ``period`` seconds, a read that has waited longer than its silence
+    allows fails, so a silence is noticed at most one period late."""
+
+    __slots__ = ("_conns", "_handle", "_loop", "_period")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, period: float) -> None:
+        self._loop = loop
+        self._period = period
+        self._conns: set[H1Conn] = set()
+        self._handle: asyncio.TimerHandle | None = None
+
+    def add(self, conn: H1Conn) -> None:
+        """Watch ``conn``'s read."""
+        self._conns.add(conn)
+        if self._handle is None:
+            self._handle = self._loop.call_later(self._period, self._tick)
+
+    def discard(self, conn: H1Conn) -> None:
+        """Stop watching ``conn`` (its read is over)."""
+        self._conns.discard(conn)
+
+    def close(self) -> None:
+        """Stop the timer (reads still watched are no longer timed)."""
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def _tick(self) -> None:
+        self._handle = None
+        now = self._loop.time()
+        for conn in [c for c in self._conns if c.silent(now)]:
+            self._conns.discard(conn)
+            conn.time_out()
+        if self._conns:
+            self._handle = self._loop.call_later(self._period, self._tick)
+
+
+def _unframed(headers: CIMultiDictProxy[str]) -> bool:
+    """Whether an answer's body runs until the connection closes: no Content-Length, and no
+    Transfer-Encoding ending in chunked (as llhttp reads an answer)."""
+    codings = [
+        c.strip().lower() for v in headers.getall("Transfer-Encoding", ()) for c in v.split(",")
+    ]
+    if codings:
+        return codings[-1] != "chunked"
+    return "Content-Length" not in headers
 
 
 def _content_coding(headers: CIMultiDictProxy[str]) -> str | None:

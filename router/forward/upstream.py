@@ -41,7 +41,7 @@ from router.forward.answers import NotJson, Unacceptable, is_response, parse_ans
 from router.forward.call import Frames
 from router.forward.credentials import OutboundAuth
 from router.forward.fastrelay import RawAnswer, unparsed
-from router.forward.h1client import H1Pool, H1Response, H1Stream, TooLarge
+from router.forward.h1client import H1Pool, H1Response, TooLarge
 from router.forward.headers import (
     CLIENT_HEADERS,
     EXTENSIONS_HEADER,
@@ -313,7 +313,7 @@ class Upstream:
                 try:
                     if lean:
                         head, body = await self._h1s.stream(out.url, sent.items(), out.body)  # type: ignore[union-attr,arg-type]
-                        read, done = body.read, _closing(body)
+                        read, done = body.read, body.close
                     else:
                         resp = await session.request(
                             out.verb, out.url, data=out.body, headers=sent, allow_redirects=False
@@ -566,15 +566,6 @@ def media_type(headers: Mapping[str, str]) -> str:
 
 def _kept(finished: bool) -> None:
     """Nothing to release (no answer yet)."""
-
-
-def _closing(body: H1Stream) -> Callable[[bool], None]:
-    """Release a lean stream: its connection is reused only if its answer ended cleanly."""
-
-    def done(finished: bool) -> None:
-        body.close()
-
-    return done
 
 
 def _releasing(resp: aiohttp.ClientResponse) -> Callable[[bool], None]:

@@ -235,25 +235,35 @@ def observed_handle(handle: H) -> H:
 def _follow(stream: EventStream, observed: Observed, started: float) -> None:
     """Count an open stream until it is closed; its outcome is that of its error event."""
     STREAMS_OPEN.inc()
-    outcome = ["ok"]
+    followed = _Followed(observed, started)
+    stream.events = followed.events(stream.events)
+    stream.add_closer(followed.closed)
 
-    async def events(inner: AsyncGenerator[Event, None]) -> AsyncGenerator[Event, None]:
+
+class _Followed:
+    """An open stream's count, duration and outcome (one small object per stream)."""
+
+    __slots__ = ("observed", "outcome", "started")
+
+    def __init__(self, observed: Observed, started: float) -> None:
+        self.observed, self.started, self.outcome = observed, started, "ok"
+
+    async def events(self, inner: AsyncGenerator[Event, None]) -> AsyncGenerator[Event, None]:
+        """``inner``'s events, the first error event's outcome noted."""
         try:
             async for body, kind in inner:
-                if outcome[0] == "ok":
-                    outcome[0] = outcome_of(body)
+                if self.outcome == "ok":
+                    self.outcome = outcome_of(body)
                 yield body, kind
         finally:
             await inner.aclose()
 
-    async def closed() -> None:
+    async def closed(self) -> None:
+        """The stream closed: count it and write its log line."""
         STREAMS_OPEN.dec()
-        duration = time.perf_counter() - started
-        _child(STREAM_SECONDS, observed.agent_id or "").observe(duration)
-        _finish(observed, outcome[0], duration)
-
-    stream.events = events(stream.events)
-    stream.add_closer(closed)
+        duration = time.perf_counter() - self.started
+        _child(STREAM_SECONDS, self.observed.agent_id or "").observe(duration)
+        _finish(self.observed, self.outcome, duration)
 
 
 def _finish(observed: Observed, outcome: str, duration: float) -> None:

@@ -11,6 +11,7 @@ an error (``switchboard.client_gone``). Without a tracer provider it only calls 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
@@ -53,11 +54,16 @@ def _api(route: str) -> str:
 
 
 @web.middleware
-async def server_span(request: web.Request, handler: Handler) -> web.StreamResponse:
+def server_span(request: web.Request, handler: Handler) -> Awaitable[web.StreamResponse]:
     """Run ``handler`` in a server span continuing the client's trace (without a tracer
-    provider: just run it)."""
+    provider: just run it, the middleware holding no frame of its own while it runs)."""
     if not active():
-        return await handler(request)
+        return handler(request)
+    return _in_span(request, handler)
+
+
+async def _in_span(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """``handler`` in the request's server span."""
     parent = propagate.extract(request.headers)
     route = _route(request)
     with tracer().start_as_current_span(

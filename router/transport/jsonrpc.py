@@ -19,7 +19,7 @@ import contextlib
 import functools
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import Any
 
 from aiohttp import web
@@ -38,6 +38,7 @@ from router.transport.gate import Gate, Refused
 from router.transport.sse import SseWriter
 
 __all__ = [
+    "Served",
     "json_answer",
     "public_origin",
     "read_raw_body",
@@ -59,6 +60,10 @@ _BODY_REASONS = {
 _DUMPS = functools.partial(json.dumps, allow_nan=False)
 
 
+Served = web.StreamResponse | Awaitable[web.StreamResponse]
+"""What :func:`serve` gives: a response, or the writing of a stream's events to await."""
+
+
 async def serve(
     router: Router,
     request: web.Request,
@@ -66,9 +71,11 @@ async def serve(
     *,
     caller: Principal = ANONYMOUS,
     gate: Gate | None = None,
-) -> web.StreamResponse:
+) -> Served:
     """Answer one JSON-RPC call of ``caller`` (``pinned``: the agent of a per-agent endpoint;
-    ``gate``: takes a stream slot of the caller for a streaming call)."""
+    ``gate``: takes a stream slot of the caller for a streaming call): the response, or for
+    a stream the writing of its events, to await (nothing of this call's frame is held while
+    the stream lasts)."""
     settings = router.settings
     version: Version = "0.3"
     try:
@@ -97,13 +104,13 @@ async def serve(
         caller=caller,
         base_url=public_origin(request, settings.public_url),
     )
-    release: Callable[[], None] | None = None
+    release: _Slot | None = None
     if gate is not None and rpc.op in (Op.STREAM, Op.SUBSCRIBE):
         try:
             gate.open_stream(request, caller)
         except Refused as refused:
             return refused.response
-        release = functools.partial(gate.close_stream, caller)
+        release = _Slot(gate, caller)
     try:
         answer = await router.handle(call)
     except BaseException:
@@ -115,18 +122,24 @@ async def serve(
             release()
         return json_answer(answer.body, answer.headers)
     if release is not None:
-        answer.add_closer(_async(release))
-    del call, rpc  # not held while the stream lasts
-    return await write_events(request, answer, settings.sse_keepalive)
+        answer.add_closer(release.close)
+    return write_events(request, answer, settings.sse_keepalive)
 
 
-def _async(release: Callable[[], None]) -> Callable[[], Awaitable[None]]:
-    """``release`` as a closer of an :class:`EventStream`."""
+class _Slot:
+    """The caller's stream slot, given back when the stream closes."""
 
-    async def closer() -> None:
-        release()
+    __slots__ = ("caller", "gate")
 
-    return closer
+    def __init__(self, gate: Gate, caller: Principal) -> None:
+        self.gate, self.caller = gate, caller
+
+    def __call__(self) -> None:
+        self.gate.close_stream(self.caller)
+
+    async def close(self) -> None:
+        """Give the slot back (a closer of an :class:`EventStream`)."""
+        self.gate.close_stream(self.caller)
 
 
 def request_version(request: web.Request) -> Version:

@@ -89,22 +89,27 @@ def base_url(request: web.Request) -> str:
 
 async def a2a_endpoint(request: web.Request) -> web.StreamResponse:
     """The routing A2A endpoint."""
-    return await _a2a(request, None)
+    return await _written(await _served(request, None))
 
 
 async def a2a_agent_endpoint(request: web.Request) -> web.StreamResponse:
     """One agent's A2A endpoint through the router (no skill matching)."""
-    return await _a2a(request, request.match_info["agent_id"])
+    return await _written(await _served(request, request.match_info["agent_id"]))
 
 
-async def _a2a(request: web.Request, pinned: str | None) -> web.StreamResponse:
+async def _served(request: web.Request, pinned: str | None) -> jsonrpc.Served:
+    """The request's answer once the gate let the caller in: a response, or a stream to
+    write (awaited by the endpoint: no frame of this function is held while it is written)."""
     gate = request.app[GATE]
     try:
         caller = await gate.admit(request)
     except Refused as refused:
         return refused.response
-    router = request.app[ROUTER]
-    return await jsonrpc.serve(router, request, pinned, caller=caller, gate=gate)
+    return await jsonrpc.serve(request.app[ROUTER], request, pinned, caller=caller, gate=gate)
+
+
+async def _written(served: jsonrpc.Served) -> web.StreamResponse:
+    return served if isinstance(served, web.StreamResponse) else await served
 
 
 def _rest_endpoint(route: RestRoute) -> Any:
