@@ -91,6 +91,10 @@ class EventStream:
         self._closers = [on_close] if on_close is not None else []
         self._closed = False
 
+    def takes_bytes(self) -> bool:
+        """Whether the transport takes bodies as their JSON text (:attr:`as_bytes`)."""
+        return self.as_bytes
+
     def add_closer(self, closer: Callable[[], Awaitable[Any]]) -> None:
         """Also run ``closer`` when the stream is closed (after those added before)."""
         self._closers.append(closer)

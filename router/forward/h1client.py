@@ -31,7 +31,7 @@ import ipaddress
 import os
 import socket
 import ssl
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from typing import Any
 
 from yarl import URL
@@ -65,10 +65,10 @@ class H1Stream:
     def __init__(self, pool: H1Pool, origin: _Origin, conn: H1Conn) -> None:
         self._pool, self._origin, self._conn = pool, origin, conn
 
-    async def read(self) -> bytes:
+    def read(self) -> Awaitable[bytes]:
         """The next bytes of the body; b"" once it has ended (see :meth:`H1Conn.read`)."""
         pool = self._pool
-        return await self._conn.read(pool.read_timeout, pool.silences())
+        return self._conn.read(pool.read_timeout, pool.silences())
 
     def close(self, finished: bool = True) -> None:
         """Done with the answer (idempotent; its connection is kept only if the answer

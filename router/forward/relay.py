@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import replace
@@ -81,7 +82,6 @@ class Relay:
                 rpc.id,
                 rewriter.known_tasks,
                 rewriter.known_contexts,
-                lambda: stream.as_bytes,
             )
         upstream_events = self.upstream.stream(
             target,
@@ -118,17 +118,20 @@ class Relay:
                 error = translate.error_to(error, target.version, rpc.version)
                 return Reply({"jsonrpc": "2.0", "id": rpc.id, "error": error}, reply_headers)
 
-        async def close() -> None:
-            self.open_streams -= 1
-            with contextlib.suppress(Exception):
-                await events.aclose()  # closes the upstream connection at once
-
         rpc = replace(rpc, params={})  # the stream needs the call's ID and version, not its params
         pumped = self._pump(rpc, events, rewriter, target.version, fast)
         pumped = spans.relayed(pumped, rpc, choice, opened)  # the relay span, events counted
         shown = pumped if client is None else in_dialect(pumped, client)
-        stream = EventStream(shown, reply_headers, close)
+        stream = EventStream(shown, reply_headers, functools.partial(self._close, events))
+        if fast is not None:
+            fast.enabled = stream.takes_bytes  # while the transport takes bytes
         return stream
+
+    async def _close(self, events: AsyncGenerator[Any, None]) -> None:
+        """A stream closed: its slot is free, the upstream connection closed at once."""
+        self.open_streams -= 1
+        with contextlib.suppress(Exception):
+            await events.aclose()
 
     async def _pump(
         self,

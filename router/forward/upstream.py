@@ -325,7 +325,7 @@ class Upstream:
                 if self._refused_token(target, head, sent, retried):
                     done(False)
                     head, done, retried = None, _kept, True
-            del sent
+            del sent, headers  # not held while the stream lasts
             assert read is not None
             out = out.sent()  # the request's bytes are not held while the stream lasts
             streamed = 200 <= head.status < 300 and media_type(head.headers) == "text/event-stream"

@@ -319,6 +319,34 @@ def _decided(tier: str, agent: str, started: float) -> None:
         observed.tier, observed.agent_id = tier, agent or None
 
 
+class _Upstreamed:
+    """One upstream stream's counts: its events, the time to its first, its outcome."""
+
+    __slots__ = ("agent", "events", "outcome", "started", "waiting", "watching")
+
+    def __init__(self, target: Any) -> None:
+        self.watching = current()
+        self.agent = _agent_of(target, self.watching)
+        self.outcome, self.waiting = "cancelled", True
+        self.events = _child(STREAM_EVENTS, self.agent)
+        self.started = time.perf_counter()
+
+    def first(self) -> None:
+        """An event or the failure came: the time to the first, once."""
+        if self.waiting:
+            self.waiting = False
+            elapsed = time.perf_counter() - self.started
+            if self.watching is not None:
+                self.watching.upstream_seconds += elapsed
+            _child(UPSTREAM_SECONDS, self.agent, "stream").observe(elapsed)
+
+    def done(self) -> None:
+        """The stream ended, failed or was closed: count it by outcome."""
+        if self.outcome == "cancelled" and not self.waiting:
+            self.outcome = "ok"  # closed by the router after events: not the agent's failure
+        _child(UPSTREAM_CALLS, self.agent, "stream", self.outcome).inc()
+
+
 def _upstream_failure(error: RpcError) -> str:
     return _UPSTREAM_FAILURES.get(error.code, "error")
 
@@ -369,38 +397,23 @@ def observed_stream(stream: S) -> S:
     async def observed(
         self: Any, target: Any, *args: Any, **kwargs: Any
     ) -> AsyncGenerator[Any, None]:
-        watching = current()
-        agent, outcome, waiting = _agent_of(target, watching), "cancelled", True
-        events = _child(STREAM_EVENTS, agent)
-        started = time.perf_counter()
-
-        def first() -> None:
-            nonlocal waiting
-            if waiting:
-                waiting = False
-                elapsed = time.perf_counter() - started
-                if watching is not None:
-                    watching.upstream_seconds += elapsed
-                _child(UPSTREAM_SECONDS, agent, "stream").observe(elapsed)
-
+        watch = _Upstreamed(target)
         inner = stream(self, target, *args, **kwargs)
         del args, kwargs  # the request: not held while the stream lasts
         try:
             async for item in inner:
-                first()
-                events.inc(getattr(item, "event_count", 1))  # Frames: several
+                watch.first()
+                watch.events.inc(getattr(item, "event_count", 1))  # Frames: several
                 if isinstance(item, dict) and "error" in item:
-                    outcome = "agent_error"
+                    watch.outcome = "agent_error"
                 yield item
                 del item  # nothing held while the agent is silent
         except RpcError as error:
-            first()
-            outcome = _upstream_failure(error)
+            watch.first()
+            watch.outcome = _upstream_failure(error)
             raise
         finally:
-            if outcome == "cancelled" and not waiting:
-                outcome = "ok"  # closed by the router after events: not the agent's failure
-            _child(UPSTREAM_CALLS, agent, "stream", outcome).inc()
+            watch.done()
             await inner.aclose()  # type: ignore[attr-defined]
 
     return observed  # type: ignore[return-value]

@@ -89,12 +89,14 @@ def base_url(request: web.Request) -> str:
 
 async def a2a_endpoint(request: web.Request) -> web.StreamResponse:
     """The routing A2A endpoint."""
-    return await _written(await _served(request, None))
+    served = await _served(request, None)
+    return served if isinstance(served, web.StreamResponse) else await served
 
 
 async def a2a_agent_endpoint(request: web.Request) -> web.StreamResponse:
     """One agent's A2A endpoint through the router (no skill matching)."""
-    return await _written(await _served(request, request.match_info["agent_id"]))
+    served = await _served(request, request.match_info["agent_id"])
+    return served if isinstance(served, web.StreamResponse) else await served
 
 
 async def _served(request: web.Request, pinned: str | None) -> jsonrpc.Served:
@@ -106,10 +108,6 @@ async def _served(request: web.Request, pinned: str | None) -> jsonrpc.Served:
     except Refused as refused:
         return refused.response
     return await jsonrpc.serve(request.app[ROUTER], request, pinned, caller=caller, gate=gate)
-
-
-async def _written(served: jsonrpc.Served) -> web.StreamResponse:
-    return served if isinstance(served, web.StreamResponse) else await served
 
 
 def _rest_endpoint(route: RestRoute) -> Any:
