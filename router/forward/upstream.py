@@ -144,7 +144,7 @@ class Upstream:
         self._session: aiohttp.ClientSession | None = None
         self._streams: aiohttp.ClientSession | None = None
         self._grpc: Any = None  # the gRPC edge (router.forward.upstream_grpc), once needed
-        self.lean_calls = lean_calls  # JSON-RPC calls on router.forward.h1client's pool
+        self.lean_calls = lean_calls  # JSON-RPC calls and streams on router.forward.h1client
         self._h1: H1Pool | None = None
         self._h1s: H1Pool | None = None  # the lean client's streams (their own limit)
         self._checked: dict[str, URL] = {}  # agent URLs the policy accepted
