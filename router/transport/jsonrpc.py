@@ -19,7 +19,7 @@ import contextlib
 import functools
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Mapping
+from collections.abc import Awaitable, Mapping
 from typing import Any
 
 from aiohttp import web
@@ -218,12 +218,42 @@ def _body_error(error: BodyError) -> RpcError:
 async def write_events(
     request: web.Request, stream: EventStream, keepalive: float | None
 ) -> web.StreamResponse:
-    """Write ``stream`` as Server-Sent Events until it ends or the client goes away."""
+    """Write ``stream`` as Server-Sent Events until it ends or the client goes away.
+
+    The events are written in this task (no task of its own, none waiting for the client to
+    go), interrupted as soon as the client is gone, even while the agent is silent: a failed
+    write elsewhere (a keep-alive, held events) cancels this task, and that cancellation,
+    told apart from any other as :func:`asyncio.timeout` does, ends the stream. One
+    coroutine does it all: its frame is all an idle stream holds of the transport."""
     writer = SseWriter(keepalive=keepalive, headers=stream.headers)
     stream.as_bytes = True  # bodies may come as their JSON, written as they are
+    task = asyncio.current_task()
+    assert task is not None
+    stop = _Stop(task)
     try:
         await writer.prepare(request)
-        await _write_until_lost(stream.events, writer)
+        if writer.is_lost:
+            raise ConnectionResetError("the client went away")
+        writer.on_lost(stop)
+        try:
+            async for body, event in stream.events:
+                if type(body) is Frames:
+                    await writer.send_frames(body)
+                elif isinstance(body, bytes):
+                    await writer.send_json(body, event=event)
+                else:
+                    await writer.send(body, event=event)
+                del body  # not held while the agent is silent
+        except asyncio.CancelledError:
+            if stop.cancelled and task.uncancel() == 0:
+                raise ConnectionResetError("the client went away") from None
+            raise
+        else:
+            if stop.cancelled:  # our cancellation was swallowed on the way: undo its count
+                task.uncancel()
+                raise ConnectionResetError("the client went away")
+        finally:
+            writer.on_lost(None)
     except ConnectionResetError:
         if writer.is_lost:
             pass  # the client went away: nothing left to tell it
@@ -234,39 +264,6 @@ async def write_events(
         with contextlib.suppress(ConnectionResetError, RuntimeError):
             await writer.close()
     return writer.response
-
-
-async def _write_until_lost(events: AsyncIterator[Any], writer: SseWriter) -> None:
-    """Write ``events`` in this task (no task of its own, none waiting for the client to go),
-    interrupted as soon as the client is gone, even while the agent is silent: a failed write
-    elsewhere (a keep-alive, held events) cancels this task, and that cancellation, told
-    apart from any other as :func:`asyncio.timeout` does, ends the stream as
-    :class:`ConnectionResetError`."""
-    if writer.is_lost:
-        raise ConnectionResetError("the client went away")
-    task = asyncio.current_task()
-    assert task is not None
-    stop = _Stop(task)
-    writer.on_lost(stop)
-    try:
-        async for body, event in events:
-            if type(body) is Frames:
-                await writer.send_frames(body)
-            elif isinstance(body, bytes):
-                await writer.send_json(body, event=event)
-            else:
-                await writer.send(body, event=event)
-            del body  # not held while the agent is silent
-    except asyncio.CancelledError:
-        if stop.cancelled and task.uncancel() == 0:
-            raise ConnectionResetError("the client went away") from None
-        raise
-    else:
-        if stop.cancelled:  # our cancellation was swallowed on the way: undo its count
-            task.uncancel()
-            raise ConnectionResetError("the client went away")
-    finally:
-        writer.on_lost(None)
 
 
 class _Stop:
