@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.echo_agent import card as echo_card
 from bench.routing_eval.dataset import cards, messages
 from bench.routing_eval.harness import Env, catalog
 from router.choose.meaning import _Ranking
@@ -77,3 +78,33 @@ async def test_the_floor_and_the_margin_decide(env: Env) -> None:
         await env.chooser.choose("1.0", Op.SEND, params)
     assert ambiguous.value.data["reason"] == "ambiguous"
     assert ambiguous.value.data["margin"] == pytest.approx(choice.margin, abs=1e-6)
+
+
+async def test_a_skill_not_embedded_yet_is_routed_by_its_words(env: Env) -> None:
+    """Registered a moment ago: its texts are embedded behind the registration's answer. Until
+    then its skills are scored by their words alone (as admin-api.md promises), while a
+    refusal by meaning of the embedded skills stands."""
+
+    async def not_yet(snapshot: object) -> None:
+        return None
+
+    env.registry.on_index = not_yet
+    card = echo_card("https://echo.example.com")
+    await env.registry.register_card(card, "echo")
+    params = {
+        "message": {
+            "role": "ROLE_USER",
+            "messageId": "m",
+            "parts": [{"text": "echo hello benchmark"}],
+        }
+    }
+    choice = await env.chooser.choose("1.0", Op.SEND, params)
+    assert (choice.agent.id, choice.skill_id, choice.tier) == ("echo", "echo", "lexical")
+    semantic = env.semantic
+    semantic.calibration = replace(semantic.calibration, floor=2.0)  # meaning refuses all
+    flights = dict(params, message={**params["message"], "parts": [{"text": "book a flight"}]})
+    with pytest.raises(RpcError) as refused:  # the words pick an embedded skill: refused
+        await env.chooser.choose("1.0", Op.SEND, flights)
+    assert refused.value.data["reason"] == "no match"
+    choice = await env.chooser.choose("1.0", Op.SEND, params)
+    assert choice.agent.id == "echo" and choice.tier == "lexical"
