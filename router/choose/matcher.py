@@ -65,7 +65,7 @@ from router.choose.fits import (
 )
 from router.choose.grants import EVERYTHING, Grant, GrantedIndex
 from router.choose.hints import by_hint, parse_hint
-from router.choose.meaning import by_meaning
+from router.choose.meaning import by_meaning, until_embedded
 from router.choose.refusals import content_type_refusal
 from router.choose.semantic import Semantic
 from router.choose.skillindex import MAX_QUERY_CHARS, SkillIndex, query_text
@@ -452,9 +452,10 @@ class Matcher:
                 context_agents, complete,
             )  # fmt: skip
             if decision.choice is None and decision.context.get("skills_without_vector"):
-                decision = self._by_words_until_embedded(
-                    decision, index, query, version, op, media, accepted, context_agents, complete
+                words = self._by_match(
+                    index, query, True, version, op, media, accepted, context_agents, complete
                 )
+                decision = until_embedded(self.semantic, index, decision, words)
         else:
             decision = self._by_match(
                 index, query, bool(words), version, op, media, accepted, context_agents, complete
@@ -465,44 +466,6 @@ class Matcher:
             decision.error = refused or error
         decision.context = {**context, **decision.context}
         return decision
-
-    def _by_words_until_embedded(
-        self,
-        refused: Decision,
-        index: SkillIndex,
-        query: str,
-        version: Version,
-        op: Op,
-        media: list[str],
-        accepted: list[str],
-        context_agents: frozenset[str],
-        complete: bool,
-    ) -> Decision:
-        """A refusal by meaning while some skills have no vector yet (registered moments ago:
-        their texts are embedded behind the registration's answer). Those skills are scored
-        by their words alone, as without a model: the words' choice stands when it falls on
-        one of them, else the refusal does."""
-        assert self.semantic is not None
-        words = self._by_match(
-            index, query, True, version, op, media, accepted, context_agents, complete
-        )
-        choice = words.choice
-        if choice is None or choice.skill_id is None:
-            return refused  # an agent without skills has no text to embed: no waiting
-        sindex = self.semantic.index_for(index.base, index.base.pairs)
-        rows = [
-            n
-            for n, row in enumerate(index.rows)
-            if row.agent.id == choice.agent.id
-            and (row.skill.id if row.skill is not None else None) == choice.skill_id
-        ]
-        if not rows or any(sindex.has_vector[n] for n in rows):
-            return refused
-        words.context = {
-            **refused.context,
-            "by_words": "the chosen skill is not embedded yet: scored by its words alone",
-        }
-        return words
 
     def _by_match(
         self,
@@ -634,6 +597,3 @@ class Matcher:
         tier = tier or ("hint" if via == "hint" else "lexical")
         choice = Choice(agent, target, best.skill_id, via, order, best.score, why, tier, margin)
         return Decision(choice, None, order)
-
-
-# --- helpers ---------------------------------------------------------------------------------

@@ -222,3 +222,30 @@ class _Ranking:
         for n in np.argsort(-fused, kind="stable").tolist():
             if n not in done:
                 yield n, float(fused[n])
+
+
+def until_embedded(
+    semantic: Semantic, index: SkillIndex, refused: Decision, words: Decision
+) -> Decision:
+    """A refusal by meaning while some skills have no vector yet (registered moments ago:
+    their texts are embedded behind the registration's answer), and the decision by words
+    alone: the words' choice stands when it falls on a skill without a vector (agents
+    without skills left out: they have nothing to wait for), else the refusal does."""
+    choice = words.choice
+    if choice is None or choice.skill_id is None:
+        return refused
+    sindex = semantic.index_for(index.base, index.base.pairs)
+    rows = [
+        n
+        for n, row in enumerate(index.rows)
+        if row.agent.id == choice.agent.id
+        and row.skill is not None
+        and row.skill.id == choice.skill_id
+    ]
+    if not rows or any(sindex.has_vector[n] for n in rows):
+        return refused
+    words.context = {
+        **refused.context,
+        "by_words": "the chosen skill is not embedded yet: scored by its words alone",
+    }
+    return words
