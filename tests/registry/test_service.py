@@ -4,20 +4,15 @@ by the changes made while it runs (registry/indexing.py)."""
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 
-from registry.cards import parse_card
 from registry.catalog import Snapshot
 from registry.crawler import Crawler
-from registry.records import AgentRecord, utcnow
 from registry.service import Registry
 from registry.store import Store
-from tests.support.helpers import card_v1, make_settings
+from tests.support.helpers import card_v1, make_record, make_settings
 
 
 @pytest.fixture
@@ -59,21 +54,6 @@ async def test_registrations_answer_before_the_index_hook_and_share_its_next_cal
     assert registry.indexing.calls == 2 and registry.indexing.backlog == 0
 
 
-def _pushed(agent_id: str, card: dict[str, Any]) -> tuple[AgentRecord, bytes]:
-    raw = json.dumps(card).encode()
-    now = utcnow()
-    record = AgentRecord(
-        id=agent_id,
-        card=parse_card(card),
-        source="push",
-        card_sha256=hashlib.sha256(raw).hexdigest(),
-        created_at=now,
-        updated_at=now,
-        fetched_at=now,
-    )
-    return record, raw
-
-
 async def _replica(url: str) -> Registry:
     registry = Registry(Store(url), Crawler(make_settings(url)))
     await registry.load()
@@ -104,7 +84,7 @@ async def test_another_replicas_changes_arrive_without_a_full_reload(db_url: str
         assert two.health_of("a") == one.health_of("a")
         # the second replica writes after missing a write: it installs both
         await one.register_card(card_v1("https://c.example"), "c")
-        record, raw = _pushed("d", card_v1("https://d.example"))
+        record, raw = make_record("d", card_v1("https://d.example"))
         await two.install(record, await two.store.insert(record, raw))
         assert sorted(two.catalog.snapshot.agents) == ["a", "c", "d"]
         assert reloads == []
