@@ -12,7 +12,7 @@ The connection is reusable only when the answer ended cleanly and nothing came a
 
 The parser hands over each header, body piece and the answer's end as callbacks, so nothing
 is buffered twice and nothing of a streamed answer's head is kept once it is handed over: an
-idle stream holds this object, the parser and one silence timer.
+idle stream holds this object, the parser and its place in the pool's SilenceWatch.
 """
 
 from __future__ import annotations
@@ -265,10 +265,10 @@ class H1Conn(asyncio.Protocol):
             self._stop_timer()
             self._waiter = None
 
-    async def read(self, silence: float, watch: SilenceWatch | None = None) -> bytes:
+    async def read(self, silence: float, watch: SilenceWatch) -> bytes:
         """The next bytes of a streamed answer's body (b"" once it has ended); TimeoutError
-        when none arrive for ``silence`` seconds (noticed by ``watch`` if given, else by a
-        timer of this connection's), a transport error when the answer fails."""
+        when none arrive for ``silence`` seconds (noticed by ``watch``), a transport error
+        when the answer fails."""
         while not self._body:
             if self._ended:
                 return b""
@@ -276,16 +276,12 @@ class H1Conn(asyncio.Protocol):
                 raise self._failure
             self._reader = self.loop.create_future()
             self._timeout = silence
-            if watch is not None:
-                watch.add(self)
-            elif self._timer is None:
-                self._timer = self.loop.call_at(self._last + silence, self._check_silence)
+            watch.add(self)
             try:
                 await self._reader
             finally:
                 self._reader = None
-                if watch is not None:
-                    watch.discard(self)
+                watch.discard(self)
         data = bytes(self._body)
         self._body.clear()
         if self._paused and not self.closed and self.transport is not None:
@@ -369,9 +365,8 @@ class H1Conn(asyncio.Protocol):
 
     def _check_silence(self) -> None:
         self._timer = None
-        waiting = self._waiter is not None and not self._waiter.done()
-        if not waiting and self._reader is None:
-            return  # a stream nobody reads now: the next read arms the timer again
+        if self._waiter is None or self._waiter.done():
+            return  # answered: a stream's reads are timed by their SilenceWatch
         due = self._last + self._timeout
         if self.loop.time() >= due:
             self._fail(TimeoutError())

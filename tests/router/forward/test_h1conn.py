@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 
 from router.forward.h1client import H1Error, H1Stream
-from router.forward.h1conn import H1Conn
+from router.forward.h1conn import H1Conn, SilenceWatch
 from tests.support.rawhttp import ANSWER, BODY, answer, pool
 
 STREAM_HEAD = (
@@ -216,6 +216,7 @@ class _Transport(asyncio.Transport):
 
 async def test_an_unread_stream_pauses_its_transport_until_read() -> None:
     conn = H1Conn(asyncio.get_running_loop(), max_body=1000)  # not a stream's bound
+    watch = SilenceWatch(asyncio.get_running_loop(), 1.0)
     transport = _Transport()
     conn.connection_made(transport)
     opened = asyncio.ensure_future(conn.open(b"POST / HTTP/1.1\r\n\r\n", 5.0))
@@ -226,8 +227,9 @@ async def test_an_unread_stream_pauses_its_transport_until_read() -> None:
     assert (await opened).status == 200 and not transport.paused
     conn.data_received(chunk(event) * 40)  # 140 KiB unread: paused
     assert transport.paused
-    assert await conn.read(5.0) == event * 140
+    assert await conn.read(5.0, watch) == event * 140
     assert not transport.paused  # read: resumed
     conn.data_received(b"0\r\n\r\n")
-    assert await conn.read(5.0) == b""
+    assert await conn.read(5.0, watch) == b""
     assert conn.reusable and not transport.closed
+    watch.close()
