@@ -3,11 +3,18 @@
 ``SendStreamingMessage`` directly, through Switchboard's skill-matched ``POST /`` (and nginx
 when installed), at 1 and 100 concurrent streams; events/s over all streams and time to the
 first event (the agent's Task event). Rounds are twice as long as the unary ones.
+
+Time to first event is also measured on short streams, one at a time (the Task and the
+final status, nothing behind them), through ``POST /`` and the per-agent endpoint: that is
+the latency target's measure. Behind the first event of a 1,000-event stream the agent, the
+router and the load generator all want a core at once on a 2-core machine, so that column
+says more about the scheduler than about the relay (see docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 from bench.load import run_load
 from bench.options import Options
@@ -22,7 +29,7 @@ async def run(opts: Options) -> Section:
     events = 20 if opts.quick else 1000
     async with contextlib.AsyncExitStack() as stack:
         urls = await contestants(opts, stack, section.notes)
-        urls.pop("pinned")
+        pinned = urls.pop("pinned")
         spec = {
             "kind": "stream",
             "headers": {"A2A-Version": "1.0"},
@@ -41,6 +48,7 @@ async def run(opts: Options) -> Section:
                 rounds = out["rounds"]
                 keys = ("events_per_s", "ttfe_p50_ms", "ttfe_p99_ms", "requests", "errors")
                 row[name] = {k: median(rounds, k) for k in keys}
+        short = await _short_streams(opts, spec, {**urls, "pinned": pinned})
     table = Table(
         f"medians of rounds; {events} artifact events per stream (+ task and status events)",
         [
@@ -84,12 +92,43 @@ async def run(opts: Options) -> Section:
                 higher_is_better=True,
             )
         )
+    section.tables.append(
+        Table(
+            "time to first event, short streams (the Task and the final status) one at a time",
+            ["contestant", "first event p50 ms", "p99 ms", "+ over direct ms", "streams"],
+            [
+                [
+                    name,
+                    m["ttfe_p50_ms"],
+                    m["ttfe_p99_ms"],
+                    m["ttfe_p50_ms"] - short["direct"]["ttfe_p50_ms"],
+                    int(m["requests"]),
+                ]
+                for name, m in short.items()
+            ],
+        )
+    )
+    section.data["short_streams"] = short
+    for name in ("router", "pinned"):
         section.checks.append(
             Check(
-                f"router first event - direct, {level} streams",
-                r["ttfe_p50_ms"] - d["ttfe_p50_ms"],
+                f"{name} first event - direct, short streams",
+                short[name]["ttfe_p50_ms"] - short["direct"]["ttfe_p50_ms"],
                 1.0,  # issue 19
                 "ms",
             )
         )
     return section
+
+
+async def _short_streams(
+    opts: Options, spec: dict[str, Any], urls: dict[str, str]
+) -> dict[str, dict[str, float]]:
+    """Time to first event of short streams, one at a time, per contestant: medians of rounds."""
+    short = {**spec, "body": body("SendStreamingMessage", metadata={"bench": {"events": 0}})}
+    results = {}
+    for name, url in urls.items():
+        out = await run_load({**short, "url": url, "concurrency": 1})
+        keys = ("ttfe_p50_ms", "ttfe_p99_ms", "requests")
+        results[name] = {k: median(out["rounds"], k) for k in keys}
+    return results
