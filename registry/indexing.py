@@ -6,6 +6,13 @@ task. Changes made while a call runs share the next call (it gets the newest sna
 holds them all). :attr:`IndexFollower.version` is the catalog version the last finished call
 saw; :meth:`IndexFollower.wait` waits until it reaches a version (tests, and anything that
 must see a registration's vectors); :meth:`IndexFollower.close` stops it at shutdown.
+
+With a ``quiet`` period, a burst of changes (a bulk registration, a crawl) is let finish
+first: a call starts once no change came for ``quiet`` seconds, or ``max_delay`` seconds
+after the first change it is due for, whichever is sooner, and at once when somebody
+waits for it. The burst's writes then do not share the cores with the hook (embedding is
+the costliest step of a registration); until a call runs, the new skills are matched by
+their words (:func:`router.choose.meaning.until_embedded`).
 """
 
 from __future__ import annotations
@@ -29,9 +36,20 @@ class IndexFollower:
     """Runs ``hook()`` (the current hook, or None) on the catalog's newest snapshot, in the
     background, once for all the changes made while the previous call ran."""
 
-    def __init__(self, catalog: Catalog, hook: Callable[[], Hook | None]) -> None:
+    def __init__(
+        self,
+        catalog: Catalog,
+        hook: Callable[[], Hook | None],
+        *,
+        quiet: float = 0.0,
+        max_delay: float = 30.0,
+    ) -> None:
         self._catalog = catalog
         self._hook = hook
+        self.quiet = quiet
+        """Seconds without a change before a call starts (0: at once)."""
+        self.max_delay = max_delay
+        """Seconds a due call waits for a burst of changes to end, at most."""
         self.version = -1
         """The catalog version of the snapshot the last finished call was given (-1: none
         yet); every text of that snapshot has been through the hook (see :attr:`failure`)."""
@@ -43,6 +61,9 @@ class IndexFollower:
         self._dirty = False
         self._task: asyncio.Task[None] | None = None
         self._progress = asyncio.Event()
+        self._hurry = asyncio.Event()  # somebody waits, or the follower closes: no more quiet
+        self._changed = 0.0  # the loop time of the last change
+        self._waiting = 0
         self._closed = False
 
     @property
@@ -62,6 +83,7 @@ class IndexFollower:
         if self._closed or self._hook() is None:
             return
         self._dirty = True
+        self._changed = asyncio.get_running_loop().time()
         task = self._task
         if task is None or task.done():
             self._task = asyncio.get_running_loop().create_task(self._run())
@@ -71,11 +93,16 @@ class IndexFollower:
         current one); the version it reached. Returns at once without a hook; a version
         not in the catalog yet is waited for until a change brings it."""
         target = self._catalog.snapshot.version if version is None else version
-        while self._hook() is not None and self.version < target and not self._closed:
-            if not self.busy and target <= self._catalog.snapshot.version:
-                self.poke()  # a change that did not ask (a removal): ask now
-            self._progress.clear()
-            await self._progress.wait()
+        self._waiting += 1
+        self._hurry.set()
+        try:
+            while self._hook() is not None and self.version < target and not self._closed:
+                if not self.busy and target <= self._catalog.snapshot.version:
+                    self.poke()  # a change that did not ask (a removal): ask now
+                self._progress.clear()
+                await self._progress.wait()
+        finally:
+            self._waiting -= 1
         return self.version
 
     async def close(self, grace: float) -> None:
@@ -84,6 +111,7 @@ class IndexFollower:
         computed)."""
         self._closed = True
         self._dirty = False
+        self._hurry.set()
         task = self._task
         if task is not None and not task.done():
             done, _ = await asyncio.wait({task}, timeout=grace)
@@ -95,6 +123,9 @@ class IndexFollower:
 
     async def _run(self) -> None:
         while self._dirty and not self._closed:
+            await self._quiet_down()
+            if self._closed:
+                break
             self._dirty = False
             hook = self._hook()
             if hook is None:
@@ -110,3 +141,19 @@ class IndexFollower:
             self.calls += 1
             self._progress.set()
         self._progress.set()
+
+    async def _quiet_down(self) -> None:
+        """Wait until no change came for :attr:`quiet` seconds (at most :attr:`max_delay`
+        seconds from now), unless somebody waits for the index or the follower closes."""
+        if self.quiet <= 0:
+            return
+        loop = asyncio.get_running_loop()
+        latest = loop.time() + self.max_delay
+        while not self._waiting and not self._closed:
+            left = min(self._changed + self.quiet, latest) - loop.time()
+            if left <= 0:
+                return
+            self._hurry.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(left):
+                    await self._hurry.wait()

@@ -59,6 +59,8 @@ class Registry:
         keys: KeyResolver | None = None,
         require_signed: bool = False,
         policy: RefreshPolicy | None = None,
+        index_quiet: float = 0.0,
+        index_max_delay: float = 30.0,
     ) -> None:
         self.store = store
         self.crawler = crawler
@@ -73,7 +75,9 @@ class Registry:
         (the router embeds new skill texts there: :mod:`registry.vectors`), in the background:
         a write answers before it; changes made while a call runs share the next one. Wait
         for it with :meth:`indexed`."""
-        self.indexing = IndexFollower(self.catalog, lambda: self.on_index)
+        self.indexing = IndexFollower(
+            self.catalog, lambda: self.on_index, quiet=index_quiet, max_delay=index_max_delay
+        )
 
     async def load(self) -> None:
         """Create the schema if needed and load the catalog from the database; agents

@@ -147,6 +147,9 @@ class Settings(BaseSettings):
     embeddings_model: str | None = None
     embeddings_api_key: str | None = None
     model_fetch: bool = False
+    # new skill texts are embedded once a burst of catalog changes ends (registry.indexing)
+    index_quiet: float = Field(0.2, ge=0, le=60)
+    index_max_delay: float = Field(30.0, gt=0, le=600)
     router_llm_url: str | None = None
     router_llm_model: str | None = None
     router_llm_api_key: str | None = None

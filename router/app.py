@@ -84,6 +84,8 @@ def create_app(settings: Settings) -> web.Application:
         keys=trust,
         require_signed=settings.require_signed_cards,
         policy=settings.refresh_policy(),
+        index_quiet=settings.index_quiet,
+        index_max_delay=settings.index_max_delay,
     )
     app[KEYS_CHANGED] = app[REGISTRY].reverify_all
     trace_registry(app[REGISTRY])  # spans around crawls and verifications
