@@ -25,6 +25,7 @@ from registry.dbmetrics import time_statements
 from registry.engine import create_engine
 from registry.errors import RegistryError
 from registry.metrics import CARD_CHANGES
+from registry.quickread import QuickReads
 from registry.records import AgentRecord, as_utc
 from registry.rows import (
     Values,
@@ -80,6 +81,7 @@ class Store:
         self.tables = tuple(tables)
         self.engine = create_engine(url)
         time_statements(self.engine)
+        self.quick = QuickReads(url, self.engine)  # one row a request waits for
         # writes and reads that arrive while one is under way share the next transaction
         self._inserts: WriteBatcher[_Insert, int] = WriteBatcher(self._insert_batch)
         self._versions: WriteBatcher[None, tuple[int, int]]
@@ -124,6 +126,7 @@ class Store:
 
     async def close(self) -> None:
         """Dispose of the connection pool."""
+        self.quick.close()
         await self.engine.dispose()
 
     def session(self) -> AsyncSession:

@@ -7,8 +7,9 @@ and long, so a plain hash is the right one: no salt or slow hash adds anything),
 principal it stands for (subject, tenant, groups, admin roles) and its lifetime. The key
 itself is never stored nor logged.
 
-:meth:`ApiKeys.authenticate` reads the key's row on every call (one primary-key read) and
-caches nothing: a key revoked through any replica is refused at once by all of them.
+:meth:`ApiKeys.authenticate` reads the key's row on every call (one primary-key read, at
+once on a SQLite file: :mod:`registry.quickread`) and caches nothing: a key revoked through
+any replica is refused at once by all of them.
 """
 
 from __future__ import annotations
@@ -362,8 +363,11 @@ class ApiKeys:
     # --- internals ----------------------------------------------------------------------------
 
     async def _row(self, key_id: str) -> Any:
-        """The row of ``key_id``, read for this request: requests of one key that arrive
-        while a read is in flight share it; a finished read is never reused (no cache)."""
+        """The row of ``key_id``, read for this request (no cache): on a SQLite file at once
+        (:mod:`registry.quickread`); elsewhere requests of one key that arrive while a read
+        is in flight share it, and a finished read is never reused."""
+        if self.store.quick.immediate:
+            return await self._read(key_id)
         read = self._reading.get(key_id)
         if read is None or read.done():
             read = asyncio.ensure_future(self._read(key_id))
@@ -377,9 +381,7 @@ class ApiKeys:
         return await asyncio.shield(read)
 
     async def _read(self, key_id: str) -> Any:
-        # one core SELECT on a pooled connection: half the cost of an ORM session
-        async with self.store.engine.connect() as conn:
-            return (await conn.execute(_BY_ID, {"id": key_id})).first()
+        return await self.store.quick.first(_BY_ID, {"id": key_id})
 
     async def _insert(
         self,

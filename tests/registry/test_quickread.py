@@ -1,0 +1,46 @@
+"""registry.quickread: one row read at once on a SQLite file (committed writes of the async
+engine seen by the next read, the reader unable to write), through the async engine on
+PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from sqlalchemy import bindparam, select, text, update
+from sqlalchemy.exc import OperationalError
+
+from registry.store import Store
+from registry.tables import CatalogStateRow
+
+_STATE = CatalogStateRow.__table__  # type: ignore[attr-defined]
+_BY_KEY = select(_STATE.c.value).where(_STATE.c.key == bindparam("key"))
+
+
+@pytest.fixture
+async def store(db_url: str) -> AsyncIterator[Store]:
+    store = Store(db_url)
+    await store.create_schema()
+    yield store
+    await store.close()
+
+
+async def test_a_read_sees_what_the_engine_committed_last(store: Store, db_url: str) -> None:
+    assert store.quick.immediate == db_url.startswith("sqlite")
+    assert (await store.quick.first(_BY_KEY, {"key": "catalog_version"})).value == 0
+    async with store.engine.begin() as conn:
+        await conn.execute(update(_STATE).where(_STATE.c.key == "catalog_version").values(value=7))
+    assert (await store.quick.first(_BY_KEY, {"key": "catalog_version"})).value == 7
+    assert await store.quick.first(_BY_KEY, {"key": "no such key"}) is None
+
+
+async def test_the_sqlite_reader_cannot_write(sqlite_url: str) -> None:
+    store = Store(sqlite_url)
+    await store.create_schema()
+    try:
+        assert store.quick.reader is not None
+        reader = store.quick.reader
+        with reader.connect() as conn, pytest.raises(OperationalError, match="readonly"):
+            conn.execute(text("UPDATE catalog_state SET value = 1"))
+    finally:
+        await store.close()
