@@ -87,16 +87,24 @@ class Snapshot:
     """
 
     def __init__(
-        self, records: Sequence[AgentRecord], version: int, previous: Snapshot | None = None
+        self,
+        records: Sequence[AgentRecord] | dict[str, AgentRecord],
+        version: int,
+        previous: Snapshot | None = None,
+        changed: frozenset[str] | None = None,
     ) -> None:
+        """``records`` as a dict are already by id in id order; ``changed``: the ids whose
+        records differ from ``previous`` (None: compare them all)."""
         self.version = version
-        self.agents: dict[str, AgentRecord] = {r.id: r for r in sorted(records, key=_id)}
+        self.agents: dict[str, AgentRecord] = (
+            records if isinstance(records, dict) else {r.id: r for r in sorted(records, key=_id)}
+        )
         # the term counts computed so far, for reuse when this snapshot's indexes are built
         self._inherited: dict[str, _AgentTerms] = previous._known_terms() if previous else {}
         # and the interface owners, updated for the agents that changed
         built = previous.__dict__.get("_owners") if previous else None
-        self._base_owners: tuple[dict[str, AgentRecord], _Owners] | None = (
-            None if previous is None or built is None else (previous.agents, built)
+        self._base_owners: tuple[dict[str, AgentRecord], _Owners, Any] | None = (
+            None if previous is None or built is None else (previous.agents, built, changed)
         )
 
     def _known_terms(self) -> dict[str, _AgentTerms]:
@@ -127,13 +135,14 @@ class Snapshot:
             owners: _Owners = {}
             added: Iterable[AgentRecord] = self.agents.values()
         else:
-            before, owners = base[0], dict(base[1])
-            for agent_id, record in before.items():
-                if self.agents.get(agent_id) is not record:
-                    for key in _interface_keys(record):
-                        kept = tuple(a for a in owners.get(key, ()) if a != agent_id)
-                        owners[key] = kept
-            added = [r for r in self.agents.values() if before.get(r.id) is not r]
+            before, owners, changed = base[0], dict(base[1]), base[2]
+            if changed is None:
+                changed = before.keys() | self.agents.keys()
+            changed = sorted(i for i in changed if before.get(i) is not self.agents.get(i))
+            for agent_id in changed:
+                for key in _interface_keys(before[agent_id]) if agent_id in before else ():
+                    owners[key] = tuple(a for a in owners.get(key, ()) if a != agent_id)
+            added = [self.agents[i] for i in changed if i in self.agents]
         for record in added:
             for key in _interface_keys(record):
                 owners[key] = (*owners.get(key, ()), record.id)
@@ -483,8 +492,7 @@ class Catalog:
             return True  # a reload already read the database after this write
         if version > current + 1:
             return False
-        agents = {**self.snapshot.agents, record.id: record}
-        self._install(Snapshot(list(agents.values()), version, self.snapshot))
+        self._install(self._after({record.id: record}, version))
         return True
 
     def apply(self, changes: dict[str, AgentRecord | None], version: int) -> None:
@@ -492,22 +500,14 @@ class Catalog:
         agents replaced (None: removed), the others kept, unless a newer one is installed."""
         if version <= self.snapshot.version:
             return
-        agents = {**self.snapshot.agents}
-        for agent_id, record in changes.items():
-            if record is None:
-                agents.pop(agent_id, None)
-            else:
-                agents[agent_id] = record
-        self._install(Snapshot(list(agents.values()), version, self.snapshot))
+        self._install(self._after(changes, version))
 
     def patch(self, record: AgentRecord) -> None:
         """Swap in a record whose indexed content is unchanged (new card bytes that mean the
         same), keeping the catalog version: no other process needs to reload for it."""
         if record.id not in self.snapshot.agents:
             return
-        agents = {**self.snapshot.agents, record.id: record}
-        snapshot = Snapshot(list(agents.values()), self.snapshot.version, self.snapshot)
-        self._install(snapshot)
+        self._install(self._after({record.id: record}, self.snapshot.version))
 
     def remove(self, agent_id: str, version: int) -> bool:
         """Apply the removal of ``agent_id`` that produced ``version`` (see :meth:`upsert`)."""
@@ -516,9 +516,23 @@ class Catalog:
             return True
         if version > current + 1:
             return False
-        agents = [r for r in self.snapshot.agents.values() if r.id != agent_id]
-        self._install(Snapshot(agents, version, self.snapshot))
+        self._install(self._after({agent_id: None}, version))
         return True
+
+    def _after(self, changes: dict[str, AgentRecord | None], version: int) -> Snapshot:
+        """The snapshot at ``version`` with ``changes`` made (None: removed): the agents are
+        copied in id order without sorting them again, unless one is new."""
+        agents, new = dict(self.snapshot.agents), False
+        for agent_id, record in changes.items():
+            if record is None:
+                agents.pop(agent_id, None)
+            else:
+                new = new or agent_id not in agents
+                agents[agent_id] = record
+        if new:
+            ids = sorted(agents)
+            agents = dict(zip(ids, map(agents.__getitem__, ids), strict=True))
+        return Snapshot(agents, version, self.snapshot, frozenset(changes))
 
     def _install(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot

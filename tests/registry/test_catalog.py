@@ -222,6 +222,41 @@ def test_interface_owners_follow_each_change_from_the_previous_snapshot() -> Non
     assert fresh._owners == {k: v for k, v in second._owners.items() if v}
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_catalog_writes_equal_a_snapshot_built_from_scratch(seed: int) -> None:
+    """Upserts (new agents and changed ones), removals, applied changes and patches, made
+    without sorting or rescanning every agent, leave the same agents in id order and the
+    same interface owners as a snapshot built from the records alone."""
+    rnd = random.Random(seed)
+    now = utcnow()
+
+    def record(agent_id: str) -> AgentRecord:
+        host = f"https://h{rnd.randrange(6)}.example"  # shared URLs: several owners
+        return AgentRecord(
+            id=agent_id, card=parse_card(card_v1(host)), source="push", card_sha256="0" * 64,
+            created_at=now, updated_at=now, fetched_at=now,
+        )  # fmt: skip
+
+    cat = catalog.Catalog()
+    cat.replace([record(f"a{n:02d}") for n in range(0, 20, 2)], 1)
+    for _ in range(60):
+        version, ids = cat.snapshot.version + 1, [f"a{rnd.randrange(30):02d}" for _ in range(3)]
+        cat.snapshot.interface_owners("", None)  # owners built: the next write updates them
+        step = rnd.choice(["upsert", "remove", "apply", "patch"])
+        if step == "upsert":
+            assert cat.upsert(record(ids[0]), version)
+        elif step == "remove":
+            assert cat.remove(ids[0], version)
+        elif step == "apply":
+            cat.apply({i: None if rnd.random() < 0.3 else record(i) for i in ids}, version)
+        else:
+            cat.patch(record(ids[0]))
+        fresh = Snapshot(list(cat.snapshot.agents.values()), version)
+        assert list(cat.snapshot.agents) == sorted(cat.snapshot.agents) == list(fresh.agents)
+        owners = {k: sorted(v) for k, v in cat.snapshot._owners.items() if v}
+        assert owners == {k: sorted(v) for k, v in fresh._owners.items()}
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_ranked_agents_with_skill_less_agents_and_a_keep_filter(seed: int) -> None:
     """Agents without skills (matched on their own text only) and a further filter (as the
