@@ -168,15 +168,21 @@ class _Ranking:
         self.first = first
         self.total = cal.skill + cal.agent + cal.example + cal.lexical or 1.0
         self._lexical: dict[int, float] = {}
+        self._dense: np.ndarray | None = None  # every row's BM25 score, once a row needs it
         words = list(itertools.islice(index.text.ranked(query), first))
         self._lexical.update(words)
         self.words_bound = words[-1][1] if len(words) == first else 0.0
 
     def lexical(self, n: int) -> float:
-        """The BM25 score of row ``n``."""
-        if n not in self._lexical:
-            self._lexical[n] = self.index.text.score_of(self.query, n)
-        return self._lexical[n]
+        """The BM25 score of row ``n`` (the rows not among the best by words are scored in
+        one pass over the query's postings, the first time one is asked for)."""
+        found = self._lexical.get(n)
+        if found is None:
+            if self._dense is None:
+                self._dense = self.index.text.dense(self.query)
+            found = float(self._dense[n]) if n < len(self._dense) else 0.0
+            self._lexical[n] = found
+        return found
 
     def _fused(self, n: int) -> float:
         lex = self.lexical(n)
