@@ -22,6 +22,7 @@ from registry.examples import LearnedExamples
 from registry.records import AgentRecord
 from registry.service import Registry
 from registry.vectors import SkillVectors, documents
+from router.app import freeze_long_lived
 from router.choose.chooser import Chooser
 from router.choose.matcher import Matcher
 from router.choose.semantic import Calibration, Semantic
@@ -47,6 +48,7 @@ async def measure_semantic(
     matcher.skill_index()
     semantic.index_for(matcher.skill_index(), matcher.skill_index().pairs)
     built = time.perf_counter() - start
+    await freeze_long_lived()  # as switchboard serve does once started
     queries = [m.text for m in messages()]
     samples: list[float] = []
     deadline = time.perf_counter() + 20

@@ -32,6 +32,7 @@ from registry.service import Registry
 from registry.settings import Settings
 from registry.store import Store, bump
 from registry.tables import AgentRow, CardRevisionRow
+from router.app import freeze_long_lived
 from router.choose.matcher import Matcher
 from router.protocol.versions import Op
 from router.tables import SCHEMA
@@ -214,6 +215,7 @@ async def measure(url: str, agents: list[AgentRecord], calls: int) -> dict[str, 
     start = time.perf_counter()
     decide(0)()  # the first decision builds the matcher's index for this snapshot
     index = time.perf_counter() - start
+    await freeze_long_lived()  # as switchboard serve does once started
     results: dict[str, Any] = {
         "write_s": written,
         "load_s": loaded,
