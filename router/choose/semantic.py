@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -103,7 +103,7 @@ class SemanticIndex:
         learned: Sequence[Example],
     ) -> None:
         self.generation = vectors.generation
-        dim = next((len(v) for v in (vectors.get(t) for t in _probe(rows)) if v is not None), 0)
+        dim = next((len(v) for v in map(vectors.get, _probe(rows, learned)) if v is not None), 0)
         self.dim = dim
         n = len(rows)
         self.skills = np.zeros((n, dim), dtype=np.float32)
@@ -187,11 +187,17 @@ class _Owned:
         return best
 
 
-def _probe(rows: Sequence[tuple[AgentRecord, Skill | None]]) -> list[str]:
-    """A few texts whose vectors tell the dimension."""
-    return [agent_document(a) for a, _ in rows[:8]] + [
-        skill_document(s) for _, s in rows[:8] if s is not None
-    ]
+def _probe(
+    rows: Sequence[tuple[AgentRecord, Skill | None]], learned: Sequence[Example]
+) -> Iterator[str]:
+    """The index's texts, the likeliest to have a vector first: the first that has one tells
+    the dimension (while the catalog's texts are being embedded, only some have)."""
+    for agent, skill in rows:
+        yield agent_document(agent)
+        if skill is not None:
+            yield skill_document(skill)
+            yield from (text.strip() for text in skill.examples)
+    yield from (example.text for example in learned)
 
 
 class Semantic:

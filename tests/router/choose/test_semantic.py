@@ -113,3 +113,35 @@ async def test_an_index_without_any_vector_yet_matches_nothing(
     skill, agent_sim, example, learned_sim = index.features(query)
     assert list(skill) == list(agent_sim) == [0.0] * len(card.skills)
     assert list(example) == list(learned_sim) == [-1.0] * len(card.skills)
+
+
+async def test_an_index_takes_its_dimension_from_whichever_text_has_a_vector(
+    store: Store, model_dir: Path
+) -> None:
+    """A burst of registrations is embedded once it ends: meanwhile the first agents' texts
+    have no vector, while a later agent's do, and so does a learned example."""
+    now = utcnow()
+
+    def agent(n: int) -> AgentRecord:
+        skill = {"id": "forecast", "name": f"Forecast {n}", "description": f"Weather in city {n}."}
+        card = card_v1(f"https://w{n}.example.com", name=f"W {n}", skills=[skill])
+        return AgentRecord(
+            id=f"w{n}", card=parse_card(card), source="push", card_sha256="0" * 64,
+            created_at=now, updated_at=now, fetched_at=now,
+        )  # fmt: skip
+
+    agents = [agent(n) for n in range(10)]
+    vectors = SkillVectors(store, local_embedder(model_dir))
+    await vectors.index(agents[9:])  # only the last agent embedded so far
+    rows = [(a, a.card.skills[0]) for a in agents]
+    learned = [Example("e1", "w0", "forecast", "will it rain tomorrow", "feedback", None, now)]
+    await vectors.ensure([learned[0].text])
+    index = SemanticIndex(rows, vectors, learned)
+    assert index.dim == 384 and index.missing == 9
+    query = vectors.embedder.embed(["is it going to rain in Paris tomorrow?"])[0]
+    skill, _agent, _example, learned_sim = index.features(query)
+    assert skill[9] > 0.1 and list(skill[:9]) == [0.0] * 9  # the embedded agent's only
+    assert learned_sim[0] > 0.5 and list(learned_sim[1:]) == [-1.0] * 9
+
+    learned_only = SemanticIndex(rows[:2], vectors, learned)  # no row embedded, one example
+    assert learned_only.dim == 384 and learned_only.missing == 2
