@@ -170,6 +170,8 @@ class Evaluator(Protocol):
     matcher: its candidate checks and answers."""
 
     registry: Registry
+    threshold: float
+    """The lowest score by words a skill is chosen with."""
 
     def evaluate(
         self,

@@ -66,7 +66,7 @@ from router.choose.fits import (
 from router.choose.grants import EVERYTHING, Grant, GrantedIndex
 from router.choose.hints import by_hint, parse_hint
 from router.choose.meaning import by_meaning, until_embedded
-from router.choose.refusals import content_type_refusal
+from router.choose.refusals import closest_rows, content_type_refusal
 from router.choose.semantic import Semantic
 from router.choose.skillindex import MAX_QUERY_CHARS, SkillIndex, query_text
 from router.protocol import payloads as wire
@@ -396,16 +396,9 @@ class Matcher:
             if best is not None and score < best and len(out) >= CLOSEST:
                 break  # the choice and a few runners-up, for the record
             found = self.evaluate(
-                index,
-                [n],
-                version,
-                op,
-                media,
-                accepted,
-                {n: score},
-                self.threshold,
+                index, [n], version, op, media, accepted, {n: score}, self.threshold,
                 skill_less=False,
-            )
+            )  # fmt: skip
             out += found
             if best is None and found and found[0][1].kept:
                 best = found[0][1].score
@@ -490,13 +483,16 @@ class Matcher:
             evaluated = self.evaluate(
                 index, rows, version, op, media, accepted, scores, threshold, skill_less=False
             )
-        candidates = [c for _, c in evaluated]
         kept = [(n, c) for n, c in evaluated if c.kept]
         if not kept and not complete:
-            # no match: the error lists the closest skills, scored or not (a rare path)
-            return self._by_match(
-                index, query, has_words, version, op, media, accepted, context_agents, True
-            )
+            # no match: the error lists the closest skills, scored or not
+            found = closest_rows(self, index, version, op, media, accepted, query)
+            if found is None:  # a score the shortcut cannot order: every row
+                return self._by_match(
+                    index, query, has_words, version, op, media, accepted, context_agents, True
+                )
+            evaluated = found
+        candidates = [c for _, c in evaluated]
         if not kept:
             return Decision(None, self.no_match(index, candidates, has_words), ranked(candidates))
         best_n, best = min(kept, key=lambda item: rank_key(item, index, context_agents))

@@ -1,5 +1,7 @@
 """What the router answers when matching finds no agent for a message.
 
+- :func:`closest_rows`: the candidates a ``-32050`` lists as the closest skills, found by
+  looking at the best-scored skills first instead of at every skill.
 - :func:`content_type_refusal`: ``-32005`` ContentTypeNotSupported instead of ``-32050`` when
   content types are the reason: some skill would take the call but for the media types of
   its parts or the ``acceptedOutputModes``.
@@ -7,7 +9,8 @@
   ``SWITCHBOARD_DEFAULT_SKILL``): where a message no tier was confident about goes, if that
   agent can take the call.
 
-Both are rare paths (a refusal), so they look at every skill they need.
+Both follow a refusal, which is no rare event (a message no skill is about): they stop at
+the first skill that settles the question, and look at every skill only when none does.
 """
 
 from __future__ import annotations
@@ -16,11 +19,59 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from registry import mediatypes
-from router.choose.choice import Choice, Evaluator
+from router.choose.choice import CLOSEST, Candidate, Choice, Evaluator
 from router.choose.skillindex import SkillIndex
 from router.protocol import payloads as wire
 from router.protocol.errors import CONTENT_TYPE, NO_MATCHING_AGENT, RpcError
 from router.protocol.versions import Op, Version
+
+
+def closest_rows(
+    matcher: Evaluator,
+    index: SkillIndex,
+    version: Version,
+    op: Op,
+    media: list[str],
+    accepted: list[str],
+    query: str,
+) -> list[tuple[int, Candidate]] | None:
+    """The candidates of a message no skill takes (by words, at ``matcher.threshold``) that
+    :func:`~router.choose.choice.closest` draws from, as if every row had been evaluated:
+    the skills in descending score until :data:`CLOSEST` of routable agents and every row
+    tied with the last of them are known, then, if the words matched too few, the unmatched
+    skills (score 0) in agent and skill id order. None when a score is not positive (the
+    caller evaluates every row then)."""
+    threshold = matcher.threshold
+    out: list[tuple[int, Candidate]] = []
+    listed, last = 0, None
+
+    def look(n: int, score: float) -> None:
+        nonlocal listed, last
+        for found in matcher.evaluate(
+            index, [n], version, op, media, accepted, {n: score}, threshold, skill_less=False
+        ):
+            out.append(found)
+            c = found[1]
+            if c.skill_id is not None and matcher.registry.routable(index.rows[n].agent):
+                listed += 1
+                if listed == CLOSEST:
+                    last = c.score
+
+    matched: set[int] = set()
+    for n, score in index.text.ranked(query):
+        if score <= 0:
+            return None
+        if last is not None and round(score, 6) < last:
+            return out
+        matched.add(n)
+        look(n, score)
+    for rows in index.by_agent.values():  # agents in id order (the snapshot's)
+        unmatched = [n for n in rows if n not in matched and index.rows[n].skill is not None]
+        for n in sorted(unmatched, key=lambda n: index.rows[n].skill.id):  # type: ignore[union-attr]
+            if listed >= CLOSEST:
+                return out
+            look(n, 0.0)
+    return out
 
 
 def content_type_refusal(
@@ -36,17 +87,24 @@ def content_type_refusal(
     call; None when they are not."""
     if not media and not accepted:
         return None
-    rows = range(len(index.rows))
 
-    def fitting(media: list[str], accepted: list[str]) -> list[int]:
-        found = matcher.evaluate(
-            index, rows, version, op, media, accepted, {}, None, skill_less=False
-        )
-        return [n for n, c in found if c.kept]
+    def fitting(media: list[str], accepted: list[str], first: bool = True) -> list[int]:
+        """The rows that could take the call with these media types: only the first found
+        (``first``: is there any?), or all."""
+        found: list[int] = []
+        for start in range(0, len(index.rows), _CHUNK):
+            rows = range(start, min(start + _CHUNK, len(index.rows)))
+            evaluated = matcher.evaluate(
+                index, rows, version, op, media, accepted, {}, None, skill_less=False
+            )
+            found.extend(n for n, c in evaluated if c.kept)
+            if found and first:
+                break
+        return found
 
     if fitting(media, accepted):
         return None
-    takers = [index.rows[n].skill for n in fitting([], [])]
+    takers = [index.rows[n].skill for n in fitting([], [], first=False)]
     if not takers:
         return None
     facts: dict[str, Any] = {"reason": "content type"}
@@ -119,6 +177,9 @@ def default_route(
     )
     assert decision.choice is not None
     return decision.choice
+
+
+_CHUNK = 64  # skills checked at a time while looking for one that fits
 
 
 def _modes(lists: Iterable[Iterable[str]]) -> list[str]:

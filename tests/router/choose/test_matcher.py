@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import random
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -256,6 +257,69 @@ async def test_nothing_accepts_the_media_types(demo: Catalog) -> None:
     assert rpc_error(lambda: demo.matcher().choose("1.0", Op.SEND, params)).code == (
         NO_MATCHING_AGENT
     )
+
+
+async def test_a_no_match_looks_only_until_some_skill_takes_the_media_types(
+    catalog: Catalog,
+) -> None:
+    """A message about nothing in a catalog of many text skills is a no-match: finding that
+    content types are not the reason stops at the first skill that takes text; a real
+    content-type refusal still names what every skill accepts."""
+    skills = [
+        {"id": f"s{n}", "name": f"Ledger {n}", "description": f"Books entries of ledger {n}."}
+        for n in range(150)
+    ]
+    await catalog.add("books", card_v1("http://127.0.0.1:9301", name="Books", skills=skills))
+    matcher = catalog.matcher()
+    looked: list[int] = []
+    evaluate = matcher.evaluate
+
+    def counted(index: Any, rows: Any, *args: Any, **kwargs: Any) -> Any:
+        rows = list(rows)
+        looked.append(len(rows))
+        return evaluate(index, rows, *args, **kwargs)
+
+    matcher.evaluate = counted  # type: ignore[method-assign]
+    params = message("1.0", "sing me a song about the sea")
+    assert rpc_error(lambda: matcher.choose("1.0", Op.SEND, params)).code == NO_MATCHING_AGENT
+    assert sum(looked) < 150, looked  # not every skill
+    looked.clear()
+    params = message("1.0", "ledger entries", file=("application/pdf", PNG))
+    error = rpc_error(lambda: matcher.choose("1.0", Op.SEND, params))
+    assert error.code == CONTENT_TYPE and error.data["acceptedInputModes"] == ["text/plain"]
+
+
+@pytest.mark.parametrize("seed", range(10))
+async def test_a_no_match_lists_the_closest_skills_as_if_every_skill_was_looked_at(
+    catalog: Catalog, seed: int
+) -> None:
+    """The closest skills of a refusal, found from the best-scored skills, equal those of
+    evaluating every skill (ties in score, skills no word matched, agents that cannot take
+    the call, skills of other media types, agents without skills)."""
+    rnd = random.Random(seed)
+    words = ["ledger", "invoice", "refund", "tax"]
+    for a in range(10):
+        skills = [
+            {
+                "id": rnd.choice("zyxabc") + str(k),
+                "name": rnd.choice(words),  # few texts: many skills tie
+                "description": rnd.choice(["", "tax"]) or "misc",
+                "inputModes": rnd.choice([["text/plain"], ["image/png"]]),
+            }
+            for k in range(rnd.randint(0, 6))
+        ]
+        card = card_v1(f"http://127.0.0.1:{9400 + a}", name=f"Agent {a}", skills=skills)
+        if rnd.random() < 0.2:
+            card["capabilities"] = {"streaming": False}  # cannot take a stream
+        await catalog.add(f"agent-{rnd.randrange(100):02d}-{a}", card)
+    matcher = catalog.matcher(threshold=50.0)  # nothing reaches it: every message refused
+    for query in ["ledger", "tax refund", "invoice", "weather", "refund"]:
+        for op in (Op.SEND, Op.STREAM):
+            params = message("1.0", query)
+            fast = matcher.decide("1.0", op, params)
+            full = matcher.decide("1.0", op, params, complete=True)
+            assert fast.error is not None and full.error is not None
+            assert fast.error.data["closest"] == full.error.data["closest"], query
 
 
 # --- filters -----------------------------------------------------------------------------------
