@@ -165,12 +165,22 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
         await registry.store.close()
 
 
-async def freeze_long_lived(_app: web.Application | None = None) -> None:
-    """Collect, then move every object alive now to the permanent generation
-    (:func:`gc.freeze`): a full collection no longer walks a large catalog's millions of
-    objects (400 ms at 10,000 agents, taken out of whatever requests were in flight).
-    Frozen objects are still freed by reference counting when let go. ``switchboard serve``
-    calls it once everything has started (an ``on_startup`` handler)."""
+FREEZE_FROM = 1_000_000
+"""Objects alive at start from which :func:`freeze_long_lived` freezes them (about 5,000
+agents of ten skills; a full collection of a million takes about 150 ms on 2 cores, of the
+130,000 of a router with a few agents tens of milliseconds)."""
+
+
+async def freeze_long_lived(_app: web.Application | None = None, least: int = FREEZE_FROM) -> None:
+    """With at least ``least`` objects alive, collect, then move them all to the permanent
+    generation (:func:`gc.freeze`): a full collection no longer walks a large catalog's
+    millions of objects (400 ms at 10,000 agents, taken out of whatever requests were in
+    flight). Frozen objects are still freed by reference counting when let go. A small heap
+    is left alone: its collections are short, and without them a burst of new streams
+    opens faster but leaves a larger heap behind (docs/benchmarks.md). ``switchboard
+    serve`` calls it once everything has started (an ``on_startup`` handler)."""
+    if len(gc.get_objects()) < least:
+        return
     gc.collect()
     gc.freeze()
 
