@@ -8,6 +8,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 from aiohttp.test_utils import TestServer
 
+from registry.store import Store
+
 ServerFactory = Callable[..., Awaitable[TestServer]]
 
 
@@ -17,3 +19,12 @@ async def never(aiohttp_server: ServerFactory) -> AsyncIterator[asyncio.Event]:
     event = asyncio.Event()
     yield event
     event.set()
+
+
+@pytest.fixture
+async def store(db_url: str) -> AsyncIterator[Store]:
+    """A store on a fresh database (SQLite, and PostgreSQL when configured), its schema made."""
+    store = Store(db_url)
+    await store.create_schema()
+    yield store
+    await store.close()

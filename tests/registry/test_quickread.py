@@ -4,8 +4,6 @@ PostgreSQL."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 from sqlalchemy import bindparam, select, text, update
 from sqlalchemy.exc import OperationalError
@@ -15,14 +13,6 @@ from registry.tables import CatalogStateRow
 
 _STATE = CatalogStateRow.__table__  # type: ignore[attr-defined]
 _BY_KEY = select(_STATE.c.value).where(_STATE.c.key == bindparam("key"))
-
-
-@pytest.fixture
-async def store(db_url: str) -> AsyncIterator[Store]:
-    store = Store(db_url)
-    await store.create_schema()
-    yield store
-    await store.close()
 
 
 async def test_a_read_sees_what_the_engine_committed_last(store: Store, db_url: str) -> None:

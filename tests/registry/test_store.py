@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -14,14 +13,6 @@ from registry.records import AgentRecord, utcnow
 from registry.store import Store
 from registry.tables import RefreshRow
 from tests.support.helpers import card_v03, card_v1, make_record
-
-
-@pytest.fixture
-async def store(db_url: str) -> AsyncIterator[Store]:
-    store = Store(db_url)
-    await store.create_schema()
-    yield store
-    await store.close()
 
 
 def _record(agent_id: str, card: dict, source_url: str | None = None) -> tuple[AgentRecord, bytes]:

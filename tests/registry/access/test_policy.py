@@ -3,7 +3,6 @@ a policy's values, and storage and replica sync on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -31,14 +30,6 @@ DAVE = Principal("dave", None, frozenset({"ops"}), method="jwt")  # no tenant
 ROOT = Principal("root", None, roles=frozenset({ADMIN}), method="admin-token")
 AUDITOR = Principal("auditor", "globex", roles=frozenset({READER}), method="jwt")
 SKILLS = ("forecast", "alerts")
-
-
-@pytest.fixture
-async def store(db_url: str) -> AsyncIterator[Store]:
-    store = Store(db_url)
-    await store.create_schema()
-    yield store
-    await store.close()
 
 
 async def _policies(
