@@ -59,7 +59,7 @@ def closest_rows(
 
     matched: set[int] = set()
     for n, score in index.text.ranked(query):
-        if score <= 0:
+        if round(score, 6) <= 0:  # ranked with the unmatched skills: not this shortcut's
             return None
         if last is not None and round(score, 6) < last:
             return out
