@@ -37,16 +37,17 @@ def closest_rows(
 ) -> list[tuple[int, Candidate]] | None:
     """The candidates of a message no skill takes (by words, at ``matcher.threshold``) that
     :func:`~router.choose.choice.closest` draws from, as if every row had been evaluated:
-    the skills in descending score until :data:`CLOSEST` of routable agents and every row
-    tied with the last of them are known, then, if the words matched too few, the unmatched
-    skills (score 0) in agent and skill id order. None when a score is not positive (the
-    caller evaluates every row then)."""
+    the skills in descending score until :data:`CLOSEST` of routable agents and the rest of
+    the last one's agent's skills tied with it are known (ties come in row order, which is
+    agent id order: a later agent's tied skills rank after), then, if the words matched too
+    few, the unmatched skills (score 0) in agent and skill id order. None when a score is
+    not positive (the caller evaluates every row then)."""
     threshold = matcher.threshold
     out: list[tuple[int, Candidate]] = []
-    listed, last = 0, None
+    listed, last, last_agent = 0, None, None
 
     def look(n: int, score: float) -> None:
-        nonlocal listed, last
+        nonlocal listed, last, last_agent
         for found in matcher.evaluate(
             index, [n], version, op, media, accepted, {n: score}, threshold, skill_less=False
         ):
@@ -55,13 +56,13 @@ def closest_rows(
             if c.skill_id is not None and matcher.registry.routable(index.rows[n].agent):
                 listed += 1
                 if listed == CLOSEST:
-                    last = c.score
+                    last, last_agent = c.score, c.agent_id
 
     matched: set[int] = set()
     for n, score in index.text.ranked(query):
         if round(score, 6) <= 0:  # ranked with the unmatched skills: not this shortcut's
             return None
-        if last is not None and round(score, 6) < last:
+        if last is not None and (round(score, 6) < last or index.rows[n].agent.id != last_agent):
             return out
         matched.add(n)
         look(n, score)
