@@ -63,9 +63,10 @@ def _sqlite_reader(url: str) -> Engine | None:
     """A read-only engine on the SQLite file of ``url`` (one connection); None for any other
     database."""
     parsed = make_url(url)
-    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+    database = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:":
         return None
-    if "mode=memory" in str(parsed.query.get("mode", "")) or parsed.database.startswith("file:"):
+    if database.startswith("file:"):  # a URI filename, perhaps in memory: not a plain file
         return None
     engine = create_engine(
         parsed.set(drivername="sqlite"),
