@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from registry.metrics import DB_SECONDS
 
-__all__ = ["statement_kind", "time_statements"]
+__all__ = ["observe_statement", "statement_kind", "time_statements"]
 
 _KINDS = ("select", "insert", "update", "delete")
 _CHILDREN = {kind: DB_SECONDS.labels(kind) for kind in (*_KINDS, "other")}
@@ -24,6 +24,11 @@ def statement_kind(statement: str) -> str:
     other."""
     word = statement[:16].split(None, 1)[0].lower() if statement.strip() else ""
     return word if word in _KINDS else "other"
+
+
+def observe_statement(statement: str, seconds: float) -> None:
+    """Record that ``statement`` took ``seconds`` (for statements run outside the engine)."""
+    _CHILDREN[statement_kind(statement)].observe(seconds)
 
 
 def time_statements(engine: AsyncEngine) -> None:

@@ -26,6 +26,7 @@ from registry.engine import create_engine
 from registry.errors import RegistryError
 from registry.metrics import CARD_CHANGES
 from registry.quickread import QuickReads
+from registry.quickwrite import QuickWrites
 from registry.records import AgentRecord, as_utc
 from registry.rows import (
     Values,
@@ -82,6 +83,7 @@ class Store:
         self.engine = create_engine(url)
         time_statements(self.engine)
         self.quick = QuickReads(url, self.engine)  # one row a request waits for
+        self.behind = QuickWrites(url, self.engine)  # batches written behind the requests
         # writes and reads that arrive while one is under way share the next transaction
         self._inserts: WriteBatcher[_Insert, int] = WriteBatcher(self._insert_batch)
         self._versions: WriteBatcher[None, tuple[int, int]]
@@ -126,6 +128,7 @@ class Store:
 
     async def close(self) -> None:
         """Dispose of the connection pool."""
+        self.behind.close()
         self.quick.close()
         await self.engine.dispose()
 

@@ -3,7 +3,8 @@
 Mapping a router ID needs no row (:mod:`router.ids.tokens`); only ListTasks, the last known
 task states and answers' references to earlier tasks do. So a request only queues its
 task's row (or state) in this process, and :class:`TaskLog` writes the queue in batches, one
-transaction per batch, a few tens of milliseconds later, off the request path. It is written
+transaction per batch, a few tens of milliseconds later, off the request path (on a SQLite
+file in a writer thread of its own: :mod:`registry.quickwrite`). It is written
 before this process answers ListTasks, and at shutdown. Another replica sees a new task in
 its ListTasks once that batch is written. Writes are idempotent upserts keyed on (agent,
 upstream task): a task recorded twice, by any replicas, is one row; a state replaces the
@@ -193,15 +194,14 @@ class TaskLog:
             }
             for w in rows
         ]
+        upsert = _upsert(self.store.engine.dialect.name)
         try:
-            async with self.store.engine.begin() as conn:
-                await conn.execute(_upsert(self.store.engine.dialect.name), values)
+            await self.store.behind.execute_many(upsert, values)
         except IntegrityError:
             # Another replica inserted one of these rows (the same sealed task ID) while this
             # insert ran: PostgreSQL raises on the primary key instead of taking the (agent,
             # upstream task) conflict path. Its row is committed now: once more takes that path.
-            async with self.store.engine.begin() as conn:
-                await conn.execute(_upsert(self.store.engine.dialect.name), values)
+            await self.store.behind.execute_many(upsert, values)
 
 
 @functools.cache
