@@ -65,10 +65,15 @@ async def wait_http(
 
 @contextlib.asynccontextmanager
 async def process(
-    args: Sequence[str], ready_url: str, log: Path, env: dict[str, str] | None = None
+    args: Sequence[str],
+    ready_url: str,
+    log: Path,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
 ) -> AsyncIterator[subprocess.Popen[bytes]]:
-    """Run ``args`` (output to ``log``) until the block ends; ready when ``ready_url`` is 200."""
-    proc = _spawn(args, log, env)
+    """Run ``args`` (output to ``log``, in directory ``cwd``) until the block ends; ready when
+    ``ready_url`` is 200."""
+    proc = _spawn(args, log, env, cwd)
     try:
         await wait_http(ready_url, proc=proc)
         yield proc
@@ -76,10 +81,13 @@ async def process(
         stop(proc)
 
 
-def _spawn(args: Sequence[str], log: Path, env: dict[str, str] | None) -> subprocess.Popen[bytes]:
+def _spawn(
+    args: Sequence[str], log: Path, env: dict[str, str] | None, cwd: Path | None = None
+) -> subprocess.Popen[bytes]:
     with log.open("ab") as out:
         return subprocess.Popen(
             list(args),
+            cwd=cwd,
             stdout=out,
             stderr=subprocess.STDOUT,
             env={**os.environ, **(env or {})},
@@ -124,10 +132,11 @@ async def echo_agents(
 
 @contextlib.asynccontextmanager
 async def switchboard(
-    tmp: Path, database_url: str | None = None, **settings: str
+    tmp: Path, database_url: str | None = None, source: Path | None = None, **settings: str
 ) -> AsyncIterator[tuple[str, subprocess.Popen[bytes]]]:
     """Run ``switchboard serve`` (a fresh SQLite file unless ``database_url``); yields its base
-    URL and process.
+    URL and process. ``source``: a checkout whose code runs (its directory first on the
+    module path) instead of this one's.
 
     ``settings`` become ``SWITCHBOARD_<NAME>`` variables (after the bench defaults): one
     worker process unless ``workers`` says otherwise.
@@ -145,11 +154,13 @@ async def switchboard(
         "SWITCHBOARD_WORKERS": "1",
         **{f"SWITCHBOARD_{k.upper()}": v for k, v in settings.items()},
     }
+    if source is not None:
+        env["PYTHONPATH"] = str(source)
     # the log level serve defaults to (INFO): the access log and the per-call line on, as
     # operators run it, written to a file (not a terminal)
     args = [sys.executable, "-m", "router.cli", "serve"]
     base = f"http://127.0.0.1:{port}"
-    async with process(args, f"{base}/readyz", home / "switchboard.log", env) as proc:
+    async with process(args, f"{base}/readyz", home / "switchboard.log", env, source) as proc:
         yield base, proc
 
 

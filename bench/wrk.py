@@ -53,7 +53,9 @@ async def run_unary(spec: dict[str, Any]) -> dict[str, Any]:
             "BENCH_WRK_BODY": body.name,
             "BENCH_WRK_HEADERS": "".join(f"{k}: {v}\n" for k, v in spec["headers"].items()),
         }
-        await _wrk(executable, spec, float(spec.get("warmup", 1.0)), env)
+        warmup = float(spec.get("warmup", 1.0))
+        if warmup > 0:  # 0: none (the caller warmed up)
+            await _wrk(executable, spec, warmup, env)
         rounds = [
             await _wrk(executable, spec, float(spec.get("round", 2.0)), env)
             for _ in range(int(spec.get("rounds", 3)))

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+
+from bench import compare
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,3 +32,44 @@ def test_bench_rejects_unknown_scenario() -> None:
     done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=30)
     assert done.returncode == 2
     assert "unknown scenario" in done.stdout
+
+
+def test_compare_reads_the_cpu_time_of_a_process() -> None:
+    before = compare.cpu_seconds(os.getpid())
+    deadline = time.process_time() + 0.05
+    while time.process_time() < deadline:
+        pass  # spend CPU
+    assert compare.cpu_seconds(os.getpid()) >= before + 0.03
+
+
+def test_compare_checks_out_a_revision_and_removes_it() -> None:
+    with compare.checkout("HEAD") as where:
+        assert where != ROOT and (where / "bench" / "__main__.py").is_file()
+        head = subprocess.run(["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True)
+    assert not where.exists()
+    here = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True)
+    assert head.stdout == here.stdout
+    with compare.checkout(None) as where:
+        assert where == ROOT
+
+
+def test_compare_reports_medians_and_ratios() -> None:
+    runs = {
+        "before": [{"rps": r, "p50_ms": 2.0, "cpu_ms": 2.0} for r in (100.0, 300.0, 200.0)],
+        "after": [{"rps": r, "p50_ms": 1.0, "cpu_ms": 1.5} for r in (400.0, 250.0, 600.0)],
+    }
+    text = compare.report({64: runs})
+    assert "before     64    200.0" in text and "after      64    400.0" in text
+    assert text.splitlines()[-1].split()[1:] == ["2.000", "0.500", "0.750"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed")
+def test_compare_runs_two_checkouts_side_by_side() -> None:
+    args = [sys.executable, "-m", "bench.compare", str(ROOT), str(ROOT), "--pairs", "1"]
+    args += ["--seconds", "1", "--concurrency", "1"]
+    done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[2].split()[:2] == ["before", "1"] and lines[3].split()[:2] == ["after", "1"]
+    assert float(lines[2].split()[4]) > 0  # CPU per request was measured

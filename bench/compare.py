@@ -1,0 +1,174 @@
+"""``python -m bench.compare BEFORE [AFTER]``: two versions of Switchboard side by side.
+
+The scenarios of ``python -m bench`` measure one version at a time, a few seconds per
+contestant. On a small shared machine their figures move by a fifth from one run to the
+next, which hides most single changes. This comparison runs both versions at once, in front
+of one echo agent (answering with a Task), and alternates between them: at each concurrency,
+``--pairs`` pairs of wrk runs, the side that goes first alternating, each run after a warm-up.
+Drift of the machine then falls on both sides alike, and the medians of the pairs compare.
+
+Per run it records wrk's requests/s and p50, and the CPU time the Switchboard process used
+per request (user + system, all its threads, from ``/proc/<pid>/stat``): the figure least
+moved by the load generator and the agent sharing the cores.
+
+``BEFORE`` and ``AFTER`` are git revisions of this repository (checked out into temporary
+worktrees, removed at the end) or directories holding a checkout; ``AFTER`` defaults to this
+checkout as it is. Both run on this environment's installed packages. Linux and wrk only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+from bench.procs import echo_agent, register, switchboard
+from bench.scenarios.unary import body
+from bench.wrk import find, run_unary
+
+ROOT = Path(__file__).resolve().parent.parent
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of process ``pid`` (all its threads) so far, in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+@contextlib.contextmanager
+def checkout(what: str | None) -> Iterator[Path]:
+    """The directory of ``what``: this checkout (None), a directory, or a git revision
+    checked out into a temporary worktree (removed afterwards)."""
+    if what is None:
+        yield ROOT
+        return
+    if Path(what).is_dir():
+        yield Path(what).resolve()
+        return
+    where = Path(tempfile.mkdtemp(prefix="switchboard-compare-"))
+    shutil.rmtree(where)
+    subprocess.run(
+        ["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(where), what],
+        check=True,
+    )
+    try:
+        yield where
+    finally:
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(where)], check=False
+        )
+
+
+async def _run(spec: dict[str, Any], pid: int, seconds: float) -> dict[str, float]:
+    """One measured wrk run after a warm-up: requests/s, p50 and CPU ms per request."""
+    await run_unary({**spec, "rounds": 0, "warmup": 1.0})
+    started = cpu_seconds(pid)
+    rounds = (await run_unary({**spec, "rounds": 1, "round": seconds, "warmup": 0}))["rounds"]
+    used = cpu_seconds(pid) - started
+    done = rounds[0]
+    if done["errors"]:
+        raise RuntimeError(f"{spec['url']}: {done['errors']} errors under load")
+    return {
+        "rps": done["rps"],
+        "p50_ms": done["p50_ms"],
+        "cpu_ms": 1000 * used / max(done["requests"], 1),
+    }
+
+
+@contextlib.asynccontextmanager
+async def sides(
+    sources: dict[str, Path], tmp: Path
+) -> AsyncIterator[tuple[dict[str, tuple[str, int]], str]]:
+    """The echo agent and one Switchboard per source, the agent registered on each: the base
+    URL and pid of each side, and the agent's URL."""
+    async with contextlib.AsyncExitStack() as stack:
+        agent, _ = await stack.enter_async_context(echo_agent(tmp, answer="task"))
+        started = {}
+        for name, source in sources.items():
+            base, proc = await stack.enter_async_context(switchboard(tmp, source=source))
+            await register(base, {"url": agent, "id": "echo"})
+            started[name] = (base, proc.pid)
+        yield started, agent
+
+
+async def compare(
+    sources: dict[str, Path], path: str, levels: list[int], pairs: int, seconds: float
+) -> dict[int, dict[str, list[dict[str, float]]]]:
+    """Every run of every side at every concurrency level (see the module docs)."""
+    results: dict[int, dict[str, list[dict[str, float]]]] = {}
+    with tempfile.TemporaryDirectory(prefix="switchboard-compare-") as tmp:
+        async with sides(sources, Path(tmp)) as (started, _agent):
+            spec = {
+                "kind": "unary",
+                "headers": {"A2A-Version": "1.0"},
+                "body": body("SendMessage"),
+            }
+            names = list(sources)
+            for level in levels:
+                runs: dict[str, list[dict[str, float]]] = {name: [] for name in names}
+                for pair in range(pairs):
+                    for name in names if pair % 2 == 0 else reversed(names):
+                        base, pid = started[name]
+                        load = {**spec, "url": f"{base}{path}", "concurrency": level}
+                        runs[name].append(await _run(load, pid, seconds))
+                results[level] = runs
+    return results
+
+
+def report(results: dict[int, dict[str, list[dict[str, float]]]]) -> str:
+    """The medians per side and level, and after / before."""
+    lines = [
+        "medians of the pairs' runs; after/before: the ratio of the medians",
+        f"{'side':<8} {'conc':>4} {'req/s':>8} {'p50 ms':>8} {'CPU ms/req':>11} {'runs':>5}",
+    ]
+    for level, runs in results.items():
+        medians = {}
+        for name, values in runs.items():
+            medians[name] = {k: statistics.median(v[k] for v in values) for k in values[0]}
+            m = medians[name]
+            lines.append(
+                f"{name:<8} {level:>4} {m['rps']:>8.1f} {m['p50_ms']:>8.3f} "
+                f"{m['cpu_ms']:>11.3f} {len(values):>5}"
+            )
+        before, after = medians["before"], medians["after"]
+        rps, p50 = after["rps"] / before["rps"], after["p50_ms"] / before["p50_ms"]
+        cpu = after["cpu_ms"] / before["cpu_ms"]
+        lines.append(f"{'after/before':<13}{rps:>8.3f} {p50:>8.3f} {cpu:>11.3f}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse arguments, compare, print (and write ``--json``)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("before", help="git revision or directory")
+    parser.add_argument("after", nargs="?", help="git revision or directory (default: here)")
+    parser.add_argument("--path", default="/agents/echo", help="endpoint (default: pinned)")
+    parser.add_argument("--concurrency", default="1,64", help="levels (default 1,64)")
+    parser.add_argument("--pairs", type=int, default=6, help="pairs of runs per level")
+    parser.add_argument("--seconds", type=float, default=3.0, help="length of a run")
+    parser.add_argument("--json", type=Path, help="also write every run here")
+    args = parser.parse_args(argv)
+    if find() is None:
+        parser.error("wrk is not installed (apt-get install wrk)")
+    levels = [int(x) for x in args.concurrency.split(",")]
+    with checkout(args.before) as before, checkout(args.after) as after:
+        sources = {"before": before, "after": after}
+        results = asyncio.run(compare(sources, args.path, levels, args.pairs, args.seconds))
+    print(report(results))
+    if args.json:
+        args.json.write_text(json.dumps({str(k): v for k, v in results.items()}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
