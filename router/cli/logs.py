@@ -27,7 +27,12 @@ _HANDLE_ERROR = "Error handling request from %s"
 def configure_logging(level: str, log_format: LogFormat = "text") -> None:
     """Log to stderr at ``level`` (one of ``LOG_LEVELS``) in ``log_format`` (text, or one
     JSON object per line: :mod:`router.observe.logformat`), quiet the scheduler and install
-    ``BadRequestFilter`` on aiohttp's server logger (once)."""
+    ``BadRequestFilter`` on aiohttp's server logger (once).
+
+    Records carry no thread or process names and ids: neither format shows them, and looking
+    them up (a system call and two lookups) was almost half of the making of each record
+    (5.7 -> 3.1 µs)."""
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
     logging.basicConfig(level=level, handlers=[log_handler(log_format=log_format)])
     if level != "DEBUG":  # it logs every job run at INFO: twice a second here
         logging.getLogger("apscheduler").setLevel(logging.WARNING)

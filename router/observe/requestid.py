@@ -49,22 +49,6 @@ class Observed:
     duration: float | None = None
     upstream_seconds: float = 0.0
 
-    def log_fields(self) -> dict[str, Any]:
-        """The fields a log record carries (those known)."""
-        fields: dict[str, Any] = {
-            "request_id": self.request_id,
-            "method": self.method,
-            "version": self.version,
-            "agent_id": self.agent_id,
-            "tier": self.tier,
-            "task_id": self.task_id,
-            "outcome": self.outcome,
-        }
-        if self.duration is not None:
-            fields["duration_ms"] = round(self.duration * 1000, 3)
-            fields["upstream_ms"] = round(self.upstream_seconds * 1000, 3)
-        return {k: v for k, v in fields.items() if v is not None}
-
 
 _CURRENT: ContextVar[Observed | None] = ContextVar("switchboard_request", default=None)
 
@@ -105,8 +89,21 @@ class RequestContextFilter:
     def filter(self, record: Any) -> bool:
         """Add the fields; never drops a record."""
         observed = _CURRENT.get()
-        if observed is not None:
-            for name, value in observed.log_fields().items():
-                if not hasattr(record, name):
-                    setattr(record, name, value)
+        if observed is None:
+            return True
+        fields = record.__dict__  # what ``hasattr`` and ``setattr`` would see and change
+        for name in _KNOWN:
+            value = getattr(observed, name)
+            if value is not None and name not in fields:
+                fields[name] = value
+        if observed.duration is not None:
+            if "duration_ms" not in fields:
+                fields["duration_ms"] = round(observed.duration * 1000, 3)
+            if "upstream_ms" not in fields:
+                fields["upstream_ms"] = round(observed.upstream_seconds * 1000, 3)
         return True
+
+
+_KNOWN = ("request_id", "method", "version", "agent_id", "tier", "task_id", "outcome")
+"""The fields a record carries as they are (when known); ``duration_ms`` and ``upstream_ms``
+follow once the request's duration is known."""

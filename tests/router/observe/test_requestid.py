@@ -3,11 +3,17 @@ every response (errors and streams too) and sent to the agent."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
 
-from router.observe.requestid import sane_request_id
+from router.observe.requestid import (
+    Observed,
+    RequestContextFilter,
+    observing,
+    sane_request_id,
+)
 from tests.router.observe.conftest import recording_agent, register, routed
 
 SEND = {
@@ -70,3 +76,30 @@ async def test_every_response_has_one(aiohttp_client: Any, sqlite_url: str) -> N
     assert (await bad.json())["error"]["code"] == -32700
     assert bad.headers["X-Request-ID"] == "broken-1"
     assert len(ids) == 3
+
+
+def _record(**attrs: Any) -> logging.LogRecord:
+    record = logging.LogRecord("x", logging.INFO, "f", 1, "msg", (), None)
+    record.__dict__.update(attrs)
+    return record
+
+
+def test_a_record_gets_the_known_fields_of_the_current_request() -> None:
+    assert RequestContextFilter().filter(plain := _record())
+    assert not hasattr(plain, "request_id")  # no request: nothing added
+    observed = Observed("r1", method="SendMessage", version="1.0", agent_id="echo")
+    restore = observing(observed)
+    try:
+        record = _record(agent_id="set by the caller")
+        assert RequestContextFilter().filter(record)
+        assert (record.request_id, record.method, record.version) == ("r1", "SendMessage", "1.0")
+        assert record.agent_id == "set by the caller"  # never overwritten
+        for unknown in ("tier", "task_id", "outcome", "duration_ms", "upstream_ms"):
+            assert not hasattr(record, unknown)
+        observed.duration, observed.upstream_seconds = 0.0123456, 0.0104
+        observed.outcome = "ok"
+        record = _record(upstream_ms=1.0)
+        RequestContextFilter().filter(record)
+        assert (record.duration_ms, record.upstream_ms, record.outcome) == (12.346, 1.0, "ok")
+    finally:
+        restore()
