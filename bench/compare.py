@@ -26,12 +26,14 @@ import os
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 from bench.procs import echo_agent, register, switchboard
+from bench.run import machine
 from bench.scenarios.unary import body
 from bench.wrk import find, run_unary
 
@@ -126,24 +128,28 @@ async def compare(
 
 
 def report(results: dict[int, dict[str, list[dict[str, float]]]]) -> str:
-    """The medians per side and level, and after / before."""
+    """The medians per side and level, then after / before: the median of the pairs' own
+    ratios (each pair ran back to back, so the machine's drift cancels) and their range."""
     lines = [
-        "medians of the pairs' runs; after/before: the ratio of the medians",
+        "medians of the runs; after/before: median of the pairs' ratios [lowest, highest]",
         f"{'side':<8} {'conc':>4} {'req/s':>8} {'p50 ms':>8} {'CPU ms/req':>11} {'runs':>5}",
     ]
     for level, runs in results.items():
-        medians = {}
         for name, values in runs.items():
-            medians[name] = {k: statistics.median(v[k] for v in values) for k in values[0]}
-            m = medians[name]
+            m = {k: statistics.median(v[k] for v in values) for k in values[0]}
             lines.append(
                 f"{name:<8} {level:>4} {m['rps']:>8.1f} {m['p50_ms']:>8.3f} "
                 f"{m['cpu_ms']:>11.3f} {len(values):>5}"
             )
-        before, after = medians["before"], medians["after"]
-        rps, p50 = after["rps"] / before["rps"], after["p50_ms"] / before["p50_ms"]
-        cpu = after["cpu_ms"] / before["cpu_ms"]
-        lines.append(f"{'after/before':<13}{rps:>8.3f} {p50:>8.3f} {cpu:>11.3f}")
+        pairs = list(zip(runs["before"], runs["after"], strict=True))
+        cells = []
+        for key in ("rps", "p50_ms", "cpu_ms"):
+            ratios = [after[key] / before[key] for before, after in pairs]
+            cells.append(
+                f"{key.removesuffix('_ms')} {statistics.median(ratios):.3f} "
+                f"[{min(ratios):.3f}, {max(ratios):.3f}]"
+            )
+        lines.append(f"after/before {level:>4}: " + ", ".join(cells))
     return "\n".join(lines)
 
 
@@ -161,13 +167,36 @@ def main(argv: list[str] | None = None) -> int:
     if find() is None:
         parser.error("wrk is not installed (apt-get install wrk)")
     levels = [int(x) for x in args.concurrency.split(",")]
+    load = os.getloadavg()
     with checkout(args.before) as before, checkout(args.after) as after:
         sources = {"before": before, "after": after}
+        revisions = {name: _revision(where) for name, where in sources.items()}
         results = asyncio.run(compare(sources, args.path, levels, args.pairs, args.seconds))
     print(report(results))
     if args.json:
-        args.json.write_text(json.dumps({str(k): v for k, v in results.items()}, indent=1))
+        meta = {
+            "argv": sys.argv[1:] if argv is None else list(argv),
+            "revisions": revisions,
+            "machine": machine(),
+            "load_average_start": load,
+            "load_average_end": os.getloadavg(),
+        }
+        runs = {str(k): v for k, v in results.items()}
+        args.json.write_text(json.dumps({"meta": meta, "levels": runs}, indent=1) + "\n")
     return 0
+
+
+def _revision(where: Path) -> str:
+    """The commit checked out at ``where`` (``+`` when its files differ from it)."""
+    head = subprocess.run(
+        ["git", "-C", str(where), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "-C", str(where), "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    return head + ("+" if dirty else "")
 
 
 if __name__ == "__main__":

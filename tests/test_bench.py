@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -60,16 +61,23 @@ def test_compare_reports_medians_and_ratios() -> None:
     }
     text = compare.report({64: runs})
     assert "before     64    200.0" in text and "after      64    400.0" in text
-    assert text.splitlines()[-1].split()[1:] == ["2.000", "0.500", "0.750"]
+    # the pairs' ratios of req/s: 4, 0.833 and 3
+    assert text.splitlines()[-1] == (
+        "after/before   64: rps 3.000 [0.833, 4.000], p50 0.500 [0.500, 0.500], "
+        "cpu 0.750 [0.750, 0.750]"
+    )
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed")
-def test_compare_runs_two_checkouts_side_by_side() -> None:
+def test_compare_runs_two_checkouts_side_by_side(tmp_path: Path) -> None:
     args = [sys.executable, "-m", "bench.compare", str(ROOT), str(ROOT), "--pairs", "1"]
-    args += ["--seconds", "1", "--concurrency", "1"]
+    args += ["--seconds", "1", "--concurrency", "1", "--json", str(tmp_path / "runs.json")]
     done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     assert lines[2].split()[:2] == ["before", "1"] and lines[3].split()[:2] == ["after", "1"]
     assert float(lines[2].split()[4]) > 0  # CPU per request was measured
+    written = json.loads((tmp_path / "runs.json").read_text())
+    assert set(written["meta"]["revisions"]) == {"before", "after"}
+    assert [len(written["levels"]["1"][side]) for side in ("before", "after")] == [1, 1]
