@@ -30,6 +30,18 @@ def async_url(url: str) -> str:
     return parsed.render_as_string(hide_password=False)
 
 
+def sqlite_file(url: str) -> str | None:
+    """The SQLite file of ``url``; None for any other database, or SQLite in memory (a URI
+    filename too: it may be in memory, and is no plain file)."""
+    parsed = make_url(url)
+    database = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:":
+        return None
+    if database.startswith("file:"):
+        return None
+    return database
+
+
 def create_engine(url: str) -> AsyncEngine:
     """An async engine for ``url``; SQLite gets WAL, foreign keys and a busy timeout."""
     full = async_url(url)

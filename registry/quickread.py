@@ -24,6 +24,8 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import Executable
 
+from registry.engine import sqlite_file
+
 __all__ = ["QuickReads"]
 
 _BUSY_TIMEOUT = 0.05  # seconds a read waits for a lock before taking the async engine
@@ -62,14 +64,10 @@ class QuickReads:
 def _sqlite_reader(url: str) -> Engine | None:
     """A read-only engine on the SQLite file of ``url`` (one connection); None for any other
     database."""
-    parsed = make_url(url)
-    database = parsed.database
-    if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:":
-        return None
-    if database.startswith("file:"):  # a URI filename, perhaps in memory: not a plain file
+    if sqlite_file(url) is None:
         return None
     engine = create_engine(
-        parsed.set(drivername="sqlite"),
+        make_url(url).set(drivername="sqlite"),
         pool_size=1,
         max_overflow=0,
         connect_args={"timeout": _BUSY_TIMEOUT, "check_same_thread": False},

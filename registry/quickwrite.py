@@ -28,12 +28,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from sqlalchemy.dialects.sqlite import pysqlite
-from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import Executable
 
 from registry.dbmetrics import observe_statement
+from registry.engine import sqlite_file
 
 __all__ = ["QuickWrites"]
 
@@ -48,7 +48,7 @@ class QuickWrites:
 
     def __init__(self, url: str, engine: AsyncEngine) -> None:
         self._engine = engine
-        self.path: str | None = _sqlite_file(url)
+        self.path: str | None = sqlite_file(url)
         """The SQLite file written in the writer's thread; None when batches take ``engine``."""
         self._dialect = pysqlite.dialect()
         self._compiled: dict[int, tuple[Executable, _Compiled]] = {}
@@ -132,14 +132,3 @@ class QuickWrites:
             conn.execute("PRAGMA foreign_keys=ON")
             self._connection = conn
         return self._connection
-
-
-def _sqlite_file(url: str) -> str | None:
-    """The SQLite file of ``url``; None for any other database, or SQLite in memory."""
-    parsed = make_url(url)
-    database = parsed.database
-    if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:":
-        return None
-    if database.startswith("file:"):  # a URI filename, perhaps in memory: not a plain file
-        return None
-    return database
