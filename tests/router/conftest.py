@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from registry.store import Store
+from router.ids.idmap import IdMap
 from router.tables import SCHEMA
 
 
@@ -17,3 +18,12 @@ async def store(db_url: str) -> AsyncIterator[Store]:
     await store.create_schema()
     yield store
     await store.close()
+
+
+@pytest.fixture
+async def ids(store: Store) -> AsyncIterator[IdMap]:
+    """An ID map on :func:`store`, started."""
+    ids = IdMap(store)
+    await ids.start()
+    yield ids
+    await ids.close()

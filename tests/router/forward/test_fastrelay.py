@@ -28,7 +28,6 @@ from hypothesis import strategies as st
 
 from registry.cards import parse_card
 from registry.records import AgentRecord, utcnow
-from registry.store import Store
 from router.choose.choice import Choice, Target
 from router.forward.call import Frames
 from router.forward.fastrelay import FastPath, RawAnswer, plain_id, replace_ids
@@ -76,14 +75,6 @@ class Bench:
     relay: Relay
     ids: IdMap
     recorded: list[tuple[str, str]]
-
-
-@pytest.fixture
-async def ids(store: Store) -> AsyncIterator[IdMap]:
-    ids = IdMap(store)
-    await ids.start()
-    yield ids
-    await ids.close()
 
 
 @pytest.fixture

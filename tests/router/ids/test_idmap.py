@@ -10,7 +10,6 @@ import asyncio
 import copy
 import json
 import uuid
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,14 +26,6 @@ from router.protocol.versions import Op, Version, canonical_state
 from router.tables import SCHEMA, RouterContextEntry, RouterTaskEntry
 
 WIRE = Path(__file__).parents[2] / "fixtures" / "wire"
-
-
-@pytest.fixture
-async def ids(store: Store) -> AsyncIterator[IdMap]:
-    ids = IdMap(store)
-    await ids.start()
-    yield ids
-    await ids.close()
 
 
 async def _count(store: Store, table: type[Any], *where: Any) -> int:

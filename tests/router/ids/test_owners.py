@@ -4,12 +4,9 @@ replicas and restarts included; ListTasks lists one scope; the stored form of sc
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from sqlalchemy import event
 from sqlmodel import col, func, select
 
 from registry.access.principal import Principal
@@ -20,34 +17,11 @@ from router.ids.rewrite import Rewriter
 from router.protocol.errors import INVALID_AGENT_RESPONSE, INVALID_PARAMS, RpcError
 from router.protocol.versions import Op
 from router.tables import OWNER_MAX_LENGTH, SCHEMA, RouterContextEntry, RouterTaskEntry
+from tests.support.statements import statements
 
 ALICE = Principal(subject="alice", tenant="acme", method="api-key").scope()
 BOB = Principal(subject="bob", tenant="acme", method="jwt").scope()
 LONG = Principal(subject="s" * 300, tenant="big", method="jwt").scope()
-
-
-@pytest.fixture
-async def ids(store: Store) -> AsyncIterator[IdMap]:
-    ids = IdMap(store)
-    await ids.start()
-    yield ids
-    await ids.close()
-
-
-@contextmanager
-def _statements(store: Store) -> Iterator[list[str]]:
-    """The SQL statements the store's engine runs meanwhile."""
-    seen: list[str] = []
-
-    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        seen.append(statement)
-
-    engine = store.engine.sync_engine
-    event.listen(engine, "before_cursor_execute", count)
-    try:
-        yield seen
-    finally:
-        event.remove(engine, "before_cursor_execute", count)
 
 
 async def _count(store: Store, table: type[Any], *where: Any) -> int:
@@ -152,7 +126,7 @@ async def test_another_scopes_ids_cost_what_unknown_ids_cost(ids: IdMap, store: 
         "unknown stored": "0b6a-nobody",
     }
     for name, task_id in cases.items():
-        with _statements(store) as seen:
+        with statements(store) as seen:
             assert await bob.task(task_id) is None
         work[name] = len(seen)
     assert work["foreign token"] == work["forged token"] == 0

@@ -8,8 +8,6 @@ import base64
 import json
 import os
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,7 +15,6 @@ import httpx
 import pytest
 from aiohttp.test_utils import TestServer
 from cryptography.hazmat.primitives.ciphers.aead import AESSIV
-from sqlalchemy import event
 
 from registry.api import REGISTRY
 from registry.store import Store
@@ -41,6 +38,7 @@ from router.transport.routes import ROUTER
 from seeds.demo_agents import DemoAgents
 from tests.support.helpers import make_settings
 from tests.support.old_tables import has_table, old_table, old_task
+from tests.support.statements import statements
 
 AGENTS = ("currency", "caption")
 
@@ -161,25 +159,6 @@ async def _send(http: httpx.AsyncClient, server: TestServer, text: str, **ids: s
     return answer["result"]["task"]
 
 
-@contextmanager
-def _statements(store: Store) -> Iterator[list[str]]:
-    """The SQL statements the store's engine runs meanwhile (and a line for each batch the
-    store writes on its own connection: :mod:`registry.quickwrite`)."""
-    seen: list[str] = []
-    batches = store.behind.batches
-
-    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        seen.append(statement)
-
-    engine = store.engine.sync_engine
-    event.listen(engine, "before_cursor_execute", count)
-    try:
-        yield seen
-    finally:
-        event.remove(engine, "before_cursor_execute", count)
-        seen += ["a batch on the quick writer"] * (store.behind.batches - batches)
-
-
 async def test_the_hot_path_reads_and_writes_no_table(
     aiohttp_server: Any, sqlite_url: str, demo: DemoAgents, http: httpx.AsyncClient
 ) -> None:
@@ -188,12 +167,12 @@ async def test_the_hot_path_reads_and_writes_no_table(
     ids.log.delay = 3600.0  # the written-behind rows wait for the explicit flush below
     await _send(http, server, "convert 1 USD to EUR")  # warm-up: pools, caches, connections
     await ids.flush()
-    with _statements(ids.store) as seen:
+    with statements(ids.store) as seen:
         first = await _send(http, server, "I need some currency converted")
     assert seen == [], "a new task with no context"
     assert first["id"].startswith(TASK_PREFIX) and first["contextId"].startswith(CONTEXT_PREFIX)
     assert first["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
-    with _statements(ids.store) as seen:
+    with statements(ids.store) as seen:
         second = await _send(
             http, server, "convert 100 USD to EUR", taskId=first["id"], contextId=first["contextId"]
         )
@@ -201,13 +180,13 @@ async def test_the_hot_path_reads_and_writes_no_table(
     assert seen == [], "follow-ups in the same context"
     assert second["id"] == first["id"] and second["status"]["state"] == "TASK_STATE_COMPLETED"
     assert third["contextId"] == first["contextId"] and third["id"] != first["id"]
-    with _statements(ids.store) as seen:
+    with statements(ids.store) as seen:
         got = await _rpc(http, server, "GetTask", {"id": first["id"]})
     assert seen == [], "GetTask"
     assert got["result"]["id"] == first["id"]
     assert got["result"]["contextId"] == first["contextId"]
     # the rows are written later, in one batch: the counter does see statements
-    with _statements(ids.store) as seen:
+    with statements(ids.store) as seen:
         await ids.flush()
     assert seen
     listed = await _rpc(http, server, "ListTasks", {"contextId": first["contextId"]})
