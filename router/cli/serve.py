@@ -23,6 +23,7 @@ from registry.settings import CONFIG_VARIABLE, ConfigFileError, Settings
 from router.cli.demo import DEMO_NAMES, DEMO_URLS, demo_agents, parse_demo_ports, ready_lines
 from router.cli.errors import CliError
 from router.cli.logs import LOG_LEVELS, configure_logging
+from router.cli.running import run as run_server
 from router.cli.shutdown import log_draining, log_stopped
 from router.cli.workers import Supervisor, Worker, available_cpus, listen_sockets, reserve_port
 from router.observe import multiprocess
@@ -320,7 +321,7 @@ def _serve(args: argparse.Namespace, settings: Settings, worker: Worker | None) 
         where = {"sock": worker.sock}
         app.on_startup.append(lambda _app: _watch(worker))
     try:
-        web.run_app(
+        run_server(
             app,
             **where,
             print=lambda text: _ready(app, text, log, worker),

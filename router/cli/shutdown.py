@@ -1,8 +1,9 @@
 """A graceful stop of ``switchboard serve`` on SIGTERM or SIGINT.
 
-aiohttp's ``run_app`` turns both signals into a shutdown: it stops listening, runs the app's
-``on_shutdown`` hooks, waits up to ``shutdown_timeout`` seconds for the requests in progress
-(the open streams among them) to finish, cancels the rest, then closes the app's resources.
+``router.cli.running.run`` turns both signals into a shutdown: it stops listening, lets the
+requests on their way in arrive, runs the app's ``on_shutdown`` hooks,
+waits up to ``shutdown_timeout`` seconds for the requests in progress (the open streams among
+them) to finish, cancels the rest, then closes the app's resources.
 This module logs that: ``shutting down (draining N streams)`` when it begins, ``stopped`` when
 it is over; ``SWITCHBOARD_SHUTDOWN_GRACE`` is the timeout.
 """
@@ -25,7 +26,7 @@ class Streams(Protocol):
 
 def log_draining(app: web.Application, relay: Streams, grace: float) -> None:
     """Log, when ``app`` starts shutting down, how many streams of ``relay`` it waits for, and
-    for how long (``grace`` seconds, the ``shutdown_timeout`` given to ``run_app``)."""
+    for how long (``grace`` seconds, the ``shutdown_timeout`` given to the runner)."""
 
     async def draining(_app: web.Application) -> None:
         streams = relay.open_streams
@@ -43,5 +44,5 @@ def log_draining(app: web.Application, relay: Streams, grace: float) -> None:
 
 
 def log_stopped() -> None:
-    """Log that the server has stopped (after ``run_app`` returned)."""
+    """Log that the server has stopped (after ``running.run`` returned)."""
     log.info("stopped")

@@ -12,17 +12,17 @@ Why a pre-binding supervisor rather than each worker binding with ``SO_REUSEPORT
   does not balance) all workers share one socket.
 - **Portability**: POSIX ``fork``; Windows has none and runs one process.
 
-Workers are forked from the supervisor after the configuration is checked and before any
-event loop, thread or database connection exists; each runs the ordinary server on its socket
-(``web.run_app(sock=...)``). The supervisor forwards ``SIGTERM``/``SIGINT`` (workers sit in
-their own process group, so Ctrl-C reaches them once, through it), waits for them and exits 0;
-``SIGHUP`` re-reads the settings and replaces the workers one by one, each old worker stopping
-(gracefully) once its replacement is ready. A worker that dies unexpectedly is restarted after
-0.5 s, doubled per consecutive failure up to 30 s; after ``MAX_FAILURES`` consecutive failures
-(or at once, for a configuration error: exit status 2) the supervisor stops the others and
-exits 1. Once every worker has first said it is ready, the supervisor logs ``all N workers
-ready`` (once). A worker whose supervisor dies (``SIGKILL``) sees its pipe close and stops too.
-"""
+Workers are forked from the supervisor after the configuration is checked and before any event
+loop, thread or database connection exists; each runs the ordinary server on its socket
+(``router.cli.running.run(sock=...)``). The supervisor forwards ``SIGTERM``/``SIGINT`` (workers
+sit in their own process group, so Ctrl-C reaches them once, through it), waits for them and
+exits 0; ``SIGHUP`` re-reads the settings and replaces the workers one by one, each old worker
+stopping (gracefully) once its replacement is ready. A worker that dies unexpectedly is
+restarted after 0.5 s, doubled per consecutive failure up to 30 s; after ``MAX_FAILURES``
+consecutive failures (or at once, for a configuration error: exit status 2) the supervisor
+stops the others and exits 1. Once every worker has first said it is ready, the supervisor logs
+``all N workers ready`` (once). A worker whose supervisor dies (``SIGKILL``) sees its pipe
+close and stops too."""
 
 from __future__ import annotations
 

@@ -314,7 +314,7 @@ def no_server(monkeypatch: pytest.MonkeyPatch) -> None:
     def must_not_start(*_args: Any, **_kwargs: Any) -> None:
         raise AssertionError("serve started despite a bad configuration")
 
-    monkeypatch.setattr("router.cli.serve.web.run_app", must_not_start)
+    monkeypatch.setattr("router.cli.serve.run_server", must_not_start)
     for name in [n for n in os.environ if n.startswith("SWITCHBOARD_")]:
         monkeypatch.delenv(name)
 

@@ -150,8 +150,11 @@ async def test_two_workers_share_the_port_survive_a_kill_and_stop_on_sigterm(
             await _until(both_served)
             assert holder not in served
 
-            # SIGHUP: each worker replaced once its replacement is ready; no call fails
+            # SIGHUP: each worker replaced once its replacement is ready; no call fails, not
+            # even one on a connection an old worker accepted just before it stopped listening
             old = set(served)
+            done = asyncio.Event()
+            load = [asyncio.create_task(_calls_until(done, http, base)) for _ in range(12)]
             proc.send_signal(signal.SIGHUP)
 
             async def old_gone() -> bool | None:
@@ -160,6 +163,8 @@ async def test_two_workers_share_the_port_survive_a_kill_and_stop_on_sigterm(
                 return True if not any(_alive(pid) for pid in old) else None
 
             await _until(old_gone)
+            done.set()
+            assert all(await asyncio.gather(*load))  # each made calls, all answered
             served.clear()
             await _until(both_served)
             assert not served & old
@@ -170,6 +175,22 @@ async def test_two_workers_share_the_port_survive_a_kill_and_stop_on_sigterm(
     assert "Traceback" not in log.text, log.text
     assert "reloading: replacing 2 workers" in log.text and "stopping 2 workers" in log.text
     assert not any(_alive(pid) for pid in served | workers)
+
+
+async def _calls_until(done: asyncio.Event, http: httpx.AsyncClient, base: str) -> int:
+    """Pinned calls one after another, each on a new connection, until ``done``; how many."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {"message": {"role": "ROLE_USER", "messageId": "m", "parts": [{"text": "hi"}]}},
+    }
+    calls = 0
+    while not done.is_set():
+        resp = await http.post(f"{base}/agents/echo", json=body, headers={"A2A-Version": "1.0"})
+        assert resp.status_code == 200 and "result" in resp.json(), resp.text
+        calls += 1
+    return calls
 
 
 def _two_free_ports() -> int:
