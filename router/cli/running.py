@@ -1,25 +1,27 @@
 """Serving the app until SIGTERM or SIGINT, and stopping without dropping a call on its way in.
 
-This is aiohttp's ``web.run_app`` (its runner, sites and shutdown) with one change in the stop.
-``run_app`` stops listening and, one turn of the loop later, marks every connection as closing:
-from then on aiohttp ignores whatever arrives on it (aiohttp issue 2298). That loses two kinds
-of calls a client has every reason to think will be answered:
+This is aiohttp's ``web.run_app`` (its runner, sites and shutdown) with a different start of
+the stop. ``run_app`` stops listening and, one turn of the loop later, marks every connection as
+closing: from then on aiohttp ignores whatever arrives on it (aiohttp issue 2298), and closes
+those with no request in progress. That loses calls a client has every reason to think will be
+answered (a ``POST`` is not retried):
 
-- a connection accepted a moment ago whose request has not arrived yet: it is closed with no
-  answer (a ``POST`` is not retried: the call is lost);
+- a connection accepted a moment ago whose request has not arrived yet: closed unanswered;
 - a request whose head has arrived but whose body has not, all of it: the handler waits for
-  the rest until the shutdown's timeout, and the call is cancelled unanswered.
+  the rest until the shutdown's timeout, and the call is cancelled unanswered;
+- a keep-alive connection between two calls of a busy client: closed as the client sends its
+  next call on it.
 
 With ``--workers`` a reload stops each old worker while the port keeps taking connections (its
-replacement shares the listening socket), so under load some calls landed on a stopping worker
-this way (2 to 9 of 20,000 to 47,000 calls over 8 reloads, ``--workers 2``, 8 clients on new
-connections).
+replacement shares the listening socket), so every reload lost calls under load (measured in
+docs/operations.md, "Stopping").
 
 Here the stop first stops listening (connections still queued go to the processes that share
-the socket, or are refused when none does), then waits until no connection is expected to send
-more of a request (``arrival_wait`` seconds at most), then shuts down as ``run_app`` does
-(``on_shutdown``, up to ``shutdown_timeout`` seconds for the requests in progress, the
-cleanup). Connections idle after a request are closed at once, as before.
+the socket, or are refused when none does) and answers ``Connection: close`` from then on, then
+waits until no connection is expected to send more of a request (``arrivals``: at most
+``arrival_wait`` seconds, ``idle_wait`` for connections between keep-alive calls), then shuts
+down as ``run_app`` does (``on_shutdown``, up to ``shutdown_timeout`` seconds for the requests
+in progress, the cleanup).
 """
 
 from __future__ import annotations
@@ -32,14 +34,17 @@ import socket
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from aiohttp import web
+from aiohttp import hdrs, web
 
-__all__ = ["ARRIVAL_WAIT", "arrivals", "run", "serve_until"]
+__all__ = ["ARRIVAL_WAIT", "IDLE_WAIT", "arrivals", "close_once_stopped", "run", "serve_until"]
 
 log = logging.getLogger("switchboard")
 
 ARRIVAL_WAIT = 1.0
 """Seconds the requests on their way in when the stop begins get to arrive, whole."""
+IDLE_WAIT = 0.25
+"""Seconds a connection idle between keep-alive requests when the stop begins gets to send its
+next request (a busy client sends it within milliseconds of its previous answer)."""
 _POLL = 0.005  # aiohttp says nothing when a request arrives: how often to look
 _QUIET_LOOKS = 3  # looks in a row, _POLL apart, that find nothing on its way
 
@@ -52,6 +57,7 @@ def run(
     sock: socket.socket | None = None,
     print: Callable[[str], None],
     arrival_wait: float = ARRIVAL_WAIT,
+    idle_wait: float = IDLE_WAIT,
     **runner_kwargs: Any,
 ) -> None:
     """Serve ``app`` on ``sock``, or on ``host``:``port``, until SIGTERM or SIGINT, then stop
@@ -60,8 +66,9 @@ def run(
     during the start cancels it, as ``run_app``'s does."""
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    runner = web.AppRunner(app, handle_signals=False, **runner_kwargs)
     stop = asyncio.Event()
+    close_once_stopped(app, stop)
+    runner = web.AppRunner(app, handle_signals=False, **runner_kwargs)
     serving = False
 
     def sites() -> list[web.BaseSite]:
@@ -74,7 +81,9 @@ def run(
         serving = True
         print(text)
 
-    main = loop.create_task(serve_until(runner, sites, stop, started, arrival_wait=arrival_wait))
+    main = loop.create_task(
+        serve_until(runner, sites, stop, started, arrival_wait=arrival_wait, idle_wait=idle_wait)
+    )
 
     def on_signal() -> None:
         stop.set()
@@ -108,9 +117,11 @@ async def serve_until(
     print: Callable[[str], None],
     *,
     arrival_wait: float = ARRIVAL_WAIT,
+    idle_wait: float = IDLE_WAIT,
 ) -> None:
     """Set up ``runner`` (unless it is), start its ``sites``, serve until ``stop`` is set, then
-    stop: stop listening, wait for the requests on their way in, clean the runner up."""
+    stop: stop listening, wait for the requests on their way in, clean the runner up. The app
+    should answer ``Connection: close`` once ``stop`` is set (``close_once_stopped``)."""
     if runner.server is None:
         await runner.setup()
     try:
@@ -122,53 +133,74 @@ async def serve_until(
         for site in list(runner.sites):
             await site.stop()
         if runner.server is not None:
-            await arrivals(runner.server, arrival_wait)
+            await arrivals(runner.server, arrival_wait, idle_wait)
     finally:
         await runner.cleanup()
 
 
-async def arrivals(server: web.Server, wait: float) -> int:
+def close_once_stopped(app: web.Application, stop: asyncio.Event) -> None:
+    """Make every answer of ``app`` prepared once ``stop`` is set say ``Connection: close``
+    (and close its connection once sent), so that a client's next call opens a new connection,
+    to a process that still listens. Before ``app`` starts."""
+
+    async def closing(_request: web.BaseRequest, response: web.StreamResponse) -> None:
+        if stop.is_set():
+            response.force_close()  # the connection closes once the answer is sent
+            response.headers[hdrs.CONNECTION] = "close"  # the head was made before this hook
+
+    app.on_response_prepare.append(closing)
+
+
+async def arrivals(server: web.Server, wait: float, idle_wait: float = IDLE_WAIT) -> int:
     """Wait until no connection of ``server`` is expected to send more of a request, at most
     ``wait`` seconds; the number of connections still expected then (aiohttp closes them).
+
+    Expected: a connection that has sent no whole request head yet, a request whose body has
+    not all arrived, and for the first ``idle_wait`` seconds a connection idle between
+    keep-alive requests (its client may be sending the next one this very moment).
 
     A connection accepted just before the server stopped listening joins ``server`` a turn
     or two of the loop later (the transport, then ``connection_made``), and a request whose
     head has just been read is not being handled until the next turn; so the connections are
     looked at until ``_QUIET_LOOKS`` looks in a row, ``_POLL`` s apart, find none expected."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + wait
+    start = loop.time()
     quiet = 0
     logged = False
     while True:
-        expected = sum(1 for handler in server.connections if _expected(handler))
+        idle = loop.time() < start + idle_wait
+        expected = sum(1 for handler in server.connections if _expected(handler, idle))
         quiet = 0 if expected else quiet + 1
         if expected and not logged:
             logged = True
             log.info(
-                "stopped listening: waiting up to %g s for %d request%s on %s way in",
+                "stopped listening: waiting up to %g s for requests on their way in on %d "
+                "connection%s",
                 wait,
                 expected,
                 "" if expected == 1 else "s",
-                "its" if expected == 1 else "their",
             )
-        if quiet >= _QUIET_LOOKS or loop.time() >= deadline:
+        if quiet >= _QUIET_LOOKS or loop.time() >= start + wait:
             return expected
         await asyncio.sleep(_POLL)
 
 
-def _expected(handler: web.RequestHandler) -> bool:
+def _expected(handler: web.RequestHandler, idle: bool) -> bool:
     """Whether a connection is open and more of a request is expected on it: it has sent no
-    whole request head yet, or the body of the request being handled has not all arrived.
+    whole request head yet, or the body of the request being handled has not all arrived, or
+    (when ``idle``) it is between keep-alive requests.
 
-    aiohttp keeps both private (its connection's request count and current request); where a
-    version lacks them, nothing is expected (its stop as before)."""
+    aiohttp keeps these private (its connection's request count, current request and whether
+    one is in progress); where a version lacks them, nothing is expected (its stop as before)."""
     transport = handler.transport
     if transport is None or transport.is_closing():
         return False
     if getattr(handler, "_request_count", 1) == 0:
         return True
     request = getattr(handler, "_current_request", None)
-    return request is not None and not request.content.is_eof()
+    if request is not None:
+        return not request.content.is_eof()
+    return idle and not getattr(handler, "_request_in_progress", True)
 
 
 def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from router.cli.running import serve_until
+from router.cli.running import close_once_stopped, serve_until
 
 HEAD = b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n"
 REQUEST = HEAD + b"hello"
@@ -63,7 +63,7 @@ class Server:
         await asyncio.wait_for(self.task, 30)
 
 
-async def _serve(arrival_wait: float) -> AsyncIterator[Server]:
+async def _serve(arrival_wait: float, idle_wait: float) -> AsyncIterator[Server]:
     server = Server()
 
     async def echo(request: web.Request) -> web.Response:
@@ -72,6 +72,7 @@ async def _serve(arrival_wait: float) -> AsyncIterator[Server]:
 
     app = web.Application()
     app.router.add_post("/echo", echo)
+    close_once_stopped(app, server.stop)
     runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=5)
     await runner.setup()
     assert runner.server is not None
@@ -90,6 +91,7 @@ async def _serve(arrival_wait: float) -> AsyncIterator[Server]:
             server.stop,
             lambda _text: started.set(),
             arrival_wait=arrival_wait,
+            idle_wait=idle_wait,
         )
     )
     await asyncio.wait_for(started.wait(), 10)
@@ -103,13 +105,13 @@ async def _serve(arrival_wait: float) -> AsyncIterator[Server]:
 
 @pytest.fixture
 async def server() -> AsyncIterator[Server]:
-    async for running in _serve(arrival_wait=30):
+    async for running in _serve(arrival_wait=30, idle_wait=30):
         yield running
 
 
 @pytest.fixture
 async def impatient() -> AsyncIterator[Server]:
-    async for running in _serve(arrival_wait=0.2):
+    async for running in _serve(arrival_wait=0.2, idle_wait=0.2):
         yield running
 
 
@@ -123,9 +125,7 @@ async def test_a_connection_accepted_before_the_stop_gets_its_answer(
     with pytest.raises(OSError):  # no longer listening
         await asyncio.open_connection("127.0.0.1", server.port)
     writer.write(REQUEST)
-    answer = await asyncio.wait_for(reader.read(), 30)  # then the server closes it
-    head, _, body = answer.partition(b"\r\n\r\n")
-    assert head.startswith(b"HTTP/1.1 200 ") and body == b"hello", answer
+    _answered(await asyncio.wait_for(reader.read(), 30))  # then the server closes it
     await server.stopped()
     writer.close()
 
@@ -141,9 +141,7 @@ async def test_a_request_whose_body_arrives_after_the_stop_gets_its_answer(
     server.stop.set()
     await asyncio.wait_for(waiting.wait(), 10)
     writer.write(b"hello")
-    answer = await asyncio.wait_for(reader.read(), 30)
-    head, _, body = answer.partition(b"\r\n\r\n")
-    assert head.startswith(b"HTTP/1.1 200 ") and body == b"hello", answer
+    _answered(await asyncio.wait_for(reader.read(), 30))
     await server.stopped()
     writer.close()
 
@@ -159,16 +157,53 @@ async def test_a_connection_that_stays_silent_is_closed_after_the_wait(
     writer.close()
 
 
-async def test_a_connection_idle_after_a_request_does_not_hold_the_stop(
+async def test_a_busy_keep_alive_client_gets_its_next_call_answered(
     server: Server, waiting: asyncio.Event
 ) -> None:
-    """Idle between keep-alive requests: closed at once, with a 30 s wait for silent ones."""
+    """Idle between two calls when the stop begins: its next call is answered (aiohttp closed
+    the connection as it came), with ``Connection: close``."""
+    reader, writer = await _answered_once(server)
+    server.stop.set()
+    await asyncio.wait_for(waiting.wait(), 10)
+    writer.write(REQUEST)
+    _answered(await asyncio.wait_for(reader.read(), 30))
+    await server.stopped()
+    writer.close()
+
+
+async def test_a_quiet_keep_alive_connection_is_closed_after_the_idle_wait(
+    impatient: Server, waiting: asyncio.Event
+) -> None:
+    reader, writer = await _answered_once(impatient)
+    impatient.stop.set()
+    await asyncio.wait_for(waiting.wait(), 10)
+    assert await asyncio.wait_for(reader.read(), 30) == b""
+    await impatient.stopped()
+    writer.close()
+
+
+async def test_a_stop_with_no_request_on_its_way_does_not_wait(server: Server) -> None:
+    """No connection, or one whose request is done and closed: no wait (30 s here)."""
+    reader, writer = await server.connect()
+    writer.write(b"GET /nowhere HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert (await asyncio.wait_for(reader.read(), 10)).startswith(b"HTTP/1.1 404 ")
+    server.stop.set()
+    await asyncio.wait_for(server.stopped(), 10)
+    writer.close()
+
+
+async def _answered_once(server: Server) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A keep-alive connection that has had one call answered (without ``Connection: close``)."""
     reader, writer = await server.connect()
     writer.write(REQUEST)
     head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
-    assert head.startswith(b"HTTP/1.1 200 ") and b"Content-Length: 5" in head, head
-    assert await reader.readexactly(5) == b"hello"
-    server.stop.set()
-    await server.stopped()  # well within the 30 s
-    assert await reader.read() == b"" and not waiting.is_set()
-    writer.close()
+    assert head.startswith(b"HTTP/1.1 200 ") and b"Connection: close" not in head, head
+    assert b"Content-Length: 5" in head and await reader.readexactly(5) == b"hello"
+    return reader, writer
+
+
+def _answered(answer: bytes) -> None:
+    """``answer`` is the echo's 200, with ``Connection: close``."""
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 ") and body == b"hello", answer
+    assert b"\r\nConnection: close" in head, head

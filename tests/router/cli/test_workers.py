@@ -105,7 +105,10 @@ async def test_two_workers_share_the_port_survive_a_kill_and_stop_on_sigterm(
     ):
         # a fresh connection per request: the kernel spreads them over the workers
         fresh = httpx.Limits(max_keepalive_connections=0)
-        async with httpx.AsyncClient(limits=fresh, timeout=30) as http:
+        async with (
+            httpx.AsyncClient(limits=fresh, timeout=30) as http,
+            httpx.AsyncClient(timeout=30) as pooled,  # keep-alive connections
+        ):
 
             async def status() -> dict[str, Any]:
                 resp = await http.get(f"{base}/api/v1/status")
@@ -151,10 +154,14 @@ async def test_two_workers_share_the_port_survive_a_kill_and_stop_on_sigterm(
             assert holder not in served
 
             # SIGHUP: each worker replaced once its replacement is ready; no call fails, not
-            # even one on a connection an old worker accepted just before it stopped listening
+            # one on a connection an old worker accepted just before it stopped listening, nor
+            # one on a keep-alive connection to it
             old = set(served)
             done = asyncio.Event()
-            load = [asyncio.create_task(_calls_until(done, http, base)) for _ in range(12)]
+            load = [
+                asyncio.create_task(_calls_until(done, caller, base))
+                for caller in [http, pooled] * 6
+            ]
             proc.send_signal(signal.SIGHUP)
 
             async def old_gone() -> bool | None:
@@ -178,7 +185,7 @@ async def test_two_workers_share_the_port_survive_a_kill_and_stop_on_sigterm(
 
 
 async def _calls_until(done: asyncio.Event, http: httpx.AsyncClient, base: str) -> int:
-    """Pinned calls one after another, each on a new connection, until ``done``; how many."""
+    """Pinned calls one after another until ``done``; how many."""
     body = {
         "jsonrpc": "2.0",
         "id": 1,
