@@ -63,7 +63,8 @@ def run(
     """Serve ``app`` on ``sock``, or on ``host``:``port``, until SIGTERM or SIGINT, then stop
     (module docstring). ``print`` gets ``run_app``'s banner once the server accepts requests;
     ``runner_kwargs`` go to ``web.AppRunner`` (access log, ``shutdown_timeout``, ...). A signal
-    during the start cancels it, as ``run_app``'s does."""
+    during the start cancels it, and a second signal during the stop ends it at once (the
+    requests still in progress and the app's cleanup cut short), as with ``run_app``."""
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     stop = asyncio.Event()
@@ -86,6 +87,9 @@ def run(
     )
 
     def on_signal() -> None:
+        if stop.is_set():  # a second signal: no more waiting
+            log.warning("stopping now: a second signal came while stopping")
+            main.cancel()
         stop.set()
         if not serving:
             main.cancel()
@@ -95,7 +99,7 @@ def run(
             loop.add_signal_handler(sig, on_signal)
     try:
         loop.run_until_complete(main)
-    except (KeyboardInterrupt, asyncio.CancelledError):  # stopped during the start
+    except (KeyboardInterrupt, asyncio.CancelledError):  # during the start, or a second signal
         pass
     finally:
         try:

@@ -15,14 +15,14 @@ Why a pre-binding supervisor rather than each worker binding with ``SO_REUSEPORT
 Workers are forked from the supervisor after the configuration is checked and before any event
 loop, thread or database connection exists; each runs the ordinary server on its socket
 (``router.cli.running.run(sock=...)``). The supervisor forwards ``SIGTERM``/``SIGINT`` (workers
-sit in their own process group, so Ctrl-C reaches them once, through it), waits for them and
-exits 0; ``SIGHUP`` re-reads the settings and replaces the workers one by one, each old worker
-stopping (gracefully) once its replacement is ready. A worker that dies unexpectedly is
-restarted after 0.5 s, doubled per consecutive failure up to 30 s; after ``MAX_FAILURES``
-consecutive failures (or at once, for a configuration error: exit status 2) the supervisor
-stops the others and exits 1. Once every worker has first said it is ready, the supervisor logs
-``all N workers ready`` (once). A worker whose supervisor dies (``SIGKILL``) sees its pipe
-close and stops too."""
+sit in their own process group, so Ctrl-C reaches them once, through it; a second one stops
+them at once), waits for them and exits 0; ``SIGHUP`` re-reads the settings and replaces the
+workers one by one, each old worker stopping (gracefully) once its replacement is ready. A
+worker that dies unexpectedly is restarted after 0.5 s, doubled per consecutive failure up to
+30 s; after ``MAX_FAILURES`` consecutive failures (or at once, for a configuration error: exit
+status 2) the supervisor stops the others and exits 1. Once every worker has first said it is
+ready, the supervisor logs ``all N workers ready`` (once). A worker whose supervisor dies
+(``SIGKILL``) sees its pipe close and stops too."""
 
 from __future__ import annotations
 
@@ -273,8 +273,11 @@ class Supervisor:
     def _on_signal(
         self, sig: int, start: Callable[[Worker], int], wake: tuple[int, int]
     ) -> Callable[[Worker], int]:
-        if sig in (signal.SIGTERM, signal.SIGINT) and not self._stopping:
-            log.info("stopping %d workers", len(self.children))
+        if sig in (signal.SIGTERM, signal.SIGINT):
+            if self._stopping:  # a second signal: each worker stops at once
+                log.warning("stopping %d workers now: a second signal", len(self.children))
+            else:
+                log.info("stopping %d workers", len(self.children))
             self._stopping = True
             self._restart_at.clear()
             for child in self.children.values():

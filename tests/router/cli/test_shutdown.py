@@ -196,6 +196,33 @@ async def test_a_stream_still_open_after_the_grace_period_is_closed(
     assert "Traceback" not in log.text
 
 
+async def test_a_second_signal_stops_at_once(
+    agent: tuple[SlowAgent, TestServer], tmp_path: Path, unused_tcp_port: int
+) -> None:
+    """While the stop waits for an open stream (60 s of grace), a second SIGINT ends it (the
+    supervisor's and the worker's)."""
+    slow, server = agent
+    proc, log = await _serve(tmp_path, unused_tcp_port, str(server.make_url("")), grace=60)
+    try:
+        async with aiohttp.ClientSession() as http:
+            response = await _open_stream(http, unused_tcp_port)
+            started = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            await log.wait_for(r"shutting down \(draining 1 stream\)")
+            proc.send_signal(signal.SIGINT)
+            await asyncio.wait_for(_rest(response), 30)  # cut off
+            await asyncio.wait_for(proc.wait(), 30)
+            waited = time.monotonic() - started
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert waited < 30, waited
+    await log.wait_for(r"stopping 2 workers now: a second signal")
+    await log.wait_for(r"stopping now: a second signal came while stopping")
+    assert not slow.release.is_set()
+
+
 async def test_no_stream_open(tmp_path: Path, unused_tcp_port: int, agent: Any) -> None:
     _, server = agent
     proc, log = await _serve(tmp_path, unused_tcp_port, str(server.make_url("")), grace=60)
