@@ -137,6 +137,7 @@ class Settings(BaseSettings):
     push_poll_interval: float = Field(1.0, gt=0)
     push_poll_cap: float = Field(30.0, gt=0)
     shutdown_grace: float = Field(8.0, gt=0)
+    gc_threshold: int = Field(700, ge=100, le=1_000_000)  # youngest generation (serve)
 
     # choosing the agent by meaning (see router.choose.semantic, docs/routing.md)
     matcher: Literal["semantic", "lexical"] = "semantic"

@@ -13,7 +13,9 @@ key, one database read per request, and of the caller's own task scope); and (un
 ``POST /`` of a Switchboard with ``SWITCHBOARD_METRICS=off`` (``router-metrics-off``: no
 ``/metrics`` endpoint; compare with ``router`` for the cost of serving metrics); and
 ``router-2-workers``: ``POST /`` of ``switchboard serve --workers 2`` (every other contestant
-runs one process).
+runs one process); and ``router-gc-5000``: ``POST /`` of a Switchboard with
+``SWITCHBOARD_GC_THRESHOLD=5000`` (the garbage collector's youngest generation collected
+less often: compare with ``router`` for what the collector costs under load).
 """
 
 from __future__ import annotations
@@ -107,6 +109,9 @@ async def run(opts: Options) -> Section:
         two, _proc = await stack.enter_async_context(switchboard(opts.tmp, workers="2"))
         await register(two, {"url": urls["direct"].rstrip("/"), "id": "echo"})
         urls["router-2-workers"] = f"{two}/"
+        lazy, _proc = await stack.enter_async_context(switchboard(opts.tmp, gc_threshold="5000"))
+        await register(lazy, {"url": urls["direct"].rstrip("/"), "id": "echo"})
+        urls["router-gc-5000"] = f"{lazy}/"
         extra = {"router+key": keyed}
         spec = {
             "kind": "unary",

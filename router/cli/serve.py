@@ -287,7 +287,7 @@ def _serve(args: argparse.Namespace, settings: Settings, worker: Worker | None) 
     # the server's imports are only needed here
     from sqlalchemy.exc import SQLAlchemyError
 
-    from router.app import create_app, freeze_long_lived
+    from router.app import collect_young_every, create_app, freeze_long_lived
     from router.transport.routes import ROUTER
 
     if worker is not None:
@@ -311,6 +311,7 @@ def _serve(args: argparse.Namespace, settings: Settings, worker: Worker | None) 
         app.cleanup_ctx.append(demo_agents({n: 0 for n in DEMO_NAMES} | demo_ports))
     log_draining(app, app[ROUTER].relay, settings.shutdown_grace)
     app.on_startup.append(freeze_long_lived)  # after the catalog, indexes and model load
+    collect_young_every(settings.gc_threshold)
 
     log = logging.getLogger("switchboard")
     if worker is None or worker.index == 0:

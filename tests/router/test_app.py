@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import gc
 
-from router.app import freeze_long_lived
+from router.app import collect_young_every, freeze_long_lived
 
 
 async def test_the_objects_alive_at_start_are_frozen_and_later_ones_are_not() -> None:
@@ -24,3 +24,12 @@ async def test_the_objects_alive_at_start_are_frozen_and_later_ones_are_not() ->
     finally:
         if before == 0:
             gc.unfreeze()  # the other tests of this process keep the usual collector
+
+
+def test_the_youngest_generation_is_collected_as_often_as_set() -> None:
+    before = gc.get_threshold()
+    try:
+        collect_young_every(5_000)
+        assert gc.get_threshold() == (5_000, *before[1:])
+    finally:
+        gc.set_threshold(*before)
