@@ -36,7 +36,15 @@ from typing import Any
 
 from aiohttp import hdrs, web
 
-__all__ = ["ARRIVAL_WAIT", "IDLE_WAIT", "arrivals", "close_once_stopped", "run", "serve_until"]
+__all__ = [
+    "ARRIVAL_WAIT",
+    "CANCEL_WAIT",
+    "IDLE_WAIT",
+    "arrivals",
+    "close_once_stopped",
+    "run",
+    "serve_until",
+]
 
 log = logging.getLogger("switchboard")
 
@@ -45,6 +53,9 @@ ARRIVAL_WAIT = 1.0
 IDLE_WAIT = 0.25
 """Seconds a connection idle between keep-alive requests when the stop begins gets to send its
 next request (a busy client sends it within milliseconds of its previous answer)."""
+CANCEL_WAIT = 5.0
+"""Seconds the tasks still running at the end get to finish once cancelled; a task that
+ignores its cancellation is logged and left, so that the process ends."""
 _POLL = 0.005  # aiohttp says nothing when a request arrives: how often to look
 _QUIET_LOOKS = 3  # looks in a row, _POLL apart, that find nothing on its way
 
@@ -58,6 +69,7 @@ def run(
     print: Callable[[str], None],
     arrival_wait: float = ARRIVAL_WAIT,
     idle_wait: float = IDLE_WAIT,
+    cancel_wait: float = CANCEL_WAIT,
     **runner_kwargs: Any,
 ) -> None:
     """Serve ``app`` on ``sock``, or on ``host``:``port``, until SIGTERM or SIGINT, then stop
@@ -108,7 +120,7 @@ def run(
                 with contextlib.suppress(asyncio.CancelledError):
                     loop.run_until_complete(main)
         finally:
-            _cancel_all(loop)
+            _cancel_all(loop, cancel_wait)
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
             asyncio.set_event_loop(None)
@@ -207,15 +219,19 @@ def _expected(handler: web.RequestHandler, idle: bool) -> bool:
     return idle and not getattr(handler, "_request_in_progress", True)
 
 
-def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:
-    """Cancel the tasks still running (as ``asyncio.run`` does at its end)."""
+def _cancel_all(loop: asyncio.AbstractEventLoop, wait: float) -> None:
+    """Cancel the tasks still running and let them end (as ``asyncio.run`` does at its end),
+    for at most ``wait`` seconds: one that swallows its cancellation and waits for something
+    that will not come must not keep the process alive (it is logged, with where it waits)."""
     tasks = asyncio.all_tasks(loop)
     if not tasks:
         return
     for task in tasks:
         task.cancel()
-    loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
-    for task in tasks:
+    done, pending = loop.run_until_complete(asyncio.wait(tasks, timeout=wait))
+    for task in pending:
+        log.error("a task did not end within %g s of its cancellation: %r", wait, task)
+    for task in done:
         if not task.cancelled() and task.exception() is not None:
             loop.call_exception_handler(
                 {

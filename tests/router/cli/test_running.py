@@ -5,14 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp import web
 
 from router.cli.running import close_once_stopped, serve_until
+
+ROOT = Path(__file__).resolve().parents[3]
 
 HEAD = b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n"
 REQUEST = HEAD + b"hello"
@@ -207,3 +213,47 @@ def _answered(answer: bytes) -> None:
     head, _, body = answer.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200 ") and body == b"hello", answer
     assert b"\r\nConnection: close" in head, head
+
+
+STUBBORN = """
+import asyncio, logging
+from aiohttp import web
+from router.cli.running import run
+
+async def stubborn():
+    while True:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            pass  # swallowed: the task never ends
+
+async def start(app):
+    app["task"] = asyncio.get_running_loop().create_task(stubborn())
+
+logging.basicConfig(level=logging.INFO)
+app = web.Application()
+app.on_startup.append(start)
+run(app, host="127.0.0.1", port=0, print=lambda text: print(text, flush=True), cancel_wait=0.5)
+"""
+
+
+def test_a_task_that_ignores_its_cancellation_does_not_keep_the_process_alive() -> None:
+    """A real process: stopped by SIGTERM, it ends although a task swallows its cancellation,
+    and says which task."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", STUBBORN],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and "Running on" in proc.stdout.readline()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert "a task did not end within 0.5 s of its cancellation" in err and "stubborn" in err, err
