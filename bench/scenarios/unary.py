@@ -64,13 +64,22 @@ async def contestants(
     return urls
 
 
+async def variant(
+    opts: Options, stack: contextlib.AsyncExitStack, agent: str, **settings: str
+) -> str:
+    """A Switchboard with ``settings`` (``SWITCHBOARD_<NAME>``) in front of ``agent``,
+    registered as ``echo``: its base URL."""
+    router, _proc = await stack.enter_async_context(switchboard(opts.tmp, **settings))
+    await register(router, {"url": agent, "id": "echo"})
+    return router
+
+
 async def authenticated(
     opts: Options, stack: contextlib.AsyncExitStack, agent: str
 ) -> tuple[str, dict[str, str]]:
     """A Switchboard with ``SWITCHBOARD_CLIENT_AUTH=api-key`` in front of ``agent``: its
     endpoint and the headers of a client with a key."""
-    router, _proc = await stack.enter_async_context(switchboard(opts.tmp, client_auth="api-key"))
-    await register(router, {"url": agent, "id": "echo"})
+    router = await variant(opts, stack, agent, client_auth="api-key")
     return f"{router}/", {"X-API-Key": await client_key(router)}
 
 
@@ -101,17 +110,15 @@ async def run(opts: Options) -> Section:
     levels = (1, 4) if opts.quick else (1, 16, 64)
     async with contextlib.AsyncExitStack() as stack:
         urls = await contestants(opts, stack, section.notes)
-        keyed_url, keyed = await authenticated(opts, stack, urls["direct"].rstrip("/"))
+        agent = urls["direct"].rstrip("/")
+        keyed_url, keyed = await authenticated(opts, stack, agent)
         urls["router+key"] = keyed_url
-        unmetered, _proc = await stack.enter_async_context(switchboard(opts.tmp, metrics="off"))
-        await register(unmetered, {"url": urls["direct"].rstrip("/"), "id": "echo"})
-        urls["router-metrics-off"] = f"{unmetered}/"
-        two, _proc = await stack.enter_async_context(switchboard(opts.tmp, workers="2"))
-        await register(two, {"url": urls["direct"].rstrip("/"), "id": "echo"})
-        urls["router-2-workers"] = f"{two}/"
-        lazy, _proc = await stack.enter_async_context(switchboard(opts.tmp, gc_threshold="5000"))
-        await register(lazy, {"url": urls["direct"].rstrip("/"), "id": "echo"})
-        urls["router-gc-5000"] = f"{lazy}/"
+        for name, settings in (
+            ("router-metrics-off", {"metrics": "off"}),
+            ("router-2-workers", {"workers": "2"}),
+            ("router-gc-5000", {"gc_threshold": "5000"}),
+        ):
+            urls[name] = f"{await variant(opts, stack, agent, **settings)}/"
         extra = {"router+key": keyed}
         spec = {
             "kind": "unary",

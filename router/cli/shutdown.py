@@ -1,9 +1,9 @@
 """A graceful stop of ``switchboard serve`` on SIGTERM or SIGINT.
 
 ``router.cli.running.run`` turns both signals into a shutdown: it stops listening, lets the
-requests on their way in arrive, runs the app's ``on_shutdown`` hooks,
-waits up to ``shutdown_timeout`` seconds for the requests in progress (the open streams among
-them) to finish, cancels the rest, then closes the app's resources.
+requests on their way in arrive, runs the app's ``on_shutdown`` hooks, waits up to
+``shutdown_timeout`` seconds for the requests in progress (the open streams among them) to
+finish, cancels the rest, then closes the app's resources.
 This module logs that: ``shutting down (draining N streams)`` when it begins, ``stopped`` when
 it is over; ``SWITCHBOARD_SHUTDOWN_GRACE`` is the timeout.
 """
