@@ -91,6 +91,7 @@ class TextIndex:
             dtype=np.float64,
         )
         self._size = n
+        self._last: tuple[str, list[str]] = ("", [])
         # a word in half the documents or more also gets its impacts as one array by
         # position (0 where absent: adding it changes no other score), added without indexing
         self._postings: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray | None]] = {}
@@ -114,8 +115,15 @@ class TextIndex:
         return self._size
 
     def tokens(self, query: str) -> list[str]:
-        """The distinct indexed words of ``query``, in query order (the order scores add up)."""
-        return [t for t in dict.fromkeys(tokenize(query)) if t in self._postings]
+        """The distinct indexed words of ``query``, in query order (the order scores add up;
+        the last query's are kept: a routing decision asks two or three times). Not to be
+        changed by the caller."""
+        last = self._last
+        if last[0] == query:
+            return last[1]
+        found = [t for t in dict.fromkeys(tokenize(query)) if t in self._postings]
+        self._last = (query, found)
+        return found
 
     def dense(self, query: str) -> np.ndarray:
         """The BM25 score of every document for ``query`` (0 where no word matches), as an
@@ -136,18 +144,36 @@ class TextIndex:
         """The documents matching ``query`` with their BM25 scores, best first (ties in
         position order), found lazily: the scores are added up as arrays, then the best few
         are selected and sorted, then the next ones, so asking for a page sorts a page."""
+        found = self._matching(query)
+        if found is not None:
+            yield from descending(*found)
+
+    def best(self, query: str, limit: int) -> list[tuple[int, float]]:
+        """The first ``limit`` of :meth:`ranked`, as a list (no generator step per row)."""
+        found = self._matching(query)
+        if found is None or limit <= 0:
+            return []
+        scores, rows = found
+        values = scores[rows]
+        if len(rows) > limit:
+            take = values >= _cut(values, limit)
+            rows, values = rows[take], values[take]
+        order = np.lexsort((rows, -values))[:limit]
+        return list(zip(rows[order].tolist(), values[order].tolist(), strict=True))
+
+    def _matching(self, query: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """Every document's score for ``query`` and the documents it matches (None: no
+        word of it is indexed)."""
         tokens = self.tokens(query)
         if not tokens:
-            return
+            return None
         scores = self._add_up(tokens)
         if self._positive:
-            rows = np.flatnonzero(scores > 0)
-        else:
-            matched = np.zeros(self._size, dtype=np.bool_)
-            for token in tokens:
-                matched[self._postings[token][0]] = True
-            rows = np.flatnonzero(matched)
-        yield from descending(scores, rows)
+            return scores, np.flatnonzero(scores > 0)
+        matched = np.zeros(self._size, dtype=np.bool_)
+        for token in tokens:
+            matched[self._postings[token][0]] = True
+        return scores, np.flatnonzero(matched)
 
     def score_of(self, query: str, doc: int) -> float:
         """The BM25 score of one document for ``query`` (0 if no word matches)."""

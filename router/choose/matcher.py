@@ -31,7 +31,6 @@ may still settle (:mod:`router.choose.chooser`); :meth:`Matcher.choose` settles 
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -583,10 +582,10 @@ class Matcher:
         chosen = (best.agent_id, best.skill_id)
         for c in candidates:
             if c is best or (c.kept and (c.agent_id, c.skill_id) == chosen):
-                c = replace(c, reason=f"chosen: {why}")
+                c = c.but(reason=f"chosen: {why}")
             elif c.kept:
                 lower = "not the agent's best skill" if c.agent_id == agent.id else "ranked lower"
-                c = replace(c, reason=f"kept, {lower}")
+                c = c.but(reason=f"kept, {lower}")
             marked.append(c)
         target = Target(agent.id, best.url, best.version, binding=best.binding)
         order = ranked(marked)

@@ -11,9 +11,7 @@ so a decision costs a matrix-vector product and a handful of candidate checks.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable, Iterator
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -84,7 +82,7 @@ def by_meaning(
         ((_, found),) = matcher.evaluate(
             index, [n], version, op, media, accepted, {n: score}, None, skill_less=False
         )
-        found = replace(found, features=features)
+        found = found.but(features=features)
         evaluated.append((n, found))
         if not found.kept:
             continue
@@ -100,7 +98,7 @@ def by_meaning(
         best = fitting[0]
         runner = next((c for _, c in fitting if c.agent_id != best[1].agent_id), None)
     candidates = [
-        replace(c, kept=False, reason=f"score {c.score:g} is below the floor {cal.floor:g}")
+        c.but(kept=False, reason=f"score {c.score:g} is below the floor {cal.floor:g}")
         if c.kept and c.score < cal.floor
         else c
         for _, c in evaluated
@@ -169,20 +167,44 @@ class _Ranking:
         self.total = cal.skill + cal.agent + cal.example + cal.lexical or 1.0
         self._lexical: dict[int, float] = {}
         self._dense: np.ndarray | None = None  # every row's BM25 score, once a row needs it
-        words = list(itertools.islice(index.text.ranked(query), first))
+        words = index.text.best(query, first)
         self._lexical.update(words)
         self.words_bound = words[-1][1] if len(words) == first else 0.0
+        self._words_complete = len(words) < first  # no other row has a word in common
+        self._word_rows = np.array(sorted(self._lexical), dtype=np.intp)
 
     def lexical(self, n: int) -> float:
         """The BM25 score of row ``n`` (the rows not among the best by words are scored in
         one pass over the query's postings, the first time one is asked for)."""
         found = self._lexical.get(n)
         if found is None:
+            if self._words_complete:
+                return 0.0
             if self._dense is None:
                 self._dense = self.index.text.dense(self.query)
             found = float(self._dense[n]) if n < len(self._dense) else 0.0
             self._lexical[n] = found
         return found
+
+    def _lexical_of(self, rows: np.ndarray) -> np.ndarray:
+        """:meth:`lexical` of each of ``rows``, as a float64 array (without scoring every row
+        when the best rows by words are all the rows with a word in common)."""
+        if self._words_complete and self._dense is None:
+            out = np.zeros(len(rows), dtype=np.float64)
+            known = self._word_rows
+            if len(known):
+                at = np.minimum(np.searchsorted(known, rows), len(known) - 1)
+                hit = known[at] == rows
+                lexical = self._lexical
+                out[hit] = [lexical[n] for n in rows[hit].tolist()]
+            return out
+        if self._dense is None:
+            self._dense = self.index.text.dense(self.query)
+        dense = self._dense  # the same sums as the best rows' scores
+        out = np.zeros(len(rows), dtype=np.float64)
+        inside = rows < len(dense)
+        out[inside] = dense[rows[inside]]
+        return out
 
     def _fused(self, n: int) -> float:
         lex = self.lexical(n)
@@ -204,11 +226,19 @@ class _Ranking:
             top = np.arange(size)
         else:
             top = np.argpartition(-self.semantic, self.first)[: self.first]
-        candidates = set(top.tolist()) | {n for n in self._lexical if n < size}
+        rows = np.fromiter(
+            set(top.tolist()) | {n for n in self._lexical if n < size}, dtype=np.intp
+        )
         meaning_bound = float(self.semantic[top].min()) if size > self.first else -np.inf
         words = self.words_bound
         bound = meaning_bound + self.cal.lexical * words / (words + self.cal.lexical_k) / self.total
-        scored = sorted(((self._fused(n), n) for n in candidates), reverse=True)
+        lex = self._lexical_of(rows)
+        # _fused's operations, in its order, on float64 arrays: the same values
+        fused = self.semantic[rows].astype(np.float64) + self.cal.lexical * lex / (
+            lex + self.cal.lexical_k
+        ) / self.total
+        order = np.lexsort((-rows, -fused))  # descending score, ties by descending row
+        scored = list(zip(fused[order].tolist(), rows[order].tolist(), strict=True))
         done: set[int] = set()
         for score, n in scored:
             if score < bound:

@@ -75,11 +75,21 @@ def test_ranked_scores_and_lookups_equal_the_brute_force_scorer(seed: int) -> No
         ranked = sorted(expected.items(), key=lambda item: (-item[1], item[0]))
         assert list(index.ranked(query)) == ranked  # exact floats, ties by position
         assert list(itertools.islice(index.ranked(query), 5)) == ranked[:5]
+        for limit in (0, 1, 5, 64, 1000):
+            assert index.best(query, limit) == ranked[:limit]
         assert sorted(index.scores(query).items()) == sorted(expected.items())
         dense = index.dense(query)
         assert dense.tolist() == [expected.get(doc, 0.0) for doc in range(len(documents))]
         for doc in range(0, len(documents), 7):
             assert index.score_of(query, doc) == expected.get(doc, 0.0)
+
+
+def test_the_best_rows_of_a_large_index_are_the_first_ranked() -> None:
+    """Past 8,192 matching rows the first batch is cut at a sampled quantile."""
+    index = TextIndex(_documents(7, 12_000))
+    for query in ("common", "rain storm", "common rare"):
+        for limit in (1, 64, 300):
+            assert index.best(query, limit) == list(itertools.islice(index.ranked(query), limit))
 
 
 def test_scores_keep_the_order_of_the_word_that_first_matched() -> None:
