@@ -234,9 +234,10 @@ class _Ranking:
         bound = meaning_bound + self.cal.lexical * words / (words + self.cal.lexical_k) / self.total
         lex = self._lexical_of(rows)
         # _fused's operations, in its order, on float64 arrays: the same values
-        fused = self.semantic[rows].astype(np.float64) + self.cal.lexical * lex / (
-            lex + self.cal.lexical_k
-        ) / self.total
+        fused = (
+            self.semantic[rows].astype(np.float64)
+            + self.cal.lexical * lex / (lex + self.cal.lexical_k) / self.total
+        )
         order = np.lexsort((-rows, -fused))  # descending score, ties by descending row
         scored = list(zip(fused[order].tolist(), rows[order].tolist(), strict=True))
         done: set[int] = set()
