@@ -148,6 +148,11 @@ def _zero(like: np.ndarray) -> np.ndarray:
     return np.zeros(len(like), dtype=np.float32)
 
 
+SMALL = 24
+"""Up to this many candidate rows are scored one by one; more, as arrays (numpy's cost per
+call is worth it only past a few dozen rows)."""
+
+
 class _Ranking:
     """Rows by descending fused score, exactly, without scoring every row by words.
 
@@ -171,7 +176,6 @@ class _Ranking:
         self._lexical.update(words)
         self.words_bound = words[-1][1] if len(words) == first else 0.0
         self._words_complete = len(words) < first  # no other row has a word in common
-        self._word_rows = np.array(sorted(self._lexical), dtype=np.intp)
 
     def lexical(self, n: int) -> float:
         """The BM25 score of row ``n`` (the rows not among the best by words are scored in
@@ -186,12 +190,23 @@ class _Ranking:
             self._lexical[n] = found
         return found
 
+    def _scored(self, rows: np.ndarray) -> list[tuple[float, int]]:
+        """``sorted(((self._fused(n), n) for n in rows), reverse=True)`` as array operations
+        (:meth:`_fused`'s, in its order, on float64: the same values)."""
+        lex = self._lexical_of(rows)
+        fused = (
+            self.semantic[rows].astype(np.float64)
+            + self.cal.lexical * lex / (lex + self.cal.lexical_k) / self.total
+        )
+        order = np.lexsort((-rows, -fused))  # descending score, ties by descending row
+        return list(zip(fused[order].tolist(), rows[order].tolist(), strict=True))
+
     def _lexical_of(self, rows: np.ndarray) -> np.ndarray:
         """:meth:`lexical` of each of ``rows``, as a float64 array (without scoring every row
         when the best rows by words are all the rows with a word in common)."""
         if self._words_complete and self._dense is None:
             out = np.zeros(len(rows), dtype=np.float64)
-            known = self._word_rows
+            known = np.array(sorted(self._lexical), dtype=np.intp)
             if len(known):
                 at = np.minimum(np.searchsorted(known, rows), len(known) - 1)
                 hit = known[at] == rows
@@ -226,20 +241,14 @@ class _Ranking:
             top = np.arange(size)
         else:
             top = np.argpartition(-self.semantic, self.first)[: self.first]
-        rows = np.fromiter(
-            set(top.tolist()) | {n for n in self._lexical if n < size}, dtype=np.intp
-        )
+        candidates = set(top.tolist()) | {n for n in self._lexical if n < size}
         meaning_bound = float(self.semantic[top].min()) if size > self.first else -np.inf
         words = self.words_bound
         bound = meaning_bound + self.cal.lexical * words / (words + self.cal.lexical_k) / self.total
-        lex = self._lexical_of(rows)
-        # _fused's operations, in its order, on float64 arrays: the same values
-        fused = (
-            self.semantic[rows].astype(np.float64)
-            + self.cal.lexical * lex / (lex + self.cal.lexical_k) / self.total
-        )
-        order = np.lexsort((-rows, -fused))  # descending score, ties by descending row
-        scored = list(zip(fused[order].tolist(), rows[order].tolist(), strict=True))
+        if len(candidates) <= SMALL:
+            scored = sorted(((self._fused(n), n) for n in candidates), reverse=True)
+        else:
+            scored = self._scored(np.fromiter(candidates, dtype=np.intp, count=len(candidates)))
         done: set[int] = set()
         for score, n in scored:
             if score < bound:

@@ -13,6 +13,7 @@ import pytest
 from bench.echo_agent import card as echo_card
 from bench.routing_eval.dataset import cards, messages
 from bench.routing_eval.harness import Env, catalog
+from router.choose import meaning
 from router.choose.meaning import _Ranking
 from router.choose.models import local_embedder
 from router.choose.semantic import Calibration, fuse
@@ -31,8 +32,12 @@ async def env(model_dir: Path) -> AsyncIterator[Env]:
         yield env
 
 
+@pytest.mark.parametrize("small", [0, meaning.SMALL])  # 0: the candidates scored as arrays
 @pytest.mark.parametrize("first", [1, 3, 8, 1000])
-async def test_the_lazy_ranking_equals_scoring_every_row(env: Env, first: int) -> None:
+async def test_the_lazy_ranking_equals_scoring_every_row(
+    env: Env, first: int, small: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(meaning, "SMALL", small)
     index = env.matcher.skill_index()
     semantic = env.semantic
     sindex = semantic.index_for(index, index.pairs)
