@@ -27,7 +27,7 @@ from router.cli.running import run as run_server
 from router.cli.shutdown import log_draining, log_stopped
 from router.cli.workers import Supervisor, Worker, available_cpus, listen_sockets, reserve_port
 from router.observe import multiprocess
-from router.observe.logformat import RequestAccessLogger
+from router.observe.logformat import ACCESS_LOGGER, RequestAccessLogger
 
 _DATABASES = ("sqlite", "postgresql")
 _SQLALCHEMY_LINK = re.compile(r"\(Background on this error at: [^)]*\)")
@@ -326,7 +326,7 @@ def _serve(args: argparse.Namespace, settings: Settings, worker: Worker | None) 
             app,
             **where,
             print=lambda text: _ready(app, text, log, worker),
-            access_log=logging.getLogger("switchboard.access"),
+            access_log=logging.getLogger(ACCESS_LOGGER),
             access_log_class=RequestAccessLogger,  # the request's id on its access log line
             handler_cancellation=True,  # a client that goes away closes its upstream stream
             shutdown_timeout=settings.shutdown_grace,  # open streams' time to finish

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import time as clock
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import IO, Any, Literal
 
@@ -22,9 +23,12 @@ from aiohttp import web
 from aiohttp.web_log import AccessLogger
 
 from router.observe.http import OBSERVED
+from router.observe.logwriter import TurnHandler
 from router.observe.requestid import RequestContextFilter, observing
 
 __all__ = [
+    "ACCESS_LOGGER",
+    "CALL_LOGGER",
     "LOG_FORMATS",
     "TEXT_FORMAT",
     "JsonFormatter",
@@ -36,6 +40,10 @@ __all__ = [
 ]
 
 LogFormat = Literal["text", "json"]
+ACCESS_LOGGER = "switchboard.access"
+"""The access log's logger (aiohttp's line, one per HTTP request)."""
+CALL_LOGGER = "switchboard.a2a"
+"""The logger of the line written for every A2A call answered."""
 LOG_FORMATS: tuple[LogFormat, ...] = ("text", "json")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _FIELDS = (
@@ -116,10 +124,13 @@ class TextFormatter(logging.Formatter):
 _ACCESS_FACTS = (("agent", "agent_id"), ("tier", "tier"), ("outcome", "outcome"))
 
 
-def log_handler(stream: IO[str] | None = None, log_format: LogFormat = "text") -> logging.Handler:
+def log_handler(
+    stream: IO[str] | None = None, log_format: LogFormat = "text", batched: Iterable[str] = ()
+) -> logging.Handler:
     """A handler writing to ``stream`` (stderr by default) in ``log_format``, with the
-    request context filter."""
-    handler = logging.StreamHandler(stream)
+    request context filter; the records of the ``batched`` loggers are written once per turn
+    of the event loop (:class:`router.observe.logwriter.TurnHandler`)."""
+    handler = TurnHandler(stream, batched)
     handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
     handler.addFilter(RequestContextFilter())
     return handler

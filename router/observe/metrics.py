@@ -27,7 +27,7 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from registry.metrics import METRICS
 from router.forward.call import Call, Event, EventStream, Reply
-from router.observe.logformat import log_info
+from router.observe.logformat import CALL_LOGGER, log_info
 from router.observe.recent import RECENT
 from router.observe.requestid import Observed, current, new_request_id, observing
 from router.protocol.errors import (
@@ -60,7 +60,7 @@ __all__ = [
     "translated",
 ]
 
-log = logging.getLogger("switchboard.a2a")
+log = logging.getLogger(CALL_LOGGER)
 
 _FAST = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 _SLOW = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
