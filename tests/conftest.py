@@ -26,6 +26,7 @@ from aiohttp.test_utils import TestClient
 from sqlalchemy.engine import make_url
 
 from router.app import create_app
+from router.observe.turn import run_held
 from seeds.demo_agents import DEMO_PORTS, DemoAgents, start_demo_agents
 from tests.peers03 import sdk03_python  # noqa: F401  (the a2a-sdk 0.3 venv fixture)
 from tests.support import compat
@@ -48,6 +49,14 @@ def _compat_record(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPat
     if _COMPAT is not None:
         _COMPAT.test = request.node.nodeid
         _COMPAT.install(monkeypatch)
+
+
+@pytest.fixture(autouse=True)
+def _put_off_lines_stay_in_their_test() -> Iterator[None]:
+    """The log lines a test's last requests put off to the end of a loop turn its loop did
+    not reach (:mod:`router.observe.turn`) are made as the test ends, not in the next one."""
+    yield
+    run_held()
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

@@ -24,7 +24,8 @@ from aiohttp.web_log import AccessLogger
 
 from router.observe.http import OBSERVED
 from router.observe.logwriter import TurnHandler
-from router.observe.requestid import RequestContextFilter, observing
+from router.observe.requestid import Observed, RequestContextFilter, observing
+from router.observe.turn import later
 
 __all__ = [
     "ACCESS_LOGGER",
@@ -179,13 +180,23 @@ class RequestAccessLogger(AccessLogger):
         return self._second[2]
 
     def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
-        """Log as aiohttp does, in the request's context."""
+        """Log as aiohttp does, in the request's context, at the end of the loop's turn
+        (:func:`router.observe.turn.later`: after the answer, with the other calls' lines)."""
         observed = request.get(OBSERVED)
+        if observed is not None and observed.duration is None:
+            observed.duration = time
+        later(self._log, request, response, time, observed)
+
+    def _log(
+        self,
+        request: web.BaseRequest,
+        response: web.StreamResponse,
+        time: float,
+        observed: Observed | None,
+    ) -> None:
         if observed is None:
             self._emit(request, response, time)
             return
-        if observed.duration is None:
-            observed.duration = time
         restore = observing(observed)
         try:
             self._emit(request, response, time)

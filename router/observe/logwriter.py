@@ -9,9 +9,11 @@ a traceback) and writes them at the end of the loop's current turn: formatted to
 one ``write`` per 4 KiB (a write to a pipe up to that size is never interleaved with another
 worker's lines). A call's lines thus leave after its answer has.
 
-Every other record is written at once, after the batched ones before it, so the order of
-the lines is the order of the records. ``flush`` and ``close`` (which ``logging.shutdown``
-calls at exit) write what is held; a process killed outright loses at most one turn's lines.
+Every other record is written at once, after the lines put off before it
+(:func:`router.observe.turn.run_held`: the calls' lines are made at the end of a turn too)
+and the records held, so the order of the lines is the order of the calls that made them.
+``flush`` and ``close`` (which ``logging.shutdown`` calls at exit) make and write what is
+held; a process killed outright loses at most two turns' lines.
 The records batched are made by Switchboard itself, from values that do not change after
 (strings and numbers), so formatting them a moment later gives the same text.
 """
@@ -22,6 +24,8 @@ import asyncio
 import logging
 from collections.abc import Iterable
 from typing import IO
+
+from router.observe.turn import run_held
 
 __all__ = ["CHUNK", "TurnHandler"]
 
@@ -53,12 +57,15 @@ class TurnHandler(logging.StreamHandler):  # type: ignore[type-arg]
                     loop.call_soon(self._end_of_turn, loop)
                 self._held.append(record)
                 return
+        run_held()  # the lines of earlier calls first, made now
         self._write_held()
         super().emit(record)
 
     def flush(self) -> None:
-        """Write what is held, then flush the stream."""
+        """Make the lines put off (:func:`router.observe.turn.run_held`), write what is held,
+        then flush the stream."""
         with self.lock:  # type: ignore[union-attr]  # created by Handler.__init__
+            run_held()
             self._write_held()
         super().flush()
 

@@ -30,6 +30,7 @@ from router.forward.call import Call, Event, EventStream, Reply
 from router.observe.logformat import CALL_LOGGER, log_info
 from router.observe.recent import RECENT
 from router.observe.requestid import Observed, current, new_request_id, observing
+from router.observe.turn import later
 from router.protocol.errors import (
     AGENT_UNAVAILABLE,
     INTERNAL,
@@ -270,9 +271,13 @@ def _finish(observed: Observed, outcome: str, duration: float) -> None:
     """Count the call and write its log line."""
     observed.outcome, observed.duration = outcome, duration
     _child(REQUESTS, observed.method or "", observed.version or "", outcome).inc()
-    if not log.isEnabledFor(logging.INFO):
-        return
-    restore = observing(observed)  # a stream ends outside the request's context
+    if log.isEnabledFor(logging.INFO):
+        later(_log_line, observed, outcome, duration)  # after the answer, with the others
+
+
+def _log_line(observed: Observed, outcome: str, duration: float) -> None:
+    """The call's ``switchboard.a2a`` line, in its request's context."""
+    restore = observing(observed)  # made at the end of the loop's turn, outside the request
     try:
         log_info(
             log,

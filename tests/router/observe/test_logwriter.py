@@ -12,6 +12,7 @@ import threading
 import pytest
 
 from router.observe.logwriter import CHUNK, TurnHandler
+from router.observe.turn import later
 
 
 class Writes(io.StringIO):
@@ -61,6 +62,17 @@ async def test_another_loggers_record_leaves_at_once_after_those_held(
     handler.handle(_record("calls", "third"))
     await asyncio.sleep(0)
     assert _lines(handler) == ["calls first", "other second", "calls third"]
+
+
+async def test_lines_put_off_are_made_and_written_before_another_record(
+    handler: TurnHandler,
+) -> None:
+    later(handler.handle, _record("calls", "put off"))
+    handler.handle(_record("other", "now"))
+    assert _lines(handler) == ["calls put off", "other now"]
+    later(handler.handle, _record("calls", "at exit"))
+    handler.flush()  # as logging.shutdown does
+    assert _lines(handler)[-1] == "calls at exit"
 
 
 async def test_a_traceback_or_another_thread_is_written_at_once(handler: TurnHandler) -> None:
