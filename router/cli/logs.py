@@ -31,9 +31,8 @@ def configure_logging(level: str, log_format: LogFormat = "text") -> None:
 
     The per-call lines (the access line and ``switchboard.a2a``) are written once per turn
     of the event loop (:mod:`router.observe.logwriter`). Records carry no thread or process
-    names and ids: neither format shows them, and looking
-    them up (a system call and two lookups) was almost half of the making of each record
-    (5.7 -> 3.1 µs)."""
+    names and ids: neither format shows them, and looking them up (a system call and two
+    lookups) was almost half of the making of each record (5.7 -> 3.1 µs)."""
     logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
     handler = log_handler(log_format=log_format, batched=(ACCESS_LOGGER, CALL_LOGGER))
     logging.basicConfig(level=level, handlers=[handler])
