@@ -7,6 +7,10 @@ of one echo agent (answering with a Task), and alternates between them: at each 
 ``--pairs`` pairs of wrk runs, the side that goes first alternating, each run after a warm-up.
 Drift of the machine then falls on both sides alike, and the medians of the pairs compare.
 
+With ``--distinct``, each side also holds the routing evaluation's 42 cards (all answered by
+the echo agent) and every request is a message no earlier one was (:mod:`bench.catalog`): the
+router embeds each message, as real traffic makes it do.
+
 Per run it records wrk's requests/s and p50, and the CPU time the Switchboard process used
 per request (user + system, all its threads, from ``/proc/<pid>/stat``): the figure least
 moved by the load generator and the agent sharing the cores.
@@ -32,6 +36,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+from bench.catalog import distinct_bodies, register_catalog
 from bench.procs import echo_agent, register, switchboard
 from bench.run import machine
 from bench.scenarios.unary import body
@@ -89,32 +94,42 @@ async def _run(spec: dict[str, Any], pid: int, seconds: float) -> dict[str, floa
 
 @contextlib.asynccontextmanager
 async def sides(
-    sources: dict[str, Path], tmp: Path
+    sources: dict[str, Path], tmp: Path, catalog: bool = False
 ) -> AsyncIterator[tuple[dict[str, tuple[str, int]], str]]:
-    """The echo agent and one Switchboard per source, the agent registered on each: the base
-    URL and pid of each side, and the agent's URL."""
+    """The echo agent and one Switchboard per source, the agent registered on each (and with
+    ``catalog`` the evaluation's cards, :func:`bench.catalog.register_catalog`): the base URL
+    and pid of each side, and the agent's URL."""
     async with contextlib.AsyncExitStack() as stack:
         agent, _ = await stack.enter_async_context(echo_agent(tmp, answer="task"))
         started = {}
         for name, source in sources.items():
             base, proc = await stack.enter_async_context(switchboard(tmp, source=source))
             await register(base, {"url": agent, "id": "echo"})
+            if catalog:
+                await register_catalog(base, agent)
             started[name] = (base, proc.pid)
         yield started, agent
 
 
 async def compare(
-    sources: dict[str, Path], path: str, levels: list[int], pairs: int, seconds: float
+    sources: dict[str, Path],
+    path: str,
+    levels: list[int],
+    pairs: int,
+    seconds: float,
+    distinct: bool = False,
 ) -> dict[int, dict[str, list[dict[str, float]]]]:
     """Every run of every side at every concurrency level (see the module docs)."""
     results: dict[int, dict[str, list[dict[str, float]]]] = {}
     with tempfile.TemporaryDirectory(prefix="switchboard-compare-") as tmp:
-        async with sides(sources, Path(tmp)) as (started, _agent):
+        async with sides(sources, Path(tmp), catalog=distinct) as (started, _agent):
             spec = {
                 "kind": "unary",
                 "headers": {"A2A-Version": "1.0"},
                 "body": body("SendMessage"),
             }
+            if distinct:
+                spec["bodies_file"] = str(distinct_bodies(Path(tmp) / "bodies.jsonl"))
             names = list(sources)
             for level in levels:
                 runs: dict[str, list[dict[str, float]]] = {name: [] for name in names}
@@ -163,6 +178,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", type=int, default=6, help="pairs of runs per level")
     parser.add_argument("--seconds", type=float, default=3.0, help="length of a run")
     parser.add_argument("--json", type=Path, help="also write every run here")
+    parser.add_argument(
+        "--distinct",
+        action="store_true",
+        help="the evaluation's 42 cards and a new message per request (bench.catalog)",
+    )
     args = parser.parse_args(argv)
     if find() is None:
         parser.error("wrk is not installed (apt-get install wrk)")
@@ -171,7 +191,9 @@ def main(argv: list[str] | None = None) -> int:
     with checkout(args.before) as before, checkout(args.after) as after:
         sources = {"before": before, "after": after}
         revisions = {name: _revision(where) for name, where in sources.items()}
-        results = asyncio.run(compare(sources, args.path, levels, args.pairs, args.seconds))
+        results = asyncio.run(
+            compare(sources, args.path, levels, args.pairs, args.seconds, args.distinct)
+        )
     print(report(results))
     if args.json:
         meta = {

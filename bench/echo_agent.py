@@ -127,6 +127,7 @@ def make_app(base_url: str, answer: str = "message") -> web.Application:
     app[ANSWER] = answer
     app.router.add_get("/.well-known/agent-card.json", agent_card)
     app.router.add_post("/", rpc)
+    app.router.add_post("/agents/{name}", rpc)  # one process behind many cards' interfaces
     return app
 
 

@@ -2,8 +2,11 @@
 
 Spec keys: ``kind`` (``unary``, ``stream`` or ``idle``), ``url``, ``headers``, ``body`` (the
 JSON-RPC request text), ``concurrency``, and for unary/stream ``warmup`` and ``round``
-(seconds) and ``rounds``. Closed loop: ``concurrency`` workers on one keep-alive
-connector, each sending its next request when the previous answer is complete.
+(seconds) and ``rounds``; a unary spec's ``bodies_file`` (request texts, one per line) is
+sent in turn, a line per request, instead of ``body``, from the line after those earlier runs
+from that file sent (:func:`run_load` and :mod:`bench.wrk` keep count: ``bodies_offset``).
+Closed loop: ``concurrency`` workers on one keep-alive connector, each sending its next
+request when the previous answer is complete.
 
 - ``unary``: per round, requests/s and latency p50/p99 (ms), errors.
 - ``stream``: per round, SSE ``data:`` events/s over all streams and time to first event.
@@ -19,10 +22,12 @@ events so far count, an unfinished call does not. Prints one JSON object
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -52,10 +57,16 @@ class _Shot:
 
 
 def _sender(
-    http: aiohttp.ClientSession, spec: dict[str, Any]
+    http: aiohttp.ClientSession, spec: dict[str, Any], sent: itertools.count[int]
 ) -> Callable[[list[_Shot]], Awaitable[None]]:
+    """The coroutine function that sends one request; ``sent`` counts them."""
     url, headers = spec["url"], {"Content-Type": "application/json", **spec.get("headers", {})}
-    body = spec["body"].encode()
+    lines = [spec["body"].encode()]
+    if spec.get("bodies_file"):
+        lines = Path(spec["bodies_file"]).read_bytes().splitlines()
+        start = int(spec.get("bodies_offset", 0)) % len(lines)
+        lines = lines[start:] + lines[:start]
+    bodies = itertools.cycle(lines)
     streaming = spec["kind"] == "stream"
 
     async def send(shots: list[_Shot]) -> None:
@@ -63,7 +74,8 @@ def _sender(
         shots.append(shot)  # counted even if the round ends while it is in flight
         start = time.perf_counter()
         try:
-            async with http.post(url, data=body, headers=headers) as resp:
+            next(sent)
+            async with http.post(url, data=next(bodies), headers=headers) as resp:
                 if streaming:
                     errors = 0
                     async for chunk in resp.content.iter_any():
@@ -125,13 +137,14 @@ async def _timed(spec: dict[str, Any]) -> dict[str, Any]:
     connector = aiohttp.TCPConnector(limit=workers, limit_per_host=workers)
     timeout = aiohttp.ClientTimeout(total=None, sock_read=60)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
-        send = _sender(http, spec)
+        sent = itertools.count()
+        send = _sender(http, spec, sent)
         await _round(send, workers, float(spec.get("warmup", 1.0)))
         rounds = []
         for _ in range(int(spec.get("rounds", 3))):
             shots, wall = await _round(send, workers, float(spec.get("round", 2.0)))
             rounds.append(_summary(spec["kind"], shots, wall))
-    return {"rounds": rounds}
+    return {"rounds": rounds, "sent": next(sent)}
 
 
 async def _idle(spec: dict[str, Any]) -> dict[str, Any]:
@@ -193,8 +206,24 @@ if __name__ == "__main__":
 # --- the parent's side --------------------------------------------------------------------------
 
 
+_SENT: dict[str, int] = {}  # bodies file -> lines sent from it so far: where a run starts
+
+
+def bodies_offset(spec: dict[str, Any]) -> int:
+    """Where a run of ``spec`` starts in its ``bodies_file``: after the lines earlier runs
+    sent (0 without a file)."""
+    return _SENT.get(spec.get("bodies_file") or "", 0)
+
+
+def bodies_sent(spec: dict[str, Any], count: int) -> None:
+    """Note that a run of ``spec`` sent ``count`` lines of its ``bodies_file``."""
+    if spec.get("bodies_file"):
+        _SENT[spec["bodies_file"]] = bodies_offset(spec) + count
+
+
 async def run_load(spec: dict[str, Any]) -> dict[str, Any]:
     """Run a ``unary`` or ``stream`` spec in a new load process; its result."""
+    spec = {**spec, "bodies_offset": bodies_offset(spec)}
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "bench.load", json.dumps(spec), stdout=asyncio.subprocess.PIPE
     )
@@ -202,4 +231,5 @@ async def run_load(spec: dict[str, Any]) -> dict[str, Any]:
     if proc.returncode != 0:
         raise RuntimeError(f"load generator failed ({proc.returncode}) for {spec['url']}")
     result: dict[str, Any] = json.loads(out.splitlines()[-1])
+    bodies_sent(spec, int(result.get("sent", 0)))
     return result

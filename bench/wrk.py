@@ -6,7 +6,9 @@ and on a small machine takes it from the contestants, which flatters the slower 
 POST as :mod:`bench.load` (the body and headers go to ``bench/wrk_post.lua`` through the
 environment; wrk counts whole seconds: a round lasts the spec's ``round`` rounded, at least
 1 s) and its results have the same keys: per round ``requests``, ``errors``
-(socket errors and non-2xx answers), ``seconds``, ``rps``, ``p50_ms``, ``p99_ms``.
+(socket errors and non-2xx answers), ``seconds``, ``rps``, ``p50_ms``, ``p99_ms``. A spec's
+``bodies_file`` (request texts, one per line) is sent in turn, a line per request, each run
+starting where the last run from that file stopped.
 Answers with a JSON-RPC error are not counted by wrk: the scenario checks one answer first.
 Streaming stays on the Python generator (wrk does not read SSE events).
 """
@@ -21,7 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.load import run_load
+from bench.load import bodies_offset, bodies_sent, run_load
 
 SCRIPT = Path(__file__).with_name("wrk_post.lua")
 
@@ -52,6 +54,7 @@ async def run_unary(spec: dict[str, Any]) -> dict[str, Any]:
             **os.environ,
             "BENCH_WRK_BODY": body.name,
             "BENCH_WRK_HEADERS": "".join(f"{k}: {v}\n" for k, v in spec["headers"].items()),
+            "BENCH_WRK_BODIES": spec.get("bodies_file") or "",
         }
         warmup = float(spec.get("warmup", 1.0))
         if warmup > 0:  # 0: none (the caller warmed up)
@@ -69,6 +72,7 @@ async def _wrk(
     executable: str, spec: dict[str, Any], seconds: float, env: dict[str, str]
 ) -> dict[str, Any]:
     connections = int(spec["concurrency"])
+    env = {**env, "BENCH_WRK_OFFSET": str(bodies_offset(spec))}
     proc = await asyncio.create_subprocess_exec(
         executable,
         *("-t", "1", "-c", str(connections), "-d", f"{max(1, round(seconds))}s"),
@@ -83,6 +87,7 @@ async def _wrk(
     if proc.returncode != 0 or not lines:
         raise RuntimeError(f"wrk failed ({proc.returncode}) for {spec['url']}:\n{text}")
     raw = json.loads(lines[-1].removeprefix("BENCH "))
+    bodies_sent(spec, raw["requests"] + connections)  # those in flight at the end were sent
     wall = raw["duration_us"] / 1e6
     ok = raw["requests"] - raw["status_errors"]
     return {

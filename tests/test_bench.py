@@ -9,10 +9,15 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+from aiohttp import web
 
 from bench import compare
+from bench import wrk as wrk_mod
+from bench.catalog import distinct_bodies, first_body
+from bench.load import run_load
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -82,3 +87,50 @@ def test_compare_runs_two_checkouts_side_by_side(tmp_path: Path) -> None:
     written = json.loads((tmp_path / "runs.json").read_text())
     assert set(written["meta"]["revisions"]) == {"before", "after"}
     assert [len(written["levels"]["1"][side]) for side in ("before", "after")] == [1, 1]
+
+
+def test_distinct_bodies_are_distinct_requests(tmp_path: Path) -> None:
+    path = distinct_bodies(tmp_path / "bodies.jsonl", count=1200)
+    lines = path.read_text().splitlines()
+    texts = [json.loads(line)["params"]["message"]["parts"][0]["text"] for line in lines]
+    assert len(lines) == 1200 and len(set(texts)) == 1200
+    assert texts[0].endswith(" (ref 0)") and json.loads(first_body(path))["id"] == 0
+    assert {json.loads(line)["method"] for line in lines} == {"SendMessage"}
+
+
+@pytest.mark.parametrize("generator", ["wrk", "python"])
+async def test_a_bodies_file_is_sent_in_turn_and_not_again(
+    generator: str, aiohttp_server: Any, tmp_path: Path
+) -> None:
+    if generator == "wrk" and wrk_mod.find() is None:
+        pytest.skip("wrk is not installed")
+    received: list[list[int]] = [[]]
+
+    async def record(request: web.Request) -> web.Response:
+        received[-1].append((await request.json())["n"])
+        return web.json_response({})
+
+    app = web.Application()
+    app.router.add_post("/", record)
+    server = await aiohttp_server(app)
+    bodies = tmp_path / "bodies.jsonl"
+    bodies.write_text("".join(json.dumps({"n": n}) + "\n" for n in range(200_000)))
+    spec = {
+        "kind": "unary",
+        "url": str(server.make_url("/")),
+        "headers": {},
+        "body": "{}",
+        "bodies_file": str(bodies),
+        "concurrency": 2,
+        "warmup": 0,
+        "rounds": 1,
+        "round": 1.0,
+    }
+    run = wrk_mod.run_unary if generator == "wrk" else run_load
+    for _ in range(2):
+        await run(spec)
+        received.append([])
+    first, second = received[0], received[1]
+    assert len(first) > 10 and len(second) > 10
+    assert len(set(first)) == len(first) and len(set(second)) == len(second)
+    assert not set(first) & set(second)  # the second run went on, it did not start over

@@ -15,7 +15,11 @@ key, one database read per request, and of the caller's own task scope); and (un
 ``router-2-workers``: ``POST /`` of ``switchboard serve --workers 2`` (every other contestant
 runs one process); and ``router-gc-5000``: ``POST /`` of a Switchboard with
 ``SWITCHBOARD_GC_THRESHOLD=5000`` (the garbage collector's youngest generation collected
-less often: compare with ``router`` for what the collector costs under load).
+less often: compare with ``router`` for what the collector costs under load); and
+``router-42-distinct``: ``POST /`` of a Switchboard that also holds the routing evaluation's
+42 cards (all answered by the echo agent), sent a message no earlier call sent
+(:mod:`bench.catalog`): every other contestant is sent one text over and over, whose vector
+the router embeds once and then finds in its cache; real traffic makes it embed each message.
 """
 
 from __future__ import annotations
@@ -24,11 +28,13 @@ import asyncio
 import contextlib
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 
 from bench import nginx as nginx_mod
+from bench.catalog import distinct_bodies, first_body, register_catalog
 from bench.options import Options
 from bench.procs import client_key, echo_agent, register, switchboard
 from bench.report import Check, Section, Table, median, ratio
@@ -119,6 +125,14 @@ async def run(opts: Options) -> Section:
             ("router-gc-5000", {"gc_threshold": "5000"}),
         ):
             urls[name] = f"{await variant(opts, stack, agent, **settings)}/"
+        bodies = {}
+        if opts.quick:  # embedding the 42 cards' texts takes half a minute
+            section.notes.append("router-42-distinct: not in --quick")
+        else:
+            distinct = await variant(opts, stack, agent)
+            await register_catalog(distinct, agent)
+            urls["router-42-distinct"] = f"{distinct}/"
+            bodies["router-42-distinct"] = str(distinct_bodies(opts.tmp / "distinct.jsonl"))
         extra = {"router+key": keyed}
         spec = {
             "kind": "unary",
@@ -127,13 +141,16 @@ async def run(opts: Options) -> Section:
             **opts.timing(),
         }
         for name, url in urls.items():
-            await _probe(url, {**spec["headers"], **extra.get(name, {})}, spec["body"])
+            probe = first_body(Path(bodies[name])) if name in bodies else spec["body"]
+            await _probe(url, {**spec["headers"], **extra.get(name, {})}, probe)
         results: dict[int, dict[str, dict[str, float]]] = {}
         for level in levels:
             row = results[level] = {}
             for name, url in urls.items():
                 headers = {**spec["headers"], **extra.get(name, {})}
                 load = {**spec, "url": url, "concurrency": level, "headers": headers}
+                if name in bodies:
+                    load["bodies_file"] = bodies[name]
                 out = await run_unary(load)
                 rounds = out["rounds"]
                 row[name] = {k: median(rounds, k) for k in ("rps", "p50_ms", "p99_ms", "errors")}
