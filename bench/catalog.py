@@ -7,9 +7,9 @@ the same message twice: :func:`distinct_bodies` writes ``SendMessage`` requests 
 evaluation set's in-domain messages (``bench/routing_eval``, both halves: this is load, not a
 fit), each with a reference number that makes it a text no earlier request had, so the
 router embeds every one. :func:`register_catalog` pushes the evaluation's 42 cards to a
-Switchboard with every interface pointing at one echo agent (``/agents/<id>`` on it), so
-that whatever agent a message is routed to answers with a Task, and waits until their skills
-are embedded.
+Switchboard with one A2A 1.0 interface each, all on one echo agent (``/agents/<id>`` on it),
+so that whatever agent a message is routed to answers with a Task, and waits until their
+skills are embedded.
 """
 
 from __future__ import annotations
@@ -60,8 +60,15 @@ async def register_catalog(base: str, agent: str) -> int:
     async with aiohttp.ClientSession(headers=headers) as http:
         for agent_id, found in cards().items():
             card = copy.deepcopy(found)
-            for interface in card.get("supportedInterfaces", []):
-                interface["url"] = f"{agent}/agents/{agent_id}"
+            for key in ("url", "preferredTransport", "protocolVersion", "additionalInterfaces"):
+                card.pop(key, None)  # a 0.3 card's interface: the echo agent speaks 1.0
+            card["supportedInterfaces"] = [
+                {
+                    "url": f"{agent}/agents/{agent_id}",
+                    "protocolBinding": "JSONRPC",
+                    "protocolVersion": "1.0",
+                }
+            ]
             body = {"card": card, "id": agent_id}
             async with http.post(f"{base}/api/v1/agents", json=body) as resp:
                 if resp.status != 201:
