@@ -16,7 +16,7 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 from registry.embedding import EmbeddingUnavailable
-from registry.embedding.bert import BATCH, BertEmbedder, erf, gelu, gelu_tanh
+from registry.embedding.bert import BATCH, PAD, BertEmbedder, erf, gelu, gelu_tanh, passes
 
 # the session fixtures this module uses
 
@@ -55,6 +55,17 @@ def test_a_batch_gives_each_text_its_own_vector(bert: BertEmbedder) -> None:
     np.testing.assert_allclose(batch, singles, atol=2e-6)
     np.testing.assert_allclose(np.linalg.norm(batch, axis=1), 1.0, atol=1e-5)
     assert bert.embed([]).shape == (0, bert.dim)
+
+
+def test_passes_group_texts_of_similar_length() -> None:
+    lengths = [30, 9, 12, 10, 90, 11, 29, 31, 10]
+    assert passes(lengths, size=3, pad=4) == [[1, 3, 8], [5, 2], [6, 0, 7], [4]]
+    assert passes(lengths, size=32, pad=1000) == [sorted(range(9), key=lengths.__getitem__)]
+    grouped = passes([n % 97 for n in range(500)])
+    assert sorted(i for group in grouped for i in group) == list(range(500))
+    assert max(len(group) for group in grouped) <= BATCH
+    assert all((g[-1] % 97) - (g[0] % 97) <= PAD for g in grouped)
+    assert passes([]) == []
 
 
 def test_long_texts_are_cut_at_max_tokens(model_dir: Path, bert: BertEmbedder) -> None:
