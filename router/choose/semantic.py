@@ -1,6 +1,7 @@
 """The semantic tier: how close a message is, in meaning, to each skill of the catalog.
 
-A message is embedded once (:meth:`Semantic.query_vector`, cached by text). Each row of the
+A message is embedded once (:meth:`Semantic.query_vector`, cached by text; messages that
+wait together are embedded in one batch, :mod:`router.choose.batching`). Each row of the
 matcher's skill index (a skill of an agent) gets three cosine similarities with it
 (:meth:`SemanticIndex.features`): to the skill's document (name, description, tags,
 examples), to its agent's document (name, description), and the best of the skill's
@@ -29,6 +30,7 @@ from registry.cards import Skill
 from registry.examples import Example, LearnedExamples
 from registry.records import AgentRecord
 from registry.vectors import SkillVectors, agent_document, embed_texts, skill_document
+from router.choose.batching import Batches
 
 log = logging.getLogger(__name__)
 
@@ -212,6 +214,7 @@ class Semantic:
         calibration: Calibration,
         *,
         cache_size: int = 4096,
+        batch_size: int = 32,
     ) -> None:
         self.embedder = embedder
         self.vectors = vectors
@@ -221,6 +224,8 @@ class Semantic:
         """Why the last message could not be embedded, if it could not."""
         self._cache: LRUCache[str, np.ndarray] = LRUCache(maxsize=cache_size)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed")
+        self.batches = Batches(self._embed, batch_size)
+        """The messages embedded together (:mod:`router.choose.batching`)."""
         self._index: tuple[Any, int, int, SemanticIndex] | None = None
 
     @property
@@ -235,19 +240,22 @@ class Semantic:
         if found is not None:
             return found
         try:
-            if asyncio.iscoroutinefunction(self.embedder.embed):
-                vectors = await embed_texts(self.embedder, [text])
-            else:
-                loop = asyncio.get_running_loop()
-                vectors = await loop.run_in_executor(self._executor, self.embedder.embed, [text])
+            vector = await self.batches.vector(text)
         except Exception as exc:  # the router keeps routing by words
             self.failure = f"{type(exc).__name__}: {exc}"
             log.warning("embedding a message failed: %s", self.failure)
             return None
         self.failure = None
-        vector = np.asarray(vectors, dtype=np.float32)[0]
         self._cache[text] = vector
         return vector
+
+    async def _embed(self, texts: list[str]) -> np.ndarray:
+        """One batch of message texts through the model (a local one in its thread)."""
+        if asyncio.iscoroutinefunction(self.embedder.embed):
+            return await embed_texts(self.embedder, texts)
+        loop = asyncio.get_running_loop()
+        vectors = await loop.run_in_executor(self._executor, self.embedder.embed, texts)
+        return np.asarray(vectors, dtype=np.float32)
 
     def index_for(
         self, key: Any, rows: Sequence[tuple[AgentRecord, Skill | None]]
@@ -267,5 +275,6 @@ class Semantic:
         self._cache.clear()
 
     def close(self) -> None:
-        """Stop the embedding thread."""
+        """Stop embedding messages and the embedding thread."""
+        self.batches.close()
         self._executor.shutdown(wait=False, cancel_futures=True)
