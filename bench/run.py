@@ -56,7 +56,7 @@ def machine() -> dict[str, object]:
     """What the numbers were measured on: CPU model, the CPUs this process may use (what
     ``serve`` starts as many workers as), memory, kernel, the unary load generator."""
     from bench.wrk import generator
-    from router.cli.workers import available_cpus
+    from router.cpus import available_cpus
 
     def first(path: str, key: str) -> str | None:
         with contextlib.suppress(OSError):

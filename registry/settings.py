@@ -144,6 +144,8 @@ class Settings(BaseSettings):
     data_dir: str = Field(default_factory=default_data_dir)
     embedding_model: str | None = None
     embedding_max_tokens: int = Field(128, ge=8, le=512)
+    # threads embedding messages at once, a batch each; None: this worker's share of the CPUs
+    embedding_threads: int | None = Field(None, ge=1, le=64)
     embeddings_url: str | None = None
     embeddings_model: str | None = None
     embeddings_api_key: str | None = None

@@ -43,6 +43,7 @@ from registry.version import switchboard_version
 from router.choose.grants import policy_grants
 from router.choose.models import load_embedder
 from router.choose.semantic import Calibration, Semantic
+from router.cpus import embedding_threads
 from router.forward.credentials import OutboundAuth
 from router.forward.handler import Router
 from router.observe.endpoint import add_observability
@@ -231,12 +232,17 @@ async def _start_semantic(app: web.Application) -> None:
         return
     vectors = SkillVectors(registry.store, loaded.embedder)
     stored = await vectors.load()
-    semantic = Semantic(loaded.embedder, vectors, examples, Calibration.load())
+    settings = app[SETTINGS]
+    threads = settings.embedding_threads or embedding_threads(settings.workers)
+    semantic = Semantic(loaded.embedder, vectors, examples, Calibration.load(), threads=threads)
     registry.on_index = lambda snapshot: vectors.index(snapshot.agents.values())
     await registry.indexed()  # the whole catalog, before the router serves
     computed = vectors.computed + await vectors.ensure(e.text for e in examples.all)
     router.matcher.semantic = router.chooser.semantic = semantic
-    log.info("%s: %d stored vector(s) read, %d computed", loaded.status, stored, computed)
+    log.info(
+        "%s: %d stored vector(s) read, %d computed; messages embedded in %d thread(s)",
+        loaded.status, stored, computed, threads,
+    )  # fmt: skip
 
 
 async def _scheduled_refresh(app: web.Application) -> AsyncIterator[None]:

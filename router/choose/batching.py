@@ -27,21 +27,22 @@ Embed = Callable[[list[str]], Awaitable[np.ndarray]]
 
 
 class Batches:
-    """Texts embedded in batches by ``embed`` (one row per text, in order), one batch at a
-    time (see the module docs)."""
+    """Texts embedded in batches of up to ``size`` by ``embed`` (one row per text, in order),
+    ``parallel`` batches at a time (see the module docs)."""
 
-    def __init__(self, embed: Embed, size: int = 32) -> None:
-        if size < 1:
-            raise ValueError("a batch holds at least one text")
+    def __init__(self, embed: Embed, size: int = 32, parallel: int = 1) -> None:
+        if size < 1 or parallel < 1:
+            raise ValueError("a batch holds a text at least, and a batch at least goes at once")
         self._embed = embed
         self.size = size
+        self.parallel = parallel
         self.batches = 0
         """Batches embedded so far."""
         self.texts = 0
         """Texts embedded so far (a text asked for while it waits or is embedded counts once)."""
         self._waiting: dict[str, asyncio.Future[np.ndarray]] = {}
         self._embedding: dict[str, asyncio.Future[np.ndarray]] = {}
-        self._runner: asyncio.Task[None] | None = None
+        self._runners: set[asyncio.Task[None]] = set()
 
     async def vector(self, text: str) -> np.ndarray:
         """The vector of ``text``, from the batch it goes in; raises what embedding that
@@ -50,39 +51,43 @@ class Batches:
         if future is None:
             future = asyncio.get_running_loop().create_future()
             self._waiting[text] = future
-            if self._runner is None:
-                self._runner = asyncio.create_task(self._run(), name="embed-batches")
+            if len(self._runners) < self.parallel:
+                self._runners.add(asyncio.create_task(self._run(), name="embed-batches"))
         return await asyncio.shield(future)
 
     def close(self) -> None:
         """Stop embedding: the batch under way and the texts waiting are cancelled."""
-        if self._runner is not None:
-            self._runner.cancel()
+        for runner in self._runners:
+            runner.cancel()
         for future in itertools.chain(self._waiting.values(), self._embedding.values()):
             future.cancel()
         self._waiting.clear()
 
     async def _run(self) -> None:
         try:
-            while self._waiting:
-                texts = list(itertools.islice(self._waiting, self.size))
-                batch = self._embedding = {text: self._waiting.pop(text) for text in texts}
-                self.batches += 1
-                self.texts += len(texts)
-                try:
-                    vectors = await self._embed(texts)
-                    if len(vectors) != len(texts):
-                        raise ValueError(f"{len(vectors)} vectors for {len(texts)} texts")
-                except Exception as exc:
-                    self._embedding = {}
-                    for future in batch.values():
-                        if not future.done():
-                            future.set_exception(exc)
-                            future.exception()  # retrieved: no warning if every caller left
-                    continue
-                self._embedding = {}
-                for future, row in zip(batch.values(), vectors, strict=True):
+            await self._batches()
+        finally:  # at once: a text that comes next must find room for a runner
+            self._runners.discard(asyncio.current_task())  # type: ignore[arg-type]
+
+    async def _batches(self) -> None:
+        while self._waiting:
+            texts = list(itertools.islice(self._waiting, self.size))
+            batch = {text: self._waiting.pop(text) for text in texts}
+            self._embedding.update(batch)
+            self.batches += 1
+            self.texts += len(texts)
+            try:
+                vectors = await self._embed(texts)
+                if len(vectors) != len(texts):
+                    raise ValueError(f"{len(vectors)} vectors for {len(texts)} texts")
+            except Exception as exc:
+                for text, future in batch.items():
+                    del self._embedding[text]
                     if not future.done():
-                        future.set_result(row)
-        finally:
-            self._runner = None
+                        future.set_exception(exc)
+                        future.exception()  # retrieved: no warning if every caller left
+                continue
+            for (text, future), row in zip(batch.items(), vectors, strict=True):
+                del self._embedding[text]
+                if not future.done():
+                    future.set_result(row)

@@ -204,7 +204,9 @@ def _probe(
 
 class Semantic:
     """The semantic tier of one process: the model, the stored vectors, learned examples,
-    the calibration, a cache of message vectors and the index per snapshot."""
+    the calibration, a cache of message vectors and the index per snapshot. Messages are
+    embedded in batches of up to ``batch_size``, ``threads`` batches at once (a local model
+    runs each in a thread of its own)."""
 
     def __init__(
         self,
@@ -215,6 +217,7 @@ class Semantic:
         *,
         cache_size: int = 4096,
         batch_size: int = 32,
+        threads: int = 1,
     ) -> None:
         self.embedder = embedder
         self.vectors = vectors
@@ -223,8 +226,8 @@ class Semantic:
         self.failure: str | None = None
         """Why the last message could not be embedded, if it could not."""
         self._cache: LRUCache[str, np.ndarray] = LRUCache(maxsize=cache_size)
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embed")
-        self.batches = Batches(self._embed, batch_size)
+        self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="embed")
+        self.batches = Batches(self._embed, batch_size, threads)
         """The messages embedded together (:mod:`router.choose.batching`)."""
         self._index: tuple[Any, int, int, SemanticIndex] | None = None
 

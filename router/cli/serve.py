@@ -25,7 +25,8 @@ from router.cli.errors import CliError
 from router.cli.logs import LOG_LEVELS, configure_logging
 from router.cli.running import run as run_server
 from router.cli.shutdown import log_draining, log_stopped
-from router.cli.workers import Supervisor, Worker, available_cpus, listen_sockets, reserve_port
+from router.cli.workers import Supervisor, Worker, listen_sockets, reserve_port
+from router.cpus import available_cpus
 from router.observe import multiprocess
 from router.observe.logformat import ACCESS_LOGGER, RequestAccessLogger
 

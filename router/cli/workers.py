@@ -30,7 +30,6 @@ import atexit
 import contextlib
 import errno
 import logging
-import math
 import os
 import select
 import signal
@@ -40,7 +39,6 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from router.cli.errors import CliError
 
@@ -48,7 +46,6 @@ __all__ = [
     "MAX_FAILURES",
     "Supervisor",
     "Worker",
-    "available_cpus",
     "listen_sockets",
     "reserve_port",
 ]
@@ -90,36 +87,6 @@ class Worker:
             stop()
 
         loop.add_reader(self.parent_fd, closed)
-
-
-def available_cpus(cgroup: Path = Path("/sys/fs/cgroup")) -> int:
-    """The CPUs this process may use: its affinity mask, capped by the cgroup's CPU quota
-    (v2 ``cpu.max`` or v1 ``cpu.cfs_quota_us``; a fractional quota is rounded up)."""
-    try:
-        count = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        count = os.cpu_count() or 1
-    quota = _cpu_quota(cgroup)
-    if quota is not None:
-        count = min(count, max(1, math.ceil(quota)))
-    return max(1, count)
-
-
-def _cpu_quota(cgroup: Path) -> float | None:
-    """The cgroup's CPU quota in CPUs, None when unlimited or unknown."""
-    try:
-        text = (cgroup / "cpu.max").read_text().split()
-        if len(text) == 2 and text[0] != "max":
-            return int(text[0]) / int(text[1])
-        return None
-    except (OSError, ValueError):
-        pass
-    try:
-        quota = int((cgroup / "cpu" / "cpu.cfs_quota_us").read_text())
-        period = int((cgroup / "cpu" / "cpu.cfs_period_us").read_text())
-    except (OSError, ValueError):
-        return None
-    return quota / period if quota > 0 and period > 0 else None
 
 
 def _balanced() -> bool:

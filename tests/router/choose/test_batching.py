@@ -74,6 +74,42 @@ async def test_batches_hold_at_most_size_texts() -> None:
     assert embed.batches == [["x"], ["a", "b"], ["c", "d"], ["e"]]
 
 
+async def test_parallel_batches_go_at_once_and_the_rest_wait_for_one_to_end() -> None:
+    embed = Gated()
+    batches = Batches(embed, size=2, parallel=2)
+    first = await _started(batches, ["a", "b", "c"])
+    assert embed.batches == [["a", "b"], ["c"]]  # two batches under way, none waiting
+    rest = await _started(batches, ["d", "e", "f"])
+    assert len(embed.batches) == 2  # both runners busy: the rest waits
+    embed.release.set()
+    vectors = await asyncio.gather(*first, *rest)
+    assert [float(v[0]) for v in vectors] == [1.0] * 6
+    assert sorted(map(sorted, embed.batches)) == [["a", "b"], ["c"], ["d", "e"], ["f"]]
+
+
+async def test_a_text_that_comes_as_the_last_batch_ends_is_embedded() -> None:
+    """A runner that has just finished its last batch no longer counts, even before its task
+    is done: a text asked for right then gets a runner (one runner at most here)."""
+    ended = asyncio.Event()
+    seen: list[list[str]] = []
+
+    async def embed(texts: list[str]) -> np.ndarray:
+        seen.append(texts)
+        ended.set()  # wakes `later` in the same turn as the runner's last step, before its end
+        return np.array([[float(len(t))] for t in texts], dtype=np.float32)
+
+    batches = Batches(embed, parallel=1)
+
+    async def later() -> np.ndarray:
+        await ended.wait()
+        return await batches.vector("bb")
+
+    waiting = asyncio.create_task(later())
+    await batches.vector("a")
+    vector = await asyncio.wait_for(waiting, timeout=10)
+    assert float(vector[0]) == 2.0 and seen == [["a"], ["bb"]]
+
+
 async def test_a_failed_batch_fails_its_callers_and_the_next_batch_goes_on() -> None:
     embed = Gated()
     batches = Batches(embed)
@@ -130,6 +166,8 @@ def test_a_batch_needs_room_for_a_text() -> None:
 
     with pytest.raises(ValueError):
         Batches(never, size=0)
+    with pytest.raises(ValueError):
+        Batches(never, parallel=0)
 
 
 async def test_the_model_gives_a_text_in_a_batch_its_own_vector(bert: BertEmbedder) -> None:

@@ -21,7 +21,7 @@ import httpx
 import pytest
 from a2a.types import GetTaskRequest
 
-from router.cli.workers import available_cpus, listen_sockets
+from router.cli.workers import listen_sockets
 from tests.support.procout import ProcessOutput
 from tests.support.sdk_clients import answer, ask, connect, send
 from tests.support.sdk_peers import TaskEchoExecutor, serve_sdk_agent
@@ -364,22 +364,6 @@ def test_workers_that_keep_failing_stop_the_supervisor(
     assert done.stdout.strip() == str(supervisor_status), done.stdout + done.stderr
     assert len(re.findall(r"worker \d started", done.stderr)) in starts, done.stderr
     assert "giving up, stopping the others" in done.stderr
-
-
-def test_cpus_follow_the_cgroup_quota(tmp_path: Path) -> None:
-    affinity = len(os.sched_getaffinity(0))
-    assert available_cpus(tmp_path) == affinity  # no quota files: the affinity mask
-    (tmp_path / "cpu.max").write_text("max 100000\n")
-    assert available_cpus(tmp_path) == affinity
-    (tmp_path / "cpu.max").write_text("50000 100000\n")
-    assert available_cpus(tmp_path) == 1  # half a CPU: one worker
-    (tmp_path / "cpu.max").unlink()
-    (tmp_path / "cpu").mkdir()
-    (tmp_path / "cpu" / "cpu.cfs_quota_us").write_text("100000\n")
-    (tmp_path / "cpu" / "cpu.cfs_period_us").write_text("100000\n")
-    assert available_cpus(tmp_path) == 1
-    (tmp_path / "cpu" / "cpu.cfs_quota_us").write_text("-1\n")
-    assert available_cpus(tmp_path) == affinity
 
 
 def test_one_listening_socket_per_worker_on_one_port() -> None:
