@@ -11,9 +11,11 @@ With ``--distinct``, each side also holds the routing evaluation's 42 cards (all
 the echo agent) and every request is a message no earlier one was (:mod:`bench.catalog`): the
 router embeds each message, as real traffic makes it do.
 
-Per run it records wrk's requests/s and p50, and the CPU time the Switchboard process used
-per request (user + system, all its threads, from ``/proc/<pid>/stat``): the figure least
-moved by the load generator and the agent sharing the cores.
+``--workers N`` runs each side as ``serve --workers N``.
+
+Per run it records wrk's requests/s and p50, and the CPU time the Switchboard process (and
+its workers) used per request (user + system, all threads, from ``/proc/<pid>/stat``): the
+figure least moved by the load generator and the agent sharing the cores.
 
 ``BEFORE`` and ``AFTER`` are git revisions of this repository (checked out into temporary
 worktrees, removed at the end) or directories holding a checkout; ``AFTER`` defaults to this
@@ -47,9 +49,25 @@ _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 def cpu_seconds(pid: int) -> float:
-    """User plus system CPU time of process ``pid`` (all its threads) so far, in seconds."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / _TICKS
+    """User plus system CPU time of process ``pid`` (all its threads) and of its children
+    now alive (the workers of ``serve --workers``), so far, in seconds."""
+    total = 0.0
+    for one in [pid, *_children(pid)]:
+        try:
+            fields = Path(f"/proc/{one}/stat").read_text().rpartition(")")[2].split()
+        except OSError:  # ended meanwhile
+            continue
+        total += (int(fields[11]) + int(fields[12])) / _TICKS
+    return total
+
+
+def _children(pid: int) -> list[int]:
+    """The pids of the children of ``pid`` (Linux ``/proc/<pid>/task/*/children``)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            found += [int(child) for child in (task / "children").read_text().split()]
+    return found
 
 
 @contextlib.contextmanager
@@ -94,16 +112,19 @@ async def _run(spec: dict[str, Any], pid: int, seconds: float) -> dict[str, floa
 
 @contextlib.asynccontextmanager
 async def sides(
-    sources: dict[str, Path], tmp: Path, catalog: bool = False
+    sources: dict[str, Path], tmp: Path, catalog: bool = False, workers: int = 1
 ) -> AsyncIterator[tuple[dict[str, tuple[str, int]], str]]:
-    """The echo agent and one Switchboard per source, the agent registered on each (and with
-    ``catalog`` the evaluation's cards, :func:`bench.catalog.register_catalog`): the base URL
-    and pid of each side, and the agent's URL."""
+    """The echo agent and one Switchboard (of ``workers`` worker processes) per source, the
+    agent registered on each (and with ``catalog`` the evaluation's cards,
+    :func:`bench.catalog.register_catalog`): the base URL and pid of each side, and the
+    agent's URL."""
     async with contextlib.AsyncExitStack() as stack:
         agent, _ = await stack.enter_async_context(echo_agent(tmp, answer="task"))
         started = {}
         for name, source in sources.items():
-            base, proc = await stack.enter_async_context(switchboard(tmp, source=source))
+            base, proc = await stack.enter_async_context(
+                switchboard(tmp, source=source, workers=str(workers))
+            )
             await register(base, {"url": agent, "id": "echo"})
             if catalog:
                 await register_catalog(base, agent)
@@ -118,11 +139,12 @@ async def compare(
     pairs: int,
     seconds: float,
     distinct: bool = False,
+    workers: int = 1,
 ) -> dict[int, dict[str, list[dict[str, float]]]]:
     """Every run of every side at every concurrency level (see the module docs)."""
     results: dict[int, dict[str, list[dict[str, float]]]] = {}
     with tempfile.TemporaryDirectory(prefix="switchboard-compare-") as tmp:
-        async with sides(sources, Path(tmp), catalog=distinct) as (started, _agent):
+        async with sides(sources, Path(tmp), distinct, workers) as (started, _agent):
             spec = {
                 "kind": "unary",
                 "headers": {"A2A-Version": "1.0"},
@@ -183,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="the evaluation's 42 cards and a new message per request (bench.catalog)",
     )
+    parser.add_argument("--workers", type=int, default=1, help="serve --workers (default 1)")
     args = parser.parse_args(argv)
     if find() is None:
         parser.error("wrk is not installed (apt-get install wrk)")
@@ -192,7 +215,9 @@ def main(argv: list[str] | None = None) -> int:
         sources = {"before": before, "after": after}
         revisions = {name: _revision(where) for name, where in sources.items()}
         results = asyncio.run(
-            compare(sources, args.path, levels, args.pairs, args.seconds, args.distinct)
+            compare(
+                sources, args.path, levels, args.pairs, args.seconds, args.distinct, args.workers
+            )
         )
     print(report(results))
     if args.json:

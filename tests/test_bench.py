@@ -49,6 +49,21 @@ def test_compare_reads_the_cpu_time_of_a_process() -> None:
     assert compare.cpu_seconds(os.getpid()) >= before + 0.03
 
 
+def test_compare_counts_the_cpu_time_of_the_children_too() -> None:
+    burn = "import sys, time\nt = time.process_time() + 0.3\nwhile time.process_time() < t:\n"
+    burn += "    pass\nprint('done', flush=True)\nsys.stdin.read()\n"
+    child = subprocess.Popen(
+        [sys.executable, "-c", burn], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "done"
+        own = Path("/proc/self/stat").read_text().rpartition(")")[2].split()
+        mine = (int(own[11]) + int(own[12])) / os.sysconf("SC_CLK_TCK")
+        assert compare.cpu_seconds(os.getpid()) >= mine + 0.25  # the child's 0.3 s
+    finally:
+        child.communicate("")
+
+
 def test_compare_checks_out_a_revision_and_removes_it() -> None:
     with compare.checkout("HEAD") as where:
         assert where != ROOT and (where / "bench" / "__main__.py").is_file()

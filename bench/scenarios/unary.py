@@ -19,7 +19,8 @@ less often: compare with ``router`` for what the collector costs under load); an
 ``router-42-distinct``: ``POST /`` of a Switchboard that also holds the routing evaluation's
 42 cards (all answered by the echo agent), sent a message no earlier call sent
 (:mod:`bench.catalog`): every other contestant is sent one text over and over, whose vector
-the router embeds once and then finds in its cache; real traffic makes it embed each message.
+the router embeds once and then finds in its cache; real traffic makes it embed each message;
+and ``router-2-workers-42-distinct``, the same with ``--workers 2``.
 """
 
 from __future__ import annotations
@@ -129,10 +130,14 @@ async def run(opts: Options) -> Section:
         if opts.quick:  # embedding the 42 cards' texts takes half a minute
             section.notes.append("router-42-distinct: not in --quick")
         else:
-            distinct = await variant(opts, stack, agent)
-            await register_catalog(distinct, agent)
-            urls["router-42-distinct"] = f"{distinct}/"
-            bodies["router-42-distinct"] = str(distinct_bodies(opts.tmp / "distinct.jsonl"))
+            path = str(distinct_bodies(opts.tmp / "distinct.jsonl"))
+            for name, settings in (
+                ("router-42-distinct", {}),
+                ("router-2-workers-42-distinct", {"workers": "2"}),
+            ):
+                distinct = await variant(opts, stack, agent, **settings)
+                await register_catalog(distinct, agent)
+                urls[name], bodies[name] = f"{distinct}/", path
         extra = {"router+key": keyed}
         spec = {
             "kind": "unary",
