@@ -30,6 +30,13 @@ class Gated:
         return np.array([[float(len(t))] for t in texts], dtype=np.float32)
 
 
+async def _under_way(batches: Batches, embed: Gated, text: str) -> asyncio.Task[np.ndarray]:
+    """A task asking for ``text``, once a batch (its own) is being embedded."""
+    task = asyncio.create_task(batches.vector(text))
+    await embed.started.wait()
+    return task
+
+
 async def _started(batches: Batches, texts: list[str]) -> list[asyncio.Task[np.ndarray]]:
     """Tasks asking for ``texts``, each already waiting for its vector."""
     tasks = [asyncio.create_task(batches.vector(t)) for t in texts]
@@ -41,8 +48,7 @@ async def _started(batches: Batches, texts: list[str]) -> list[asyncio.Task[np.n
 async def test_a_lone_text_goes_at_once_and_those_that_wait_go_together() -> None:
     embed = Gated()
     batches = Batches(embed, size=8)
-    first = asyncio.create_task(batches.vector("a"))
-    await embed.started.wait()
+    first = await _under_way(batches, embed, "a")
     assert embed.batches == [["a"]]  # nobody else was waiting: no delay for company
     later = await _started(batches, ["bb", "ccc", "bb", "dddd"])
     embed.release.set()
@@ -55,8 +61,7 @@ async def test_a_lone_text_goes_at_once_and_those_that_wait_go_together() -> Non
 async def test_a_text_being_embedded_is_not_embedded_again() -> None:
     embed = Gated()
     batches = Batches(embed)
-    first = asyncio.create_task(batches.vector("same"))
-    await embed.started.wait()
+    first = await _under_way(batches, embed, "same")
     again = await _started(batches, ["same"])
     embed.release.set()
     assert float((await first)[0]) == float((await again[0])[0]) == 4.0
@@ -66,8 +71,7 @@ async def test_a_text_being_embedded_is_not_embedded_again() -> None:
 async def test_batches_hold_at_most_size_texts() -> None:
     embed = Gated()
     batches = Batches(embed, size=2)
-    first = asyncio.create_task(batches.vector("x"))
-    await embed.started.wait()
+    first = await _under_way(batches, embed, "x")
     rest = await _started(batches, ["a", "b", "c", "d", "e"])
     embed.release.set()
     await asyncio.gather(first, *rest)
@@ -114,8 +118,7 @@ async def test_a_failed_batch_fails_its_callers_and_the_next_batch_goes_on() -> 
     embed = Gated()
     batches = Batches(embed)
     embed.fail = RuntimeError("model down")
-    first = asyncio.create_task(batches.vector("a"))
-    await embed.started.wait()
+    first = await _under_way(batches, embed, "a")
     waiting = await _started(batches, ["b"])
     embed.release.set()
     with pytest.raises(RuntimeError, match="model down"):
@@ -138,8 +141,7 @@ async def test_a_wrong_number_of_vectors_is_an_error_for_the_batch() -> None:
 async def test_a_caller_that_leaves_does_not_cancel_the_batch() -> None:
     embed = Gated()
     batches = Batches(embed)
-    leaving = asyncio.create_task(batches.vector("a"))
-    await embed.started.wait()
+    leaving = await _under_way(batches, embed, "a")
     staying = await _started(batches, ["a"])
     leaving.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -151,8 +153,7 @@ async def test_a_caller_that_leaves_does_not_cancel_the_batch() -> None:
 async def test_close_cancels_the_batch_under_way_and_those_waiting() -> None:
     embed = Gated()
     batches = Batches(embed)
-    embedding = asyncio.create_task(batches.vector("a"))
-    await embed.started.wait()
+    embedding = await _under_way(batches, embed, "a")
     waiting = await _started(batches, ["b"])
     batches.close()
     for task in (embedding, *waiting):
