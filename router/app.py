@@ -46,6 +46,7 @@ from router.choose.semantic import Calibration, Semantic
 from router.cpus import embedding_threads
 from router.forward.credentials import OutboundAuth
 from router.forward.handler import Router
+from router.observe.embedmetrics import observe_batch
 from router.observe.endpoint import add_observability
 from router.signing import CardSigner
 from router.tables import SCHEMA
@@ -235,6 +236,7 @@ async def _start_semantic(app: web.Application) -> None:
     settings = app[SETTINGS]
     threads = settings.embedding_threads or embedding_threads(settings.workers)
     semantic = Semantic(loaded.embedder, vectors, examples, Calibration.load(), threads=threads)
+    semantic.batches.observer = observe_batch
     registry.on_index = lambda snapshot: vectors.index(snapshot.agents.values())
     await registry.indexed()  # the whole catalog, before the router serves
     computed = vectors.computed + await vectors.ensure(e.text for e in examples.all)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from collections.abc import Awaitable, Callable
 
 import numpy as np
@@ -43,6 +44,8 @@ class Batches:
         self._waiting: dict[str, asyncio.Future[np.ndarray]] = {}
         self._embedding: dict[str, asyncio.Future[np.ndarray]] = {}
         self._runners: set[asyncio.Task[None]] = set()
+        self.observer: Callable[[int, float], None] | None = None
+        """Called after each batch with its number of texts and its seconds (metrics)."""
 
     async def vector(self, text: str) -> np.ndarray:
         """The vector of ``text``, from the batch it goes in; raises what embedding that
@@ -76,18 +79,25 @@ class Batches:
             self._embedding.update(batch)
             self.batches += 1
             self.texts += len(texts)
+            started = time.perf_counter()
             try:
                 vectors = await self._embed(texts)
                 if len(vectors) != len(texts):
                     raise ValueError(f"{len(vectors)} vectors for {len(texts)} texts")
             except Exception as exc:
+                self._observe(len(texts), started)
                 for text, future in batch.items():
                     del self._embedding[text]
                     if not future.done():
                         future.set_exception(exc)
                         future.exception()  # retrieved: no warning if every caller left
                 continue
+            self._observe(len(texts), started)
             for (text, future), row in zip(batch.items(), vectors, strict=True):
                 del self._embedding[text]
                 if not future.done():
                     future.set_result(row)
+
+    def _observe(self, texts: int, started: float) -> None:
+        if self.observer is not None:
+            self.observer(texts, time.perf_counter() - started)

@@ -7,6 +7,7 @@ the calibration it ships.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,6 +21,7 @@ from a2a.server.events import EventQueue
 from a2a.types import AgentSkill, Part, Role
 
 from registry.api import REGISTRY
+from registry.metrics import METRICS
 from router.app import create_app
 from router.transport.routes import ROUTER
 from tests.peers03 import client03_lines
@@ -124,6 +126,27 @@ async def test_sdk_1x_client_reaches_the_agent_by_meaning(routed: Any) -> None:
     assert await _reply(client, ask(text)) == f"travel: {text}"
     text = "my pay this month looks lower than usual, why?"
     assert await _reply(client, ask(text)) == f"payroll: {text}"
+
+
+async def test_messages_sent_at_once_are_embedded_in_batches_and_counted(routed: Any) -> None:
+    server, http = routed
+    batches = server.app[ROUTER].chooser.semantic.batches
+    before, counted_before = (batches.batches, batches.texts), _batch_metrics()
+    client = await connect(http, base(server))
+    texts = [f"get me on the earliest plane to Berlin on day {n}" for n in range(6)]
+    replies = await asyncio.gather(*(_reply(client, ask(text)) for text in texts))
+    assert replies == [f"travel: {text}" for text in texts]
+    made, embedded = batches.batches - before[0], batches.texts - before[1]
+    assert embedded == 6 and 1 <= made <= 6
+    counted = tuple(a - b for a, b in zip(_batch_metrics(), counted_before, strict=True))
+    assert counted == (made, 6)  # switchboard_embedding_batch_texts: _count and _sum
+
+
+def _batch_metrics() -> tuple[float, float]:
+    """The embedding batches counted so far and the texts in them (this process)."""
+    count = METRICS.get_sample_value("switchboard_embedding_batch_texts_count") or 0.0
+    texts = METRICS.get_sample_value("switchboard_embedding_batch_texts_sum") or 0.0
+    return count, texts
 
 
 async def test_sdk_03_client_reaches_the_agent_by_meaning(routed: Any, sdk03_python: Path) -> None:

@@ -130,6 +130,20 @@ async def test_a_failed_batch_fails_its_callers_and_the_next_batch_goes_on() -> 
     assert embed.batches == [["a"], ["b"], ["ok"]]
 
 
+async def test_the_observer_hears_of_every_batch_failed_or_not() -> None:
+    embed = Gated()
+    embed.release.set()
+    batches = Batches(embed)
+    heard: list[tuple[int, float]] = []
+    batches.observer = lambda texts, seconds: heard.append((texts, seconds))
+    await asyncio.gather(batches.vector("a"), batches.vector("b"), batches.vector("c"))
+    embed.fail = RuntimeError("model down")
+    with pytest.raises(RuntimeError):
+        await batches.vector("d")
+    assert [texts for texts, _ in heard] == [len(b) for b in embed.batches] == [3, 1]
+    assert all(seconds >= 0 for _, seconds in heard)
+
+
 async def test_a_wrong_number_of_vectors_is_an_error_for_the_batch() -> None:
     async def short(texts: list[str]) -> np.ndarray:
         return np.zeros((len(texts) - 1, 3), dtype=np.float32)
