@@ -57,8 +57,9 @@ async def register_catalog(base: str, agent: str) -> int:
     ``agent``/agents/<id>, then wait until no skill waits for its vector; how many were
     registered."""
     headers = {"Authorization": f"Bearer {TOKEN}"}
+    catalog = cards()
     async with aiohttp.ClientSession(headers=headers) as http:
-        for agent_id, found in cards().items():
+        for agent_id, found in catalog.items():
             card = copy.deepcopy(found)
             for key in ("url", "preferredTransport", "protocolVersion", "additionalInterfaces"):
                 card.pop(key, None)  # a 0.3 card's interface: the echo agent speaks 1.0
@@ -74,7 +75,7 @@ async def register_catalog(base: str, agent: str) -> int:
                 if resp.status != 201:
                     raise RuntimeError(f"registering {agent_id}: {resp.status} {await resp.text()}")
         await embedded(http, base)
-    return len(cards())
+    return len(catalog)
 
 
 async def embedded(http: aiohttp.ClientSession, router: str) -> None:
