@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 from registry.api import access
@@ -94,3 +95,51 @@ def test_the_compatibility_table_has_no_empty_cell() -> None:
             assert not missing, f"{row.split('|')[1].strip()}: {cell.strip()} lacks {missing}"
     for name in re.findall(r"`([\w/]+\.py)`", table):
         assert (DOCS.parent / "tests" / name).is_file(), name
+
+
+_LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+_FILE_NAME = re.compile(r"`(\d{4}-\d{2}-\d{2}[\w.-]*\.json)`")
+
+
+def _committed(root: Path) -> set[str] | None:
+    """The repository's files as git knows them (paths relative to ``root``), or None when
+    this is not a git checkout: a file present on disk but ignored is not committed."""
+    try:
+        done = subprocess.run(
+            ["git", "ls-files", "-z"], cwd=root, capture_output=True, check=True, timeout=30
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return set(done.stdout.decode().split("\0")) - {""}
+
+
+def test_every_relative_link_in_the_docs_names_a_committed_file() -> None:
+    root = DOCS.parent
+    committed = _committed(root)
+    pages = [*DOCS.glob("*.md"), root / "README.md", root / "bench" / "results" / "README.md"]
+    broken = []
+    for page in pages:
+        for target in _LINK.findall(page.read_text(encoding="utf-8")):
+            if "://" in target or target.startswith("mailto:"):
+                continue
+            path = (page.parent / target).resolve()
+            name = path.relative_to(root).as_posix() if path.is_relative_to(root) else None
+            found = path.exists() if committed is None or name is None else name in committed
+            if not found and not (path.is_dir() and path.exists()):
+                broken.append(f"{page.relative_to(root)}: {target}")
+    assert not broken, broken
+
+
+def test_every_results_file_the_results_readme_lists_is_committed() -> None:
+    results = DOCS.parent / "bench" / "results"
+    committed = _committed(DOCS.parent)
+    listed = _FILE_NAME.findall((results / "README.md").read_text(encoding="utf-8"))
+    assert listed
+    missing = [
+        name
+        for name in listed
+        if not (
+            (results / name).exists() if committed is None else f"bench/results/{name}" in committed
+        )
+    ]
+    assert not missing, missing
