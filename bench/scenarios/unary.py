@@ -7,7 +7,9 @@ else from the Python generator (:mod:`bench.load`); the section says which.
 Contestants, each its own process on 127.0.0.1, measured one after another at each
 concurrency level by a separate load process (closed loop, keep-alive): direct to the agent;
 Switchboard's ``POST /`` (skill matched); Switchboard's pinned ``POST /agents/{id}``;
-nginx ``proxy_pass`` when installed; and (unary only) ``POST /`` of a Switchboard with
+nginx ``proxy_pass`` when installed; ``floor``, an aiohttp relay on the router's upstream
+client that does nothing else (:mod:`bench.floor`: what any relay on this stack costs, so
+that the router's own work is the difference); and (unary only) ``POST /`` of a Switchboard with
 client authentication on, called with an API key (``router+key``: the cost of checking the
 key, one database read per request, and of the caller's own task scope); and (unary only)
 ``POST /`` of a Switchboard with ``SWITCHBOARD_METRICS=off`` (``router-metrics-off``: no
@@ -36,6 +38,7 @@ import aiohttp
 
 from bench import nginx as nginx_mod
 from bench.catalog import distinct_bodies, first_body, register_catalog
+from bench.floor import relay_floor
 from bench.options import Options
 from bench.procs import client_key, echo_agent, register, switchboard
 from bench.report import Check, Section, Table, median, ratio
@@ -68,6 +71,7 @@ async def contestants(
         )
     else:
         notes.append(nginx_mod.SKIPPED)
+    urls["floor"] = f"{await stack.enter_async_context(relay_floor(agent, opts.tmp))}/"
     return urls
 
 
@@ -198,6 +202,13 @@ async def run(opts: Options) -> Section:
     low, high = results[levels[0]], results[levels[-1]]
     added_1 = low["router"]["p50_ms"] - low["direct"]["p50_ms"]
     section.checks.append(Check("router added p50 at concurrency 1", added_1, 0.3, "ms"))
+    floor_added = low["floor"]["p50_ms"] - low["direct"]["p50_ms"]
+    section.notes.append(
+        f"floor (a relay doing nothing else) adds {floor_added:.3f} ms at p50 at concurrency "
+        f"{levels[0]} and carries {ratio(high['floor']['rps'], high['direct']['rps']):.3f} of "
+        f"direct's req/s at {levels[-1]}; the router's own work adds "
+        f"{added_1 - floor_added:.3f} ms above it"
+    )
     section.checks.append(
         Check(
             f"router throughput / direct at concurrency {levels[-1]}",
