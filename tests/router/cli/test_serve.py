@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import os
@@ -13,6 +14,11 @@ from asyncio.subprocess import Process
 from pathlib import Path
 
 import aiohttp
+import pytest
+
+from router.cli import serve as serve_mod
+from router.cli.errors import CliError
+from tests.support.helpers import make_settings
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -229,3 +235,23 @@ async def test_serve_logs_a_bad_http_request_as_one_info_line(
     assert " INFO aiohttp.server: bad HTTP request from 127.0.0.1: " in line, log
     assert "HTTP/2" in line, log
     assert "Traceback" not in log and " ERROR " not in log, log
+
+
+@pytest.mark.parametrize(
+    ("demo", "workers", "expected"),
+    [(True, None, 1), (True, 1, 1), (False, None, 8), (False, 3, 3)],
+)
+def test_the_workers_default_to_the_cpus_and_to_one_for_the_demo(
+    monkeypatch: pytest.MonkeyPatch, demo: bool, workers: int | None, expected: int
+) -> None:
+    """On a machine with 8 CPUs: ``serve`` runs 8 workers unless told, ``--demo`` runs one."""
+    monkeypatch.setattr(serve_mod, "available_cpus", lambda: 8)
+    settings = make_settings("sqlite://", workers=workers)
+    assert serve_mod._worker_count(argparse.Namespace(demo=demo), settings) == expected
+
+
+def test_the_demo_refuses_several_workers() -> None:
+    settings = make_settings("sqlite://", workers=2)
+    with pytest.raises(CliError, match="--demo runs one worker") as caught:
+        serve_mod._worker_count(argparse.Namespace(demo=True), settings)
+    assert caught.value.status == 2
