@@ -12,26 +12,24 @@ import httpx
 import pytest
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.client.auth.interceptor import AuthInterceptor
-from aiohttp.test_utils import TestServer
 
 from registry.api import REGISTRY
-from router.app import create_app
 from tests.peers03 import client03_lines
-from tests.support.helpers import base, make_settings
+from tests.support.helpers import base
 from tests.support.issuer import serve_issuer
 from tests.support.sdk_clients import Keys, answer, ask, send
 from tests.support.sdk_peers import TaskEchoExecutor, serve_sdk_agent
+from tests.support.served import everywhere
 
 ADMIN = {"Authorization": "Bearer admin-secret"}
 
 
-async def _switchboard(aiohttp_server: Any, database_url: str, **settings: Any) -> TestServer:
+async def _switchboard(start_router: Any, database_url: str, **settings: Any) -> Any:
     settings.setdefault("client_auth", "api-key")
-    app = create_app(make_settings(database_url, admin_token="admin-secret", **settings))
-    return await aiohttp_server(app)
+    return await start_router(database_url, admin_token="admin-secret", **settings)
 
 
-async def _key(http: httpx.AsyncClient, server: TestServer, subject: str, **fields: Any) -> str:
+async def _key(http: httpx.AsyncClient, server: Any, subject: str, **fields: Any) -> str:
     answer = await http.post(
         base(server) + "/api/v1/clients", json={"subject": subject, **fields}, headers=ADMIN
     )
@@ -54,9 +52,9 @@ def _message(text: str, **extra: Any) -> dict[str, Any]:
 
 
 async def test_api_key_callers_are_isolated_and_the_sdk_authenticates_from_the_card(
-    aiohttp_server: Any, db_url: str, http: httpx.AsyncClient
+    start_router: Any, db_url: str, http: httpx.AsyncClient
 ) -> None:
-    server = await _switchboard(aiohttp_server, db_url)
+    server = await _switchboard(start_router, db_url)
     url = base(server) + "/"
     async with serve_sdk_agent(executor=TaskEchoExecutor()) as agent_url:
         await server.app[REGISTRY].register_url(agent_url, "tasks")
@@ -116,15 +114,15 @@ async def test_api_key_callers_are_isolated_and_the_sdk_authenticates_from_the_c
         assert refused.status_code == 401
 
     # after a restart (a new app on the same database) bob still cannot see alice's task
-    again = await _switchboard(aiohttp_server, db_url)
+    again = await _switchboard(start_router, db_url)
     got = (await _rpc(http, base(again) + "/", "GetTask", {"id": task.id}, bob)).json()
     assert got["error"]["code"] == -32001
 
 
 async def test_policies_shape_routing_cards_and_the_catalog(
-    aiohttp_server: Any, sqlite_url: str, http: httpx.AsyncClient
+    start_router: Any, sqlite_url: str, http: httpx.AsyncClient
 ) -> None:
-    server = await _switchboard(aiohttp_server, sqlite_url)
+    server = await _switchboard(start_router, sqlite_url)
     url = base(server) + "/"
     async with serve_sdk_agent(executor=TaskEchoExecutor()) as agent_url:
         await server.app[REGISTRY].register_url(agent_url, "secret-echo")
@@ -133,6 +131,9 @@ async def test_policies_shape_routing_cards_and_the_catalog(
             base(server) + "/api/v1/policies/secret-echo", json=policy, headers=ADMIN
         )
         assert put.status_code == 200, put.text
+        await everywhere(
+            server, "/api/v1/policies/secret-echo", lambda got: got.json() == put.json()
+        )
         finance = await _key(http, server, "fin", tenant="acme", groups=["finance"])
         other = await _key(http, server, "dev", tenant="acme", groups=["dev"])
 
@@ -173,9 +174,9 @@ async def test_policies_shape_routing_cards_and_the_catalog(
 
 
 async def test_an_sdk_03_client_authenticates_from_the_card(
-    aiohttp_server: Any, sqlite_url: str, http: httpx.AsyncClient, sdk03_python: Path
+    start_router: Any, sqlite_url: str, http: httpx.AsyncClient, sdk03_python: Path
 ) -> None:
-    server = await _switchboard(aiohttp_server, sqlite_url)
+    server = await _switchboard(start_router, sqlite_url)
     async with serve_sdk_agent(executor=TaskEchoExecutor()) as agent_url:
         await server.app[REGISTRY].register_url(agent_url, "tasks")
         key = await _key(http, server, "dora", tenant="acme")
@@ -189,10 +190,14 @@ async def test_an_sdk_03_client_authenticates_from_the_card(
 
 @pytest.mark.parametrize("discovery", [True, False])
 async def test_jwt_callers(
-    aiohttp_server: Any, sqlite_url: str, http: httpx.AsyncClient, discovery: bool
+    aiohttp_server: Any,
+    start_router: Any,
+    sqlite_url: str,
+    http: httpx.AsyncClient,
+    discovery: bool,
 ) -> None:
     issuer = await serve_issuer(aiohttp_server)
-    server = await _switchboard(aiohttp_server, sqlite_url, **issuer.settings(discovery=discovery))
+    server = await _switchboard(start_router, sqlite_url, **issuer.settings(discovery=discovery))
     url = base(server) + "/"
     async with serve_sdk_agent(executor=TaskEchoExecutor()) as agent_url:
         await server.app[REGISTRY].register_url(agent_url, "tasks")

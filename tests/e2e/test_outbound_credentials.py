@@ -6,16 +6,18 @@ Authorization unless the agent is configured with ``forward_client_auth``."""
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestServer
 
 from registry.access.secrets import generate_key
-from router.app import create_app
-from tests.support.helpers import AUTH, make_settings
+from tests.support.helpers import AUTH
+from tests.support.served import everywhere
 
 CLIENT_TOKEN = "the-client-s-own-token"
 CLIENT = {"Authorization": f"Bearer {CLIENT_TOKEN}", "A2A-Version": "1.0"}
@@ -114,31 +116,45 @@ async def tokens(aiohttp_server: Any) -> TokenEndpoint:
     return endpoint
 
 
+@dataclass
+class Switchboard:
+    """The app on a real port (with workers: served) and an HTTP client for it."""
+
+    server: Any
+    client: aiohttp.ClientSession
+
+
 @pytest.fixture
-async def switchboard(aiohttp_client: Any, sqlite_url: str, agent: Agent) -> TestClient:
+async def switchboard(
+    start_router: Any, sqlite_url: str, agent: Agent
+) -> AsyncIterator[Switchboard]:
     """The whole app, with a secret key, and the agent registered as ``ledger``."""
-    settings = make_settings(sqlite_url, secret_key=generate_key())
-    client: TestClient = await aiohttp_client(create_app(settings))
-    resp = await client.post(
-        "/api/v1/agents", json={"url": agent.url, "id": "ledger"}, headers=AUTH
-    )
-    assert resp.status == 201, await resp.text()
-    return client
+    server = await start_router(sqlite_url, secret_key=generate_key())
+    async with aiohttp.ClientSession(base_url=server.make_url("")) as client:
+        resp = await client.post(
+            "/api/v1/agents", json={"url": agent.url, "id": "ledger"}, headers=AUTH
+        )
+        assert resp.status == 201, await resp.text()
+        await everywhere(server, "/api/v1/agents/ledger", lambda got: got.status_code == 200)
+        yield Switchboard(server, client)
 
 
-async def set_credential(client: TestClient, body: dict[str, Any]) -> None:
-    resp = await client.put("/api/v1/agents/ledger/credentials", json=body, headers=AUTH)
+async def set_credential(switchboard: Switchboard, body: dict[str, Any]) -> None:
+    path = "/api/v1/agents/ledger/credentials"
+    resp = await switchboard.client.put(path, json=body, headers=AUTH)
     assert resp.status == 200, await resp.text()
+    view = await resp.json()
+    await everywhere(switchboard.server, path, lambda got: got.json() == view)
 
 
-async def ask(client: TestClient, text: str = "balance of account 4711") -> dict[str, Any]:
+async def ask(switchboard: Switchboard, text: str = "balance of account 4711") -> dict[str, Any]:
     body = {
         "jsonrpc": "2.0",
         "id": 1,
         "method": "SendMessage",
         "params": {"message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": text}]}},
     }
-    resp = await client.post("/", json=body, headers=CLIENT)
+    resp = await switchboard.client.post("/", json=body, headers=CLIENT)
     assert resp.status == 200
     return await resp.json()
 
@@ -148,8 +164,9 @@ def answered(reply: dict[str, Any]) -> str:
     return reply["result"]["message"]["parts"][0]["text"]
 
 
+@pytest.mark.in_process  # each worker caches its own token: the counts below are one process's
 async def test_oauth2_bearer_token_from_the_token_endpoint(
-    switchboard: TestClient, agent: Agent, tokens: TokenEndpoint
+    switchboard: Switchboard, agent: Agent, tokens: TokenEndpoint
 ) -> None:
     agent.allows = lambda headers: headers.get("Authorization") == tokens.current
     await set_credential(
@@ -177,7 +194,7 @@ async def test_oauth2_bearer_token_from_the_token_endpoint(
 
 
 async def test_static_api_key_and_the_client_authorization_stays_home(
-    switchboard: TestClient, agent: Agent
+    switchboard: Switchboard, agent: Agent
 ) -> None:
     agent.allows = lambda headers: headers.get("X-API-Key") == API_KEY
     await set_credential(switchboard, {"kind": "header", "header": "X-API-Key", "value": API_KEY})
@@ -187,7 +204,7 @@ async def test_static_api_key_and_the_client_authorization_stays_home(
 
 
 async def test_forward_client_auth_passes_the_client_authorization(
-    switchboard: TestClient, agent: Agent
+    switchboard: Switchboard, agent: Agent
 ) -> None:
     agent.allows = lambda headers: headers.get("Authorization") == CLIENT["Authorization"]
     await set_credential(switchboard, {"forward_client_auth": True})
@@ -204,7 +221,7 @@ async def test_forward_client_auth_passes_the_client_authorization(
 
 
 async def test_without_a_credential_the_agent_refuses_and_the_client_is_told(
-    switchboard: TestClient, agent: Agent
+    switchboard: Switchboard, agent: Agent
 ) -> None:
     agent.allows = lambda headers: "Authorization" in headers
     reply = await ask(switchboard)
@@ -215,7 +232,7 @@ async def test_without_a_credential_the_agent_refuses_and_the_client_is_told(
 
 
 async def test_a_token_endpoint_that_refuses_is_a_clear_error(
-    switchboard: TestClient, agent: Agent, tokens: TokenEndpoint
+    switchboard: Switchboard, agent: Agent, tokens: TokenEndpoint
 ) -> None:
     await set_credential(
         switchboard,

@@ -29,12 +29,13 @@ from tests.support.helpers import base, make_settings
 from tests.support.images import png
 from tests.support.sdk_clients import answer, ask, connect, send
 from tests.support.sdk_peers import TaskEchoExecutor, serve_sdk_agent
+from tests.support.served import everywhere
 
 AGENTS = ("currency", "translate", "caption")
 
 
-async def _switchboard(aiohttp_server: Any, database_url: str, demo: DemoAgents) -> TestServer:
-    server = await aiohttp_server(create_app(make_settings(database_url)))
+async def _switchboard(server: Any, demo: DemoAgents) -> Any:
+    """``server`` (just started) with the demo agents registered."""
     registry = server.app[REGISTRY]
     for name in AGENTS:
         if name not in registry.catalog.snapshot.agents:
@@ -179,14 +180,14 @@ async def test_get_and_cancel_through_the_router(
 
 
 async def test_a_restarted_router_still_knows_its_tasks(
-    aiohttp_server: Any, sqlite_url: str, demo: DemoAgents, http: httpx.AsyncClient
+    start_router: Any, sqlite_url: str, demo: DemoAgents, http: httpx.AsyncClient
 ) -> None:
     from a2a.types import GetTaskRequest
 
-    first = await _switchboard(aiohttp_server, sqlite_url, demo)
+    first = await _switchboard(await start_router(sqlite_url), demo)
     task = await send(await connect(http, base(first)), ask("convert 1 GBP to EUR"))
     await first.close()
-    second = await _switchboard(aiohttp_server, sqlite_url, demo)
+    second = await _switchboard(await start_router(sqlite_url), demo)
     got = await (await connect(http, base(second))).get_task(GetTaskRequest(id=task.id))
     assert got.id == task.id and answer(got) == answer(task)
 
@@ -330,11 +331,11 @@ async def test_a_streaming_call_refused_before_any_event_is_a_plain_json_error(
 
 
 async def test_an_agents_plain_error_to_a_streaming_call_stays_plain(
-    aiohttp_server: Any, sqlite_url: str, http: httpx.AsyncClient
+    start_router: Any, sqlite_url: str, http: httpx.AsyncClient
 ) -> None:
     """SubscribeToTask on a finished task: the SDK agent answers a plain JSON-RPC error, and
     so does the router, with the agent's code (not an SSE stream of one error event)."""
-    server = await aiohttp_server(create_app(make_settings(sqlite_url)))
+    server = await start_router(sqlite_url)
     async with serve_sdk_agent(executor=TaskEchoExecutor()) as agent_url:
         await server.app[REGISTRY].register_url(agent_url, "tasks")
         pinned = base(server) + "/agents/tasks"
@@ -403,9 +404,9 @@ async def test_a_media_type_no_agent_accepts_is_content_type_not_supported(
 
 
 async def test_the_default_route_takes_what_no_tier_is_confident_about(
-    aiohttp_server: Any, sqlite_url: str, demo: DemoAgents, http: httpx.AsyncClient
+    start_router: Any, sqlite_url: str, demo: DemoAgents, http: httpx.AsyncClient
 ) -> None:
-    server = await aiohttp_server(create_app(make_settings(sqlite_url, default_agent="currency")))
+    server = await start_router(sqlite_url, default_agent="currency")
     for name in AGENTS:
         await server.app[REGISTRY].register_url(demo.urls[name], name)
     weather = {"message": _message("what's the weather in Paris")}
@@ -427,10 +428,9 @@ async def test_the_default_route_takes_what_no_tier_is_confident_about(
 
 
 async def test_a_default_route_that_cannot_take_the_call_leaves_the_refusal(
-    aiohttp_server: Any, sqlite_url: str, demo: DemoAgents, http: httpx.AsyncClient
+    start_router: Any, sqlite_url: str, demo: DemoAgents, http: httpx.AsyncClient
 ) -> None:
-    settings = make_settings(sqlite_url, default_agent="caption")  # takes images only
-    server = await aiohttp_server(create_app(settings))
+    server = await start_router(sqlite_url, default_agent="caption")  # takes images only
     for name in AGENTS:
         await server.app[REGISTRY].register_url(demo.urls[name], name)
     weather = {"message": _message("what's the weather in Paris")}
@@ -515,10 +515,9 @@ async def test_list_tasks_from_the_mapping_table(
 
 
 async def test_unverified_agents_are_not_routed_with_the_policy_on(
-    aiohttp_server: Any, sqlite_url: str, demo: DemoAgents, http: httpx.AsyncClient
+    start_router: Any, sqlite_url: str, demo: DemoAgents, http: httpx.AsyncClient
 ) -> None:
-    settings = make_settings(sqlite_url, require_signed_cards=True)
-    server = await aiohttp_server(create_app(settings))
+    server = await start_router(sqlite_url, require_signed_cards=True)
     await server.app[REGISTRY].register_url(demo.urls["currency"], "currency")
     answer_ = await _rpc(
         http, base(server) + "/", "SendMessage", {"message": _message("convert 1 USD to EUR")}
@@ -553,7 +552,8 @@ async def test_concurrent_first_messages_share_one_conversation(
     messages can start two conversations, as docs/operations.md says)."""
     import asyncio
 
-    switchboard = await _switchboard(aiohttp_server, sqlite_url, demo)
+    server = await aiohttp_server(create_app(make_settings(sqlite_url)))
+    switchboard = await _switchboard(server, demo)
     client = await connect(http, base(switchboard))
     context = str(uuid.uuid4())  # a client's own, unseen context id becomes a router context
     tasks = await asyncio.gather(
@@ -613,24 +613,30 @@ async def test_a_push_config_on_a_stream_for_an_agent_without_push_is_refused(
 
 
 async def test_per_agent_card_drops_fields_the_agents_signature_did_not_cover(
-    aiohttp_client: Any, sqlite_url: str
+    start_router: Any, sqlite_url: str
 ) -> None:
     """The router re-signs per-agent cards: it must not vouch for unsigned content."""
+    import aiohttp
+
     from registry.signatures import generate_key, sign_card
     from tests.support.helpers import AUTH, card_v1
 
     key = generate_key("ES256", kid="owner")
-    client = await aiohttp_client(create_app(make_settings(sqlite_url)))
-    public = _json_loads(key.export_public())
-    assert (await client.post("/api/v1/keys", json={"jwk": public}, headers=AUTH)).status == 201
-    signed = sign_card(card_v1("https://w.example"), key)
-    signed["x-unsigned"] = "added after signing"
-    agent = await (
-        await client.post("/api/v1/agents", json={"card": signed, "id": "wx"}, headers=AUTH)
-    ).json()
-    assert agent["verification"]["status"] == "verified"
-    assert "x-unsigned" in agent["verification"]["uncovered_fields"]
-    served = await (await client.get("/agents/wx/.well-known/agent-card.json")).json()
+    server = await start_router(sqlite_url)
+    async with aiohttp.ClientSession(base_url=server.make_url("")) as client:
+        public = _json_loads(key.export_public())
+        trusted = await client.post("/api/v1/keys", json={"jwk": public}, headers=AUTH)
+        assert trusted.status == 201
+        await everywhere(server, trusted.headers["Location"], lambda got: got.status_code == 200)
+        signed = sign_card(card_v1("https://w.example"), key)
+        signed["x-unsigned"] = "added after signing"
+        agent = await (
+            await client.post("/api/v1/agents", json={"card": signed, "id": "wx"}, headers=AUTH)
+        ).json()
+        assert agent["verification"]["status"] == "verified"
+        assert "x-unsigned" in agent["verification"]["uncovered_fields"]
+        await everywhere(server, "/api/v1/agents/wx", lambda got: got.status_code == 200)
+        served = await (await client.get("/agents/wx/.well-known/agent-card.json")).json()
     assert "x-unsigned" not in served
     assert served["name"] == "Weather Agent"
 

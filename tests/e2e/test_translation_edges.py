@@ -22,10 +22,10 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from registry.api import REGISTRY
-from router.app import create_app
 from router.compat.carry import CARRY_KEY
 from tests.peers03 import agent03
-from tests.support.helpers import card_v03, card_v1, make_settings
+from tests.support.helpers import card_v03, card_v1
+from tests.support.served import serve_router
 
 UP_TASK, UP_CONTEXT = "up-task-0001", "up-context-0001"
 V1_HEADERS = {"A2A-Version": "1.0"}
@@ -125,12 +125,14 @@ async def scripted(aiohttp_server: Any) -> Scripted:
 
 
 @pytest.fixture
-async def router(aiohttp_server: Any, sqlite_url: str, scripted: Scripted) -> TestServer:
-    server = await aiohttp_server(create_app(make_settings(sqlite_url)))
-    registry = server.app[REGISTRY]
-    await registry.register_url(scripted.url("/v03"), "scripted03")
-    await registry.register_url(scripted.url("/v1"), "scripted1")
-    return server
+async def router(aiohttp_server: Any, sqlite_url: str, scripted: Scripted) -> AsyncIterator[Any]:
+    """The ``router`` of tests/e2e/conftest.py (with workers: served) with the scripted
+    agents registered."""
+    async with serve_router(aiohttp_server, sqlite_url) as server:
+        registry = server.app[REGISTRY]
+        await registry.register_url(scripted.url("/v03"), "scripted03")
+        await registry.register_url(scripted.url("/v1"), "scripted1")
+        yield server
 
 
 @pytest.fixture
@@ -237,11 +239,11 @@ async def test_03_client_to_a_v1_agent_with_a_tenant(
 
 
 async def test_a_non_object_v1_data_part_through_a_03_agent(
-    aiohttp_server: Any, sqlite_url: str, sdk03_python: Path, http: aiohttp.ClientSession
+    start_router: Any, sqlite_url: str, sdk03_python: Path, http: aiohttp.ClientSession
 ) -> None:
     """A 1.0 data part whose value is a list reaches an a2a-sdk 0.3 agent as the SDK's
     ``data_part_compat`` wrapping and comes back to the 1.0 client as the list."""
-    router = await aiohttp_server(create_app(make_settings(sqlite_url)))
+    router = await start_router(sqlite_url)
     async with agent03(sdk03_python, echo_parts=True) as agent:
         await router.app[REGISTRY].register_url(agent.base_url, "echo03")
         message = {

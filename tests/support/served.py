@@ -12,6 +12,8 @@ started but never called over HTTP, a replica as any worker is. What the tests d
 database; after a change to the catalog the sidecar waits until every worker has caught up
 (its catalog version, polled every ``SWITCHBOARD_CATALOG_SYNC_INTERVAL``: 0.1 s here), as
 it waits for readiness on the supervisor's ``all N workers ready`` line, never a sleep.
+:func:`everywhere` waits likewise after a change made over HTTP that workers take up on their
+next sync (access policies, outbound credentials); ``close()`` stops the supervisor.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +34,10 @@ from yarl import URL
 
 from registry.api import REGISTRY
 from router.app import create_app
-from tests.support.helpers import AUTH, make_settings, settings_values
+from tests.support.helpers import make_settings, settings_values
 from tests.support.procout import ProcessOutput
 
-__all__ = ["WORKERS_ENV", "ServedRouter", "serve_router", "test_workers"]
+__all__ = ["WORKERS_ENV", "ServedRouter", "everywhere", "serve_router", "test_workers"]
 
 WORKERS_ENV = "SWITCHBOARD_TEST_WORKERS"
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,35 +93,68 @@ class ServedRouter:
 
     scheme = "http"
 
-    def __init__(self, host: str, port: int, pids: set[int], sidecar: web.Application) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        pids: set[int],
+        sidecar: web.Application,
+        admin: dict[str, str],
+        stop: Callable[[], Awaitable[None]],
+    ) -> None:
         self.host, self.port, self.pids = host, port, pids
         self.app = _SidecarApp(sidecar, self)
+        self._admin, self._stop = admin, stop
+
+    async def close(self) -> None:
+        """Stop the supervisor and its workers (SIGTERM), as ``TestServer.close`` stops its
+        server; the sidecar stays up until the test's end."""
+        await self._stop()
 
     def make_url(self, path: str = "") -> URL:
         """The absolute URL of ``path``."""
         return URL(f"{self.scheme}://{self.host}:{self.port}").join(URL(path))
 
     async def caught_up(self, version: int, seconds: float = 60) -> None:
-        """Wait until every worker's catalog is at ``version`` or later: ask on new
-        connections (the kernel spreads them over the workers) until each has said so."""
+        """Wait until every worker's catalog is at ``version`` or later."""
+
+        def current(stats: httpx.Response) -> bool:
+            return int(stats.raise_for_status().json()["catalog_version"]) >= version
+
+        await self.until_every_worker("/api/v1/stats", current, seconds)
+
+    async def until_every_worker(
+        self, path: str, ready: Callable[[httpx.Response], bool], seconds: float = 60
+    ) -> None:
+        """Wait until every worker answers ``GET path`` (as the admin) with a response
+        ``ready`` accepts: ask on new connections (the kernel spreads them over the workers)
+        until each has said so."""
         behind, deadline = set(self.pids), time.monotonic() + seconds
         while behind:
-            pid, seen = await self._probe()
-            if seen >= version:
+            pid, answer = await self._probe(path)
+            if ready(answer):
                 behind.discard(pid)
             if time.monotonic() > deadline:
-                raise AssertionError(f"workers {behind} not at catalog version {version}")
+                raise AssertionError(f"workers {behind} not ready on {path}: {answer.text}")
             if pid in behind:
                 await asyncio.sleep(0.02)  # its next catalog poll: a polling interval
 
-    async def _probe(self) -> tuple[int, int]:
-        """One worker's pid and catalog version, both from one connection."""
+    async def _probe(self, path: str) -> tuple[int, httpx.Response]:
+        """One worker's pid and its answer to ``GET path``, both from one connection."""
         limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
-        base = str(self.make_url("/api/v1"))
-        async with httpx.AsyncClient(limits=limits, headers=AUTH, timeout=30) as http:
-            status = (await http.get(f"{base}/status")).raise_for_status().json()
-            stats = (await http.get(f"{base}/stats")).raise_for_status().json()
-        return int(status["replica"]["name"].split(":")[-2]), int(stats["catalog_version"])
+        status_url, url = str(self.make_url("/api/v1/status")), str(self.make_url(path))
+        async with httpx.AsyncClient(limits=limits, headers=self._admin, timeout=30) as http:
+            status = (await http.get(status_url)).raise_for_status().json()
+            answer = await http.get(url)
+        return int(status["replica"]["name"].split(":")[-2]), answer
+
+
+async def everywhere(server: Any, path: str, ready: Callable[[httpx.Response], bool]) -> None:
+    """After a change made through the admin API that replicas take up on their next sync
+    (access policies, outbound credentials): with a served router, wait until every worker
+    answers ``GET path`` as ``ready`` accepts; in this process there is nothing to wait for."""
+    if isinstance(server, ServedRouter):
+        await server.until_every_worker(path, ready)
 
 
 def _environment(database_url: str, overrides: dict[str, Any], workers: int) -> dict[str, str]:
@@ -153,13 +188,8 @@ async def _served(
     )
     assert proc.stderr is not None
     output = ProcessOutput(proc.stderr)
-    try:
-        port = await output.wait_for(r"\d+ workers on 127\.0\.0\.1, port (\d+)")
-        await output.wait_for(rf"all {workers} workers ready")
-        pids = {int(p) for p in re.findall(r"worker \d+ started \(pid (\d+)\)", output.text)}
-        assert len(pids) == workers, output.text
-        yield ServedRouter("127.0.0.1", int(port.group(1)), pids, sidecar)
-    finally:
+
+    async def stop() -> None:
         if proc.returncode is None:
             proc.terminate()
             try:
@@ -167,6 +197,18 @@ async def _served(
             except TimeoutError:
                 proc.kill()
                 await proc.wait()
+
+    try:
+        port = await output.wait_for(r"\d+ workers on 127\.0\.0\.1, port (\d+)")
+        await output.wait_for(rf"all {workers} workers ready")
+        pids = {int(p) for p in re.findall(r"worker \d+ started \(pid (\d+)\)", output.text)}
+        assert len(pids) == workers, output.text
+        admin = {
+            "Authorization": f"Bearer {settings_values(database_url, **overrides)['admin_token']}"
+        }
+        yield ServedRouter("127.0.0.1", int(port.group(1)), pids, sidecar, admin, stop)
+    finally:
+        await stop()
         await output.task
     assert proc.returncode == 0, output.text  # SIGTERM: every worker stopped cleanly
     assert "Traceback" not in output.text, output.text
