@@ -7,11 +7,12 @@ else from the Python generator (:mod:`bench.load`); the section says which.
 Contestants, each its own process on 127.0.0.1, measured one after another at each
 concurrency level by a separate load process (closed loop, keep-alive): direct to the agent;
 Switchboard's ``POST /`` (skill matched); Switchboard's pinned ``POST /agents/{id}``;
-nginx ``proxy_pass`` when installed; ``floor``, an aiohttp relay on the router's upstream
-client that does nothing else (:mod:`bench.floor`: what any relay on this stack costs, so
-that the router's own work is the difference); and (unary only) ``POST /`` of a Switchboard with
-client authentication on, called with an API key (``router+key``: the cost of checking the
-key, one database read per request, and of the caller's own task scope); and (unary only)
+nginx ``proxy_pass`` when installed; (unary only) ``floor``, an aiohttp relay on the
+router's upstream client that does nothing else (:mod:`bench.floor`: what any relay on this
+stack costs, so that the router's own work is the difference); and (unary only) ``POST /``
+of a Switchboard with client authentication on, called with an API key (``router+key``: the
+cost of checking the key, one database read per request, and of the caller's own task
+scope); and (unary only)
 ``POST /`` of a Switchboard with ``SWITCHBOARD_METRICS=off`` (``router-metrics-off``: no
 ``/metrics`` endpoint; compare with ``router`` for the cost of serving metrics); and
 ``router-2-workers``: ``POST /`` of ``switchboard serve --workers 2`` (every other contestant
@@ -71,7 +72,6 @@ async def contestants(
         )
     else:
         notes.append(nginx_mod.SKIPPED)
-    urls["floor"] = f"{await stack.enter_async_context(relay_floor(agent, opts.tmp))}/"
     return urls
 
 
@@ -122,6 +122,8 @@ async def run(opts: Options) -> Section:
     async with contextlib.AsyncExitStack() as stack:
         urls = await contestants(opts, stack, section.notes)
         agent = urls["direct"].rstrip("/")
+        # reads each answer whole: a unary relay only (not a contestant of the streaming one)
+        urls["floor"] = f"{await stack.enter_async_context(relay_floor(agent, opts.tmp))}/"
         keyed_url, keyed = await authenticated(opts, stack, agent)
         urls["router+key"] = keyed_url
         for name, settings in (
