@@ -123,6 +123,7 @@ class Settings(BaseSettings):
     metrics: bool = True  # GET /metrics (SWITCHBOARD_METRICS=off: none)
     metrics_port: int | None = Field(None, ge=0, le=65535)  # /metrics there, not on `port`
     log_format: Literal["text", "json"] = "text"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"  # `serve --log-level` over it
 
     # the web console at /ui/ (router/ui/, docs/console.md); off: no /ui/, no redirect from /
     ui: bool = True
@@ -226,6 +227,12 @@ class Settings(BaseSettings):
             retry_max=self.health_retry_max,
             unreachable_after=self.health_unreachable_after,
         )
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _log_level(cls, value: object) -> object:
+        """A level's name in any case."""
+        return value.strip().upper() if isinstance(value, str) else value
 
     @field_validator("client_auth", mode="before")
     @classmethod

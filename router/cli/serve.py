@@ -66,7 +66,10 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="processes serving the port (SWITCHBOARD_WORKERS; default: the CPUs available, "
         "1 with --demo)",
     )
-    serve.add_argument("--log-level", default="INFO", help="DEBUG, INFO (default), WARNING, ERROR")
+    serve.add_argument(
+        "--log-level",
+        help="DEBUG, INFO (default), WARNING, ERROR (over SWITCHBOARD_LOG_LEVEL)",
+    )
     serve.set_defaults(func=cmd_serve)
 
 
@@ -102,15 +105,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     database URL and driver) is checked first: exit status 2 with one line. Failures that only
     show at startup (database unreachable, port in use) give exit status 1 with one line.
     """
-    level = args.log_level.upper()
-    if level not in LOG_LEVELS:
+    if args.log_level is not None and args.log_level.upper() not in LOG_LEVELS:
         raise CliError(
             f"invalid --log-level {args.log_level!r}: use one of {', '.join(LOG_LEVELS)}",
             status=2,
         )
     settings = _checked_settings(args)
     count = _worker_count(args, settings)
-    configure_logging(level, settings.log_format)
+    configure_logging(settings.log_level, settings.log_format)
     if count == 1:
         return _serve(args, settings, None)
     return _supervise(args, settings, count)
@@ -129,6 +131,7 @@ def _checked_settings(args: argparse.Namespace) -> Settings:
             ("read_token", args.read_token),
             ("allow_networks", args.allow_networks),
             ("workers", args.workers),
+            ("log_level", args.log_level),
         )
         if value is not None
     }

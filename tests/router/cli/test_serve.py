@@ -16,6 +16,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from router.cli import build_parser
 from router.cli import serve as serve_mod
 from router.cli.errors import CliError
 from tests.support.helpers import make_settings
@@ -255,3 +256,39 @@ def test_the_demo_refuses_several_workers() -> None:
     with pytest.raises(CliError, match="--demo runs one worker") as caught:
         serve_mod._worker_count(argparse.Namespace(demo=True), settings)
     assert caught.value.status == 2
+
+
+@pytest.fixture
+def no_switchboard_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No SWITCHBOARD_* variable of the environment running the tests is seen."""
+    for name in [n for n in os.environ if n.startswith("SWITCHBOARD_")]:
+        monkeypatch.delenv(name)
+
+
+@pytest.mark.parametrize(
+    ("variable", "flag", "expected"),
+    [(None, None, "INFO"), ("warning", None, "WARNING"), ("WARNING", "debug", "DEBUG")],
+)
+def test_the_log_level_comes_from_the_flag_over_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+    no_switchboard_environment: None,
+    tmp_path: Path,
+    variable: str | None,
+    flag: str | None,
+    expected: str,
+) -> None:
+    if variable is not None:
+        monkeypatch.setenv("SWITCHBOARD_LOG_LEVEL", variable)
+    argv = ["serve", "--database-url", f"sqlite:///{tmp_path / 'x.db'}"]
+    args = build_parser().parse_args([*argv, *(["--log-level", flag] if flag else [])])
+    assert serve_mod._checked_settings(args).log_level == expected
+
+
+def test_a_bad_log_level_variable_is_one_line_and_status_2(
+    monkeypatch: pytest.MonkeyPatch, no_switchboard_environment: None, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("SWITCHBOARD_LOG_LEVEL", "loud")
+    args = build_parser().parse_args(["serve", "--database-url", f"sqlite:///{tmp_path / 'x.db'}"])
+    with pytest.raises(CliError, match="log_level") as caught:
+        serve_mod._checked_settings(args)
+    assert caught.value.status == 2 and "\n" not in str(caught.value)
