@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(300)  # many processes and rounds: 80 to 120 s on a slow machine
 def test_bench_quick_runs_unary_crawl_and_reload() -> None:
     args = [sys.executable, "-m", "bench", "--quick", "--only", "unary,crawl,reload"]
     args += ["--rounds", "1", "--round-seconds", "0.2", "--postgres", "none", "--no-save"]
