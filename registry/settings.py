@@ -52,6 +52,10 @@ def default_data_dir() -> str:
     return str(Path(base) / "switchboard")
 
 
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
+"""The levels ``serve`` logs at (``SWITCHBOARD_LOG_LEVEL``, ``--log-level``)."""
+
+
 class Settings(BaseSettings):
     """All runtime configuration of one Switchboard process."""
 
@@ -123,7 +127,7 @@ class Settings(BaseSettings):
     metrics: bool = True  # GET /metrics (SWITCHBOARD_METRICS=off: none)
     metrics_port: int | None = Field(None, ge=0, le=65535)  # /metrics there, not on `port`
     log_format: Literal["text", "json"] = "text"
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"  # `serve --log-level` over it
+    log_level: LogLevel = "INFO"  # `serve --log-level` over it
 
     # the web console at /ui/ (router/ui/, docs/console.md); off: no /ui/, no redirect from /
     ui: bool = True

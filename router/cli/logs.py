@@ -14,12 +14,14 @@ request: TLS or a scanner on the port) at DEBUG; those stay at DEBUG, as one lin
 from __future__ import annotations
 
 import logging
+from typing import get_args
 
 from aiohttp.http_exceptions import BadHttpMessage
 
+from registry.settings import LogLevel
 from router.observe.logformat import ACCESS_LOGGER, CALL_LOGGER, LogFormat, log_handler
 
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+LOG_LEVELS: tuple[str, ...] = get_args(LogLevel)
 SERVER_LOGGER = "aiohttp.server"
 _HANDLE_ERROR = "Error handling request from %s"
 
