@@ -113,20 +113,28 @@ def _committed(root: Path) -> set[str] | None:
     return set(done.stdout.decode().split("\0")) - {""}
 
 
+def _in_repository(path: Path, committed: set[str] | None) -> bool:
+    """``path`` is a committed file (or, outside git or the repository, exists), or an
+    existing directory."""
+    root = DOCS.parent
+    path = path.resolve()
+    if committed is None or not path.is_relative_to(root) or path.is_dir():
+        return path.exists()
+    return path.relative_to(root).as_posix() in committed
+
+
 def test_every_relative_link_in_the_docs_names_a_committed_file() -> None:
     root = DOCS.parent
     committed = _committed(root)
     pages = [*DOCS.glob("*.md"), root / "README.md", root / "bench" / "results" / "README.md"]
-    broken = []
-    for page in pages:
-        for target in _LINK.findall(page.read_text(encoding="utf-8")):
-            if "://" in target or target.startswith("mailto:"):
-                continue
-            path = (page.parent / target).resolve()
-            name = path.relative_to(root).as_posix() if path.is_relative_to(root) else None
-            found = path.exists() if committed is None or name is None else name in committed
-            if not found and not (path.is_dir() and path.exists()):
-                broken.append(f"{page.relative_to(root)}: {target}")
+    broken = [
+        f"{page.relative_to(root)}: {target}"
+        for page in pages
+        for target in _LINK.findall(page.read_text(encoding="utf-8"))
+        if "://" not in target
+        and not target.startswith("mailto:")
+        and not _in_repository(page.parent / target, committed)
+    ]
     assert not broken, broken
 
 
@@ -135,11 +143,5 @@ def test_every_results_file_the_results_readme_lists_is_committed() -> None:
     committed = _committed(DOCS.parent)
     listed = _FILE_NAME.findall((results / "README.md").read_text(encoding="utf-8"))
     assert listed
-    missing = [
-        name
-        for name in listed
-        if not (
-            (results / name).exists() if committed is None else f"bench/results/{name}" in committed
-        )
-    ]
+    missing = [name for name in listed if not _in_repository(results / name, committed)]
     assert not missing, missing

@@ -170,11 +170,10 @@ async def test_server_from_switchboard_url_and_token_from_variables(
 async def test_auth_errors_say_which_variable_or_flag(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
+    no_switchboard_environment: None,
     aiohttp_server: Any,
     sqlite_url: str,
 ) -> None:
-    for name in [n for n in os.environ if n.startswith("SWITCHBOARD_")]:
-        monkeypatch.delenv(name)
     guarded = await aiohttp_server(create_app(make_settings(sqlite_url, read_token="reader")))
     url = str(guarded.make_url(""))
 
@@ -307,7 +306,7 @@ _SERVE_MISTAKES = {
 
 
 @pytest.fixture
-def no_server(monkeypatch: pytest.MonkeyPatch) -> None:
+def no_server(monkeypatch: pytest.MonkeyPatch, no_switchboard_environment: None) -> None:
     """``serve`` must stop before starting a server; no SWITCHBOARD_* variable of the
     environment running the tests is seen."""
 
@@ -315,8 +314,6 @@ def no_server(monkeypatch: pytest.MonkeyPatch) -> None:
         raise AssertionError("serve started despite a bad configuration")
 
     monkeypatch.setattr("router.cli.serve.run_server", must_not_start)
-    for name in [n for n in os.environ if n.startswith("SWITCHBOARD_")]:
-        monkeypatch.delenv(name)
 
 
 @pytest.mark.parametrize("mistake", list(_SERVE_MISTAKES))

@@ -258,13 +258,6 @@ def test_the_demo_refuses_several_workers() -> None:
     assert caught.value.status == 2
 
 
-@pytest.fixture
-def no_switchboard_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No SWITCHBOARD_* variable of the environment running the tests is seen."""
-    for name in [n for n in os.environ if n.startswith("SWITCHBOARD_")]:
-        monkeypatch.delenv(name)
-
-
 @pytest.mark.parametrize(
     ("variable", "flag", "expected"),
     [(None, None, "INFO"), ("warning", None, "WARNING"), ("WARNING", "debug", "DEBUG")],
