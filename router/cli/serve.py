@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import ipaddress
 import logging
 import os
 import re
 import signal
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 from pydantic import ValidationError
@@ -23,15 +24,17 @@ from registry.settings import CONFIG_VARIABLE, ConfigFileError, Settings
 from router.cli.demo import DEMO_NAMES, DEMO_URLS, demo_agents, parse_demo_ports, ready_lines
 from router.cli.errors import CliError
 from router.cli.logs import LOG_LEVELS, configure_logging
+from router.cli.ports import Ports
 from router.cli.running import run as run_server
 from router.cli.shutdown import log_draining, log_stopped
-from router.cli.workers import Supervisor, Worker, listen_sockets, reserve_port
+from router.cli.workers import Supervisor, Worker
 from router.cpus import available_cpus
 from router.observe import multiprocess
 from router.observe.logformat import ACCESS_LOGGER, RequestAccessLogger
 
 _DATABASES = ("sqlite", "postgresql")
 _SQLALCHEMY_LINK = re.compile(r"\(Background on this error at: [^)]*\)")
+T = TypeVar("T")
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -114,7 +117,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     count = _worker_count(args, settings)
     configure_logging(settings.log_level, settings.log_format)
     if count == 1:
-        return _serve(args, settings, None)
+        with _claimed(settings):
+            return _serve(args, settings, None)
     return _supervise(args, settings, count)
 
 
@@ -169,14 +173,18 @@ def _supervise(args: argparse.Namespace, settings: Settings, count: int) -> int:
     _check_database(settings)  # once, before any worker: a bad database is no reason to retry
     _check_tracing()
     log = logging.getLogger("switchboard")
-    sockets = _bind(
-        settings, settings.port, lambda port: listen_sockets(settings.host, port, count)
-    )
-    grpc = None
-    if settings.grpc_port is not None:
-        grpc = _bind(
-            settings, settings.grpc_port, lambda port: [reserve_port(settings.host, port)]
-        )[0]
+    ports = Ports(settings.host)  # claimed against other processes (router.cli.ports)
+    try:
+        with ports.claiming():
+            sockets = _bind(settings, settings.port, lambda port: ports.listen(port, count))
+            grpc = None
+            if settings.grpc_port is not None:
+                grpc = _bind(settings, settings.grpc_port, ports.reserve)
+            for port in _metrics_ports(settings, count):  # each worker's exporter joins one
+                _bind(settings, port, ports.reserve)
+    except BaseException:
+        ports.close()
+        raise
     grpc_port = grpc.getsockname()[1] if grpc is not None else None
     log.info(
         "%d workers on %s, port %d (%s)", count, settings.host, sockets[0].getsockname()[1],
@@ -185,7 +193,8 @@ def _supervise(args: argparse.Namespace, settings: Settings, count: int) -> int:
 
     def prepare() -> Callable[[Worker], int]:
         fresh = _checked_settings(args)  # SIGHUP: the config file and variables read again
-        worker_settings = fresh.model_copy(update={"workers": count, "grpc_port": grpc_port})
+        held = {"grpc_port": grpc_port, "metrics_port": settings.metrics_port}  # bound at start
+        worker_settings = fresh.model_copy(update={"workers": count, **held})
 
         def start(worker: Worker) -> int:
             return _serve(args, _for_worker(worker_settings, worker.index), worker)
@@ -199,10 +208,7 @@ def _supervise(args: argparse.Namespace, settings: Settings, count: int) -> int:
         ).run()
     finally:
         multiprocess.remove_directory(metric_files)
-        for sock in sockets:
-            sock.close()
-        if grpc is not None:
-            grpc.close()
+        ports.close()
     if status == 2:
         return 2  # a worker's configuration error: the worker said which
     if status:
@@ -211,9 +217,36 @@ def _supervise(args: argparse.Namespace, settings: Settings, count: int) -> int:
     return 0
 
 
-def _bind(
-    settings: Settings, port: int, bind: Callable[[int], list[socket.socket]]
-) -> list[socket.socket]:
+@contextlib.contextmanager
+def _claimed(settings: Settings) -> Iterator[None]:
+    """The ports of a one-process ``serve`` claimed against other processes until it ends
+    (:mod:`router.cli.ports`); it binds them itself once its app has started."""
+    ports = Ports(settings.host)
+    try:
+        with ports.claiming():
+            for port in (settings.port, settings.grpc_port, *_metrics_ports(settings, 1)):
+                if port is not None:
+                    _bind(settings, port, ports.claim)
+        yield
+    finally:
+        ports.close()
+
+
+def _metrics_ports(settings: Settings, count: int) -> list[int]:
+    """The ports of ``count`` workers' ``/metrics`` (``SWITCHBOARD_METRICS_PORT`` + index);
+    none for port 0 (a free port each)."""
+    if not (settings.metrics and settings.metrics_port):
+        return []
+    if settings.metrics_port + count - 1 > 65535:
+        raise CliError(
+            f"SWITCHBOARD_METRICS_PORT={settings.metrics_port} with {count} workers needs ports "
+            "beyond 65535",
+            status=2,
+        )
+    return list(range(settings.metrics_port, settings.metrics_port + count))
+
+
+def _bind(settings: Settings, port: int, bind: Callable[[int], T]) -> T:
     """``bind(port)``, its failure as one line (CliError, status 1)."""
     try:
         return bind(port)

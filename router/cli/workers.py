@@ -3,7 +3,9 @@
 Why a pre-binding supervisor rather than each worker binding with ``SO_REUSEPORT`` itself:
 
 - **One bind, one error.** A port in use, a bad host or port ``0`` (any free port) are settled
-  once, before any worker starts; every worker then serves the same port.
+  once, before any worker starts; every worker then serves the same port. The supervisor
+  claims each port first (:mod:`router.cli.ports`): ``SO_REUSEPORT`` would let a second
+  ``serve`` join a port this one holds, or this one join another's.
 - **Fair accept.** On Linux the supervisor binds one ``SO_REUSEPORT`` socket per worker to
   that port, so the kernel spreads new connections evenly over the workers' own accept queues
   (one socket shared by all workers lets the busiest event loop take most connections). A

@@ -129,7 +129,9 @@ async def _metrics_port(app: web.Application) -> AsyncIterator[None]:
     runner = web.AppRunner(exporter, access_log=None)
     await runner.setup()
     try:
-        await web.TCPSite(runner, settings.host, settings.metrics_port).start()
+        # a worker of several shares the port its supervisor holds (router/cli/ports.py)
+        shared = (settings.workers or 1) > 1 or None
+        await web.TCPSite(runner, settings.host, settings.metrics_port, reuse_port=shared).start()
         app[METRICS_ENDPOINT].port = runner.addresses[0][1]
         yield
     finally:

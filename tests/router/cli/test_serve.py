@@ -11,6 +11,7 @@ import signal
 import socket
 import sys
 from asyncio.subprocess import Process
+from collections.abc import Iterator
 from pathlib import Path
 
 import aiohttp
@@ -20,6 +21,7 @@ from router.cli import build_parser
 from router.cli import serve as serve_mod
 from router.cli.errors import CliError
 from tests.support.helpers import make_settings
+from tests.support.procout import ProcessOutput
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -34,16 +36,22 @@ async def _wait_for_line(stream: asyncio.StreamReader, needle: str, seen: list[s
             return
 
 
-async def _spawn(*argv: str, cwd: Path, stdout: int = asyncio.subprocess.DEVNULL) -> Process:
-    """Start ``switchboard serve ARGV`` as a real process, without inherited settings."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SWITCHBOARD_")}
+async def _spawn(
+    *argv: str,
+    cwd: Path,
+    stdout: int = asyncio.subprocess.DEVNULL,
+    env: dict[str, str] | None = None,
+) -> Process:
+    """Start ``switchboard serve ARGV`` as a real process, without inherited settings (but
+    ``env``'s)."""
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("SWITCHBOARD_")}
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "router.cli",
         "serve",
         *argv,
-        env={**env, "PYTHONPATH": str(ROOT)},
+        env={**inherited, "PYTHONPATH": str(ROOT), **(env or {})},
         cwd=cwd,
         stdout=stdout,
         stderr=asyncio.subprocess.PIPE,
@@ -131,9 +139,9 @@ async def test_serve_demo_on_free_ports_then_chosen_ones(tmp_path: Path) -> None
     }
 
 
-async def _serve(*argv: str, cwd: Path) -> tuple[int, str]:
+async def _serve(*argv: str, cwd: Path, env: dict[str, str] | None = None) -> tuple[int, str]:
     """Run ``switchboard serve`` with ``argv`` until it exits; return (status, stderr)."""
-    proc = await _spawn(*argv, cwd=cwd)
+    proc = await _spawn(*argv, cwd=cwd, env=env)
     try:
         _, err = await asyncio.wait_for(proc.communicate(), timeout=60)
     finally:
@@ -205,6 +213,186 @@ async def test_serve_startup_failures_are_one_line_and_status_1(
     line = _one_line_error(err_db)
     assert line.startswith("switchboard: cannot start: database postgresql://user:***@")
     assert "Connection refused" in line and "secret" not in line
+
+
+def _free_run(count: int) -> int:
+    """A port P such that P to P + ``count`` - 1 are free right now on 127.0.0.1."""
+    for _ in range(50):
+        with contextlib.ExitStack() as stack:
+            first = stack.enter_context(socket.socket())
+            first.bind(("127.0.0.1", 0))
+            port = first.getsockname()[1]
+            try:
+                for offset in range(1, count):
+                    stack.enter_context(socket.socket()).bind(("127.0.0.1", port + offset))
+            except OSError:
+                continue
+            return port
+    raise AssertionError(f"no {count} free ports in a row")
+
+
+def _in_use(port: int, host: str = "127.0.0.1") -> str:
+    return f"switchboard: cannot start: {host}:{port}: address already in use"
+
+
+def _listeners(port: int) -> int:
+    """How many sockets listen on ``port``, any address (Linux: ``/proc/net/tcp*``)."""
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table, encoding="ascii") as rows:
+            entries = [row.split() for row in rows.readlines()[1:]]
+        count += sum(e[1].endswith(f":{port:04X}") and e[3] == "0A" for e in entries)
+    return count
+
+
+async def test_a_port_that_a_serve_holds_is_refused_and_that_serve_keeps_its_traffic(
+    tmp_path: Path,
+) -> None:
+    """A second ``serve`` on the port, the gRPC port or a metrics port of a running ``serve
+    --workers 2``, with two workers or one, exits 1 with one line and binds nothing; the
+    first keeps its sockets and answers every new connection (router/cli/ports.py)."""
+    port, grpc = _free_ports(2)
+    metrics = _free_run(2)
+    env = {"SWITCHBOARD_MATCHER": "lexical", "XDG_RUNTIME_DIR": str(tmp_path)}
+    first = await _spawn(
+        *("--workers", "2", "--port", str(port)),
+        *("--database-url", f"sqlite:///{tmp_path / 'first.db'}"),
+        cwd=tmp_path,
+        env={**env, "SWITCHBOARD_GRPC_PORT": str(grpc), "SWITCHBOARD_METRICS_PORT": str(metrics)},
+    )
+    assert first.stderr is not None
+    log = ProcessOutput(first.stderr)
+    try:
+        workers = {
+            int((await log.wait_for(rf"worker {index} \(pid (\d+)\): Running on", 60))[1])
+            for index in (0, 1)
+        }
+        grpc_at, metrics_at = {"SWITCHBOARD_GRPC_PORT": str(grpc)}, "SWITCHBOARD_METRICS_PORT"
+        cases: dict[str, tuple[list[str], dict[str, str], int]] = {  # argv, variables, refused
+            "the port": (["--workers", "2", "--port", str(port)], {}, port),
+            "the port, one worker": (["--workers", "1", "--port", str(port)], {}, port),
+            "the gRPC port": (["--workers", "2", "--port", "0"], grpc_at, grpc),
+            "worker 1's metrics port": (
+                ["--workers", "2", "--port", "0"], {metrics_at: str(metrics + 1)}, metrics + 1
+            ),
+            "a metrics port, one worker": (
+                ["--workers", "1", "--port", "0"], {metrics_at: str(metrics)}, metrics
+            ),
+        }  # fmt: skip
+        second = f"sqlite:///{tmp_path / 'second.db'}"
+        results = await asyncio.gather(
+            *(
+                _serve(*argv, "--database-url", second, cwd=tmp_path, env={**env, **variables})
+                for argv, variables, _ in cases.values()
+            )
+        )
+        for (name, (_, _, refused)), (status, err) in zip(cases.items(), results, strict=True):
+            assert status == 1, f"{name}: {err}"
+            assert _one_line_error(err) == _in_use(refused), f"{name}: {err}"
+            assert "Running on" not in err and "workers ready" not in err, f"{name}: {err}"
+        if sys.platform.startswith("linux"):
+            assert _listeners(port) == 2  # the first's, one per worker
+        connector = aiohttp.TCPConnector(force_close=True)  # a new connection per request
+        async with aiohttp.ClientSession(connector=connector) as http:
+            for _ in range(20):
+                async with http.get(f"http://127.0.0.1:{port}/api/v1/status") as resp:
+                    replica = (await resp.json())["replica"]["name"]
+                assert int(replica.split(":")[-2]) in workers, replica
+            for scraped in (metrics, metrics + 1):
+                async with http.get(f"http://127.0.0.1:{scraped}/metrics") as resp:
+                    assert resp.status == 200
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            first.send_signal(signal.SIGTERM)
+        code = await asyncio.wait_for(first.wait(), timeout=30)
+        await log.task
+    assert code == 0, log.text
+    assert "cannot start" not in log.text and "Traceback" not in log.text, log.text
+
+
+@contextlib.contextmanager
+def _stranger(*, reuse_address: bool = False, listen: bool = False) -> Iterator[int]:
+    """Another program's ``SO_REUSEPORT`` socket on a free port of 127.0.0.1; the port."""
+    with socket.socket() as sock:
+        if reuse_address:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind(("127.0.0.1", 0))
+        if listen:
+            sock.listen()
+        yield sock.getsockname()[1]
+
+
+@pytest.mark.skipif(not hasattr(socket, "SO_REUSEPORT"), reason="no SO_REUSEPORT")
+async def test_a_strangers_socket_on_the_port_is_refused(tmp_path: Path) -> None:
+    """A plain socket with ``SO_REUSEPORT`` (which ``serve --workers 2``'s sockets could
+    join), listening or merely bound, on the port or the gRPC port: refused, one line."""
+    env = {"SWITCHBOARD_MATCHER": "lexical", "XDG_RUNTIME_DIR": str(tmp_path)}
+    database = f"sqlite:///{tmp_path / 'x.db'}"
+    with (
+        _stranger(listen=True) as listening,
+        _stranger() as bound,
+        _stranger(reuse_address=True) as reserved,  # as a serve holds its gRPC port
+    ):
+        cases = {  # the port refused: its variables
+            listening: {"SWITCHBOARD_PORT": str(listening)},
+            bound: {"SWITCHBOARD_PORT": str(bound)},
+            reserved: {"SWITCHBOARD_PORT": "0", "SWITCHBOARD_GRPC_PORT": str(reserved)},
+        }
+        results = await asyncio.gather(
+            *(
+                _serve("--workers", "2", "--database-url", database, cwd=tmp_path, env=env | v)
+                for v in cases.values()
+            )
+        )
+    for refused, (status, err) in zip(cases, results, strict=True):
+        assert status == 1, err
+        assert _one_line_error(err) == _in_use(refused)
+
+
+async def test_two_serves_started_together_one_runs(tmp_path: Path) -> None:
+    """Two ``serve --workers 2`` started at the same moment on one port, and two on one port
+    of overlapping hosts (``0.0.0.0`` and ``127.0.0.1``, which share no port lock): in each
+    pair one runs, the other exits 1 with one line."""
+    same, overlapping = _free_ports(2)
+    env = {"SWITCHBOARD_MATCHER": "lexical", "XDG_RUNTIME_DIR": str(tmp_path)}
+    pairs = [(("127.0.0.1", same), ("127.0.0.1", same))]
+    pairs.append((("0.0.0.0", overlapping), ("127.0.0.1", overlapping)))
+    started: list[tuple[Process, ProcessOutput, str, int]] = []
+    try:
+        for index, (host, port) in enumerate(where for pair in pairs for where in pair):
+            proc = await _spawn(
+                *("--workers", "2", "--host", host, "--port", str(port)),
+                *("--database-url", f"sqlite:///{tmp_path / f'{index}.db'}"),
+                cwd=tmp_path,
+                env=env,
+            )
+            assert proc.stderr is not None
+            started.append((proc, ProcessOutput(proc.stderr), host, port))
+        await asyncio.gather(_one_runs(started[:2]), _one_runs(started[2:]))
+    finally:
+        for proc, *_ in started:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+
+
+async def _one_runs(pair: list[tuple[Process, ProcessOutput, str, int]]) -> None:
+    """One of ``pair`` exits 1 with one line, the other runs (then stops on SIGTERM)."""
+    exits = {asyncio.ensure_future(proc.wait()): index for index, (proc, *_) in enumerate(pair)}
+    done, pending = await asyncio.wait(exits, timeout=60, return_when=asyncio.FIRST_COMPLETED)
+    assert done, "both serves run: " + "".join(log.text for _, log, _, _ in pair)
+    loser = exits[done.pop()]
+    (proc, log, host, port), (winner, winner_log, _, _) = pair[loser], pair[1 - loser]
+    await log.task
+    assert proc.returncode == 1, log.text
+    assert _one_line_error(log.text) == _in_use(port, host)
+    await winner_log.wait_for("all 2 workers ready", 60)
+    assert winner.returncode is None
+    winner.send_signal(signal.SIGTERM)
+    assert await asyncio.wait_for(winner.wait(), 30) == 0, winner_log.text
+    for waiting in pending:
+        await waiting
 
 
 async def test_serve_logs_a_bad_http_request_as_one_info_line(

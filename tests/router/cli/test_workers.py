@@ -217,6 +217,8 @@ def _two_free_ports() -> int:
 async def test_each_worker_serves_its_metrics_on_the_metrics_port_plus_its_index(
     tmp_path: Path,
 ) -> None:
+    """... and through a reload: the supervisor holds each port (``SO_REUSEPORT``), which
+    the new worker joins while the old one still serves it."""
     metrics = _two_free_ports()
     env = {k: v for k, v in os.environ.items() if not k.startswith("SWITCHBOARD_")}
     proc = await asyncio.create_subprocess_exec(
@@ -230,13 +232,19 @@ async def test_each_worker_serves_its_metrics_on_the_metrics_port_plus_its_index
     assert proc.stderr is not None
     log = ProcessOutput(proc.stderr)
     try:
-        await log.wait_for(r"worker 0 \(pid \d+\): Running on")
-        await log.wait_for(r"worker 1 \(pid \d+\): Running on")
+        old = [(await log.wait_for(rf"worker {i} \(pid (\d+)\): Running on"))[1] for i in (0, 1)]
         async with httpx.AsyncClient() as http:
             for port in (metrics, metrics + 1):
                 resp = await http.get(f"http://127.0.0.1:{port}/metrics")
                 assert resp.status_code == 200 and "switchboard_" in resp.text
+            proc.send_signal(signal.SIGHUP)
+            for index in (0, 1):
+                await log.wait_for(rf"worker {index} \(pid (?!(?:{'|'.join(old)})\))\d+\): Running")
+            for port in (metrics, metrics + 1):
+                resp = await http.get(f"http://127.0.0.1:{port}/metrics")
+                assert resp.status_code == 200 and "switchboard_" in resp.text
         assert "/metrics on the main port" not in log.text  # no warning: every worker scraped
+        assert "cannot start" not in log.text, log.text
         proc.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(proc.wait(), 60) == 0, log.text
     finally:
