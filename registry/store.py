@@ -12,11 +12,12 @@ records and rows in :mod:`registry.rows`.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Table, func, inspect, or_, text
+from sqlalchemy import func, or_, text
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import SQLModel, col, delete, select, update
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -25,6 +26,7 @@ from registry.dbmetrics import time_statements
 from registry.engine import create_engine
 from registry.errors import RegistryError
 from registry.metrics import CARD_CHANGES
+from registry.migrations import MigrationError, Prepared, prepare
 from registry.quickread import QuickReads
 from registry.quickwrite import QuickWrites
 from registry.records import AgentRecord, as_utc
@@ -52,6 +54,8 @@ from registry.tables import (
 )
 from registry.writebatch import WriteBatcher
 
+log = logging.getLogger(__name__)
+
 # --- tables ----------------------------------------------------------------------------------
 
 
@@ -61,7 +65,6 @@ _HEALTH_VERSION = "health_version"
 _SHOWN = ("status", "consecutive_failures", "last_error", "card_error", "interval")
 CHANGES_KEPT = 10_000
 """Catalog versions whose changed agent is kept (a replica further behind reloads all)."""
-_DDL_LOCK = 0x5B_0A4D  # PostgreSQL advisory lock key held while creating the schema
 _Insert = tuple[AgentRecord, bytes, "RefreshRow | None"]
 _CHILDREN: tuple[type[SQLModel], ...] = (SkillModeRow, SkillTagRow, SkillRow, InterfaceRow)
 _AGENTS: Any = AgentRow.__table__  # type: ignore[attr-defined]
@@ -96,30 +99,23 @@ class Store:
         concurrent ones shared one)."""
         return self._inserts.batches
 
-    async def create_schema(self) -> None:
-        """Create missing tables (idempotent)."""
-        async with self.engine.begin() as conn:
-            if conn.dialect.name == "postgresql":
-                # replicas starting together must not race on CREATE TABLE
-                await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _DDL_LOCK})
-            tables = [SQLModel.metadata.tables[t.__tablename__] for t in self.tables]
-            await conn.run_sync(SQLModel.metadata.create_all, tables=tables)
-            await conn.run_sync(_add_nullable_columns, tables)
-            missing = await conn.run_sync(_missing_columns, tables)
-        if missing:
-            raise RegistryError(
-                f"the database was created by an older Switchboard (missing {missing[0]}); "
-                "schema migrations are not supported yet: start with a new database",
-                code="schema_outdated",
-                details={"missing_columns": missing},
+    async def create_schema(self) -> Prepared:
+        """Bring the database to this version's schema (:func:`registry.migrations.prepare`):
+        at its revision, one read; an empty database gets the tables, an older one the
+        migrations, under a database lock. A newer one (``schema_too_new``), or one too old to
+        upgrade (``schema_outdated``): a :class:`RegistryError` with that code."""
+        try:
+            prepared = await prepare(self.engine, self.tables)
+        except MigrationError as exc:
+            raise RegistryError(exc.message, code=exc.code, details=exc.details) from None
+        if prepared.action != "current":
+            log.info(
+                "database schema %s: revision %s (was %s)",
+                prepared.action,
+                prepared.after,
+                prepared.before or "none",
             )
-        for key in (_VERSION, _HEALTH_VERSION):
-            try:
-                async with self.session() as session, session.begin():
-                    if await session.get(CatalogStateRow, key) is None:
-                        session.add(CatalogStateRow(key=key, value=0))
-            except IntegrityError:
-                pass  # another process created it first
+        return prepared
 
     async def ping(self) -> None:
         """Raise if the database cannot be reached."""
@@ -498,29 +494,6 @@ class Store:
                     query = query.where(key.in_(wanted))
                 rows[table.__tablename__] = list((await session.exec(query)).all())
         return records_from(rows)
-
-
-def _add_nullable_columns(conn: Any, tables: list[Table]) -> None:
-    """The one kind of migration done: add a nullable column a newer version introduced."""
-    inspector = inspect(conn)
-    compiler = conn.dialect.ddl_compiler(conn.dialect, None)
-    for table in tables:
-        have = {column["name"] for column in inspector.get_columns(table.name)}
-        for column in table.columns:
-            if column.name in have or not column.nullable or column.primary_key:
-                continue
-            spec = compiler.get_column_specification(column)
-            conn.execute(text(f"ALTER TABLE {table.name} ADD COLUMN {spec}"))
-
-
-def _missing_columns(conn: Any, tables: list[Table]) -> list[str]:
-    """``table.column`` for every column the models have and the database lacks."""
-    inspector = inspect(conn)
-    missing = []
-    for table in tables:
-        have = {column["name"] for column in inspector.get_columns(table.name)}
-        missing += [f"{table.name}.{c.name}" for c in table.columns if c.name not in have]
-    return missing
 
 
 async def bump(session: AsyncSession, key: str = _VERSION, by: int = 1) -> int:

@@ -4,7 +4,8 @@ adds to the registry's schema (see :mod:`router.app`).
 Tasks, contexts and v0.1 task aliases belong to an owner scope (:mod:`router.ids.owners`).
 The tables of earlier versions (``router_tasks``, ``router_contexts``,
 ``router_task_aliases``, ``router_task_alias_entries``) are no longer declared: their rows are
-moved into these at start (:mod:`router.ids.migrate`)."""
+moved into these by the baseline schema revision (:mod:`registry.migrations.legacy`). A change
+here needs a revision (``registry/migrations/README.md``)."""
 
 from __future__ import annotations
 

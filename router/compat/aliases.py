@@ -8,8 +8,9 @@ scope's). In another scope an alias is as unknown as one nobody chose, and can b
 there again to that scope's task.
 
 Bindings are in ``router_task_alias_bindings`` (:class:`router.tables.TaskAliasBinding`, key:
-owner, alias); those of earlier versions are moved there at start, in the anonymous scope
-(:mod:`router.ids.migrate`). See :mod:`router.compat.codec` for where they are made and read.
+owner, alias); those of earlier versions were moved there, in the anonymous scope, by the
+baseline schema revision (:mod:`registry.migrations.legacy`). See :mod:`router.compat.codec`
+for where they are made and read.
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ constraints: contexts in ``router_context_entries`` (a context the client chose,
 context another agent joins, an upstream ID too long for a token; per owner, so two owners
 who choose the same context ID hold two conversations), task IDs in the task list
 ``router_task_entries`` (an upstream ID too long for a token, and every ID of the previous
-scheme; the tables of earlier versions are moved at start by :mod:`router.ids.migrate`).
+scheme; the tables of earlier versions were moved by the baseline schema revision,
+:mod:`registry.migrations.legacy`).
 Task rows and last known states are otherwise written behind the requests
 (:mod:`router.ids.tasklog`); ListTasks reads them through :attr:`IdMap.tasks`
 (:mod:`router.ids.tasklist`). v0.1 clients' own task IDs are
@@ -41,7 +42,6 @@ from sqlmodel import select
 
 from registry.records import utcnow
 from registry.store import Store
-from router.ids.migrate import migrate_ids
 from router.ids.owners import owner_key, owns_task, task_owner
 from router.ids.refs import TaskRef, check_id, ref_of, valid_id
 from router.ids.tasklist import TaskList
@@ -131,10 +131,9 @@ class IdMap:
     # --- lifecycle ---
 
     async def start(self) -> None:
-        """Load the ID key and move the tables of earlier versions (idempotent, see
-        :mod:`router.ids.migrate`)."""
+        """Load the ID key (the tables of earlier versions are the schema migrations' job:
+        :mod:`registry.migrations.legacy`)."""
         await self.sealer()
-        await migrate_ids(self.store)
 
     async def close(self) -> None:
         """Write the queued task rows."""

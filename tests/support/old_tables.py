@@ -1,6 +1,8 @@
 """The ID tables of earlier versions (``router_tasks``, ``router_contexts``,
 ``router_task_aliases``, ``router_task_alias_entries``), made with raw SQL as those versions
-made them, for the tests of :mod:`router.ids.migrate` and of the old IDs still resolving."""
+made them, and a database without a recorded schema revision, as versions before migrations
+left it: for the tests of :mod:`registry.migrations.legacy` and of the old IDs still
+resolving."""
 
 from __future__ import annotations
 
@@ -9,7 +11,9 @@ from typing import Any
 
 from sqlalchemy import DateTime, bindparam, inspect, text
 
+from registry.migrations import Prepared
 from registry.store import Store
+from router.tables import SCHEMA
 
 _DDL = {
     "router_tasks": """CREATE TABLE router_tasks (
@@ -79,3 +83,19 @@ def old_task(
         "created_at": at,
         "updated_at": at,
     }
+
+
+async def forget_revision(store: Store) -> None:
+    """Drop ``alembic_version``: the database looks like one a version before schema
+    migrations made."""
+    async with store.engine.begin() as conn:
+        await conn.execute(text("DROP TABLE alembic_version"))
+
+
+async def start_on(url: str) -> Prepared:
+    """What a start of this version does to the database at ``url`` (schema migrations)."""
+    store = Store(url, SCHEMA)
+    try:
+        return await store.create_schema()
+    finally:
+        await store.close()

@@ -3,7 +3,6 @@ scheme, the written-behind task list, and a hot path that reads no table."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import os
@@ -21,7 +20,6 @@ from registry.store import Store
 from router.app import create_app
 from router.compat.aliases import TaskAliases
 from router.ids.idmap import IdMap
-from router.ids.migrate import retire_router_tasks
 from router.ids.rewrite import Rewriter
 from router.ids.tokens import (
     CONTEXT_PREFIX,
@@ -37,7 +35,7 @@ from router.tables import SCHEMA, RouterTaskEntry
 from router.transport.routes import ROUTER
 from seeds.demo_agents import DemoAgents
 from tests.support.helpers import make_settings
-from tests.support.old_tables import has_table, old_table, old_task
+from tests.support.old_tables import forget_revision, old_table, old_task, start_on
 from tests.support.statements import statements
 
 AGENTS = ("currency", "caption")
@@ -272,6 +270,7 @@ def _png() -> bytes:
 
 
 async def test_ids_of_the_stored_scheme_still_resolve(store: Store) -> None:
+    """The IDs of a version before sealed tokens, moved by the schema migrations."""
     moment = datetime(2025, 1, 2, tzinfo=UTC)
     await old_table(
         store, "router_tasks", old_task("0b6a-old-task", "wx-task", "0b6a-old-ctx", moment)
@@ -280,14 +279,16 @@ async def test_ids_of_the_stored_scheme_still_resolve(store: Store) -> None:
     await old_table(store, "router_task_aliases", alias)
     context = {"context_id": "0b6a-old-ctx", "agent_id": "wx", "upstream_context_id": "wx-ctx"}
     await old_table(store, "router_contexts", {**context, "created_at": moment})
+    await forget_revision(store)
+    assert (await start_on(store.url)).action == "upgraded"  # lists the stored tasks
+    assert (await start_on(store.url)).action == "current"  # again, as another replica
     ids = IdMap(store)
-    await ids.start()  # lists the stored tasks
+    await ids.start()
     try:
         ref = await ids.task("0b6a-old-task")
         assert ref is not None and (ref.agent_id, ref.upstream_task_id) == ("wx", "wx-task")
         listed, _ = await ids.tasks.list_tasks()
         assert [(r.task_id, r.state) for r in listed] == [("0b6a-old-task", "TASK_STATE_WORKING")]
-        await IdMap(store).start()  # again, as another replica: still one row
         assert await ids.tasks.count_tasks() == 1
         # a call on the old IDs: the agent's answer maps back to the same old IDs
         rewriter = Rewriter(ids, "1.0", "wx", ref.context_id)
@@ -310,51 +311,6 @@ async def test_ids_of_the_stored_scheme_still_resolve(store: Store) -> None:
         assert await TaskAliases(store).bind_alias("v01-old", token) == "0b6a-old-task"
         # and in a process that never saw the old ID, the agent's task keeps its listed ID
         assert (await IdMap(store).task_by_upstream("wx", "wx-task")).task_id == "0b6a-old-task"
-    finally:
-        await ids.close()
-
-
-async def test_the_old_task_table_is_retired_at_start(store: Store, db_url: str) -> None:
-    early, late = datetime(2025, 1, 2, tzinfo=UTC), datetime(2025, 1, 3, tzinfo=UTC)
-    listed = IdMap(store)  # a task already in the task list keeps its listed ID and state
-    known = await listed.task_for_upstream("wx", "wx-known", None)
-    await listed.record_state(known.task_id, "completed")
-    await listed.close()
-    await old_table(
-        store,
-        "router_tasks",
-        old_task("0b6a-old-1", "wx-old-1", "0b6a-ctx", early),
-        old_task("0b6a-old-2", "wx-old-2", None, late, "TASK_STATE_FAILED"),
-        old_task("0b6a-known", "wx-known", None, late),
-    )
-    replicas = [Store(db_url, SCHEMA) for _ in range(2)]
-    try:  # two replicas starting together: one copies, the other finds nothing left
-        copied = await asyncio.gather(*(retire_router_tasks(r) for r in replicas))
-        assert sorted(copied) == [0, 2]
-    finally:
-        for replica in replicas:
-            await replica.close()
-    assert not await has_table(store, "router_tasks")
-    ids = IdMap(store)
-    await ids.start()  # again: nothing to do
-    try:
-        ref = await ids.task("0b6a-old-1")
-        assert ref is not None
-        assert (ref.agent_id, ref.upstream_task_id, ref.context_id, ref.state) == (
-            "wx",
-            "wx-old-1",
-            "0b6a-ctx",
-            "TASK_STATE_WORKING",
-        )
-        assert (await ids.task_by_upstream("wx", "wx-old-2")).task_id == "0b6a-old-2"  # type: ignore[union-attr]
-        assert await ids.task("0b6a-known") is None
-        page, _ = await ids.tasks.list_tasks()
-        assert [(r.task_id, r.state) for r in page] == [
-            (known.task_id, "TASK_STATE_COMPLETED"),
-            ("0b6a-old-2", "TASK_STATE_FAILED"),
-            ("0b6a-old-1", "TASK_STATE_WORKING"),
-        ]
-        assert await ids.tasks.count_tasks(state="failed") == 1
     finally:
         await ids.close()
 

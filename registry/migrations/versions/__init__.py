@@ -1,0 +1,1 @@
+"""The revision scripts, oldest first by their ``down_revision`` (``../README.md``)."""
