@@ -289,8 +289,19 @@ async def create_agent(request: web.Request) -> web.Response:
         record = await registry.register_card(body["card"], agent_id, refresh_interval=interval)
     if tenant is not None:
         await _set_tenant(request, record.id, tenant)
-    view = await _full_view(registry, record.id)
+    view = await _written_view(registry, record)
     return web.json_response(view, status=201, headers={"Location": f"{PREFIX}/agents/{record.id}"})
+
+
+async def _written_view(registry: Registry, record: AgentRecord) -> dict[str, Any]:
+    """The full view of an agent just written, once its skills' vectors are stored, saying
+    whether they are (``"vectors"``: ``"ready"`` or ``"pending"``; absent when routing goes by
+    words)."""
+    vectors = await registry.vectors_of(record)
+    view = await _full_view(registry, record.id)
+    if vectors is not None:
+        view["vectors"] = vectors
+    return view
 
 
 async def _set_tenant(request: web.Request, agent_id: str, tenant: str) -> None:
@@ -346,7 +357,7 @@ async def put_card(request: web.Request) -> web.Response:
     """Replace a pushed agent's card."""
     registry = request.app[REGISTRY]
     record = await registry.replace_card(request.match_info["agent_id"], await read_json(request))
-    return web.json_response(await _full_view(registry, record.id))
+    return web.json_response(await _written_view(registry, record))
 
 
 def _interval(value: Any) -> float | None:
@@ -424,6 +435,7 @@ async def refresh_all(request: web.Request) -> web.Response:
     else:
         due = await registry.store.due(registry.policy.now(), len(registry.catalog.snapshot))
         report = await refresher.run_now([row.agent_id for row in due], due_only=True)
+    await registry.indexed()  # the changed cards' vectors, before the answer
     return web.json_response(report.to_api())
 
 
@@ -441,7 +453,10 @@ async def refresh_agent(request: web.Request) -> web.Response:
     """Fetch an agent's card again now; ``{"agent": {...}, "changed": bool}``."""
     registry = request.app[REGISTRY]
     record, changed = await registry.upkeep.refresh(request.match_info["agent_id"])
-    return web.json_response({"agent": agent_view(registry, record), "changed": changed})
+    view = {"agent": agent_view(registry, record), "changed": changed}
+    if (vectors := await registry.vectors_of(record)) is not None:
+        view["agent"]["vectors"] = vectors
+    return web.json_response(view)
 
 
 @documented(

@@ -103,6 +103,17 @@ class Agent(ApiModel):
     card: dict[str, Any] | None = Field(
         None, description="Single-agent answers only: the card as fetched or pushed."
     )
+    vectors: Literal["ready", "pending"] | None = Field(
+        None,
+        description="Writes only, when routing goes by meaning: whether the skills' vectors "
+        "are stored (pending: the model is loading or the embedding failed; computed as soon "
+        "as they can be).",
+    )
+    stale_workers: int | None = Field(
+        None,
+        description="Writes only: workers that had not applied the write within "
+        "SWITCHBOARD_WRITE_ACK_TIMEOUT (each catches up before its next request).",
+    )
 
 
 class AgentList(ApiModel):

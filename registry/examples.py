@@ -103,7 +103,7 @@ class LearnedExamples(Synced):
         )
         async with self.store.session() as session, session.begin():
             session.add(row)
-            self.version = await bump(session, VERSION_KEY)
+            self.advanced(await bump(session, VERSION_KEY))
         example = _example(row)
         self._all[example.id] = example
         return example
@@ -120,6 +120,6 @@ class LearnedExamples(Synced):
             )
             if not result.rowcount:  # type: ignore[attr-defined]
                 return False
-            self.version = await bump(session, VERSION_KEY)
+            self.advanced(await bump(session, VERSION_KEY))
         self._all.pop(example_id, None)
         return True

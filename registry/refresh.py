@@ -21,6 +21,7 @@ import logging
 import os
 import socket
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -73,8 +74,12 @@ class Refresher:
         lease_ttl: float = 30.0,
         concurrency: int = 8,
         claim_for: float = 120.0,
+        on_change: Callable[[], Awaitable[object]] | None = None,
     ) -> None:
+        """``on_change`` is awaited after a check that changed a card (the router tells its
+        other workers and replicas at once rather than at their next poll)."""
         self.registry = registry
+        self.on_change = on_change
         self.holder = holder or replica_name()
         self.lease_ttl = lease_ttl
         self.concurrency = concurrency
@@ -183,6 +188,8 @@ class Refresher:
         if result[1]:
             report.changed.append(agent_id)
             log.info("agent %s: its card changed", agent_id)
+            if self.on_change is not None:
+                await self.on_change()
         return report
 
     async def cancel(self) -> None:

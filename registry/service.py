@@ -35,6 +35,7 @@ from registry.records import AgentRecord, Source, VerificationRecord, utcnow
 from registry.signatures import KeyResolver
 from registry.store import Store
 from registry.upkeep import Upkeep
+from registry.vectors import SkillVectors
 from registry.verification import Verifier
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
@@ -61,7 +62,10 @@ class Registry:
         policy: RefreshPolicy | None = None,
         index_quiet: float = 0.0,
         index_max_delay: float = 30.0,
+        meaning: bool = False,
     ) -> None:
+        """``meaning``: skills are routed by their vectors (``SWITCHBOARD_MATCHER=semantic``),
+        so a write is done once its skills' vectors are (:meth:`vectors_of`)."""
         self.store = store
         self.crawler = crawler
         self.catalog = catalog or Catalog()
@@ -78,6 +82,9 @@ class Registry:
         self.indexing = IndexFollower(
             self.catalog, lambda: self.on_index, quiet=index_quiet, max_delay=index_max_delay
         )
+        self.meaning = meaning
+        self.vectors: SkillVectors | None = None
+        """The skills' vectors, once the model is loaded (with :attr:`on_index`)."""
 
     async def load(self) -> None:
         """Create the schema if needed and load the catalog from the database; agents
@@ -95,10 +102,11 @@ class Registry:
         await self.upkeep.reload_health(full=True)
         self.indexing.poke()
 
-    async def sync(self) -> bool:
+    async def sync(self, versions: tuple[int, int] | None = None) -> bool:
         """Reload what another process changed (catalog, health); True if the catalog
-        changed."""
-        catalog_version, health_version = await self.store.versions()
+        changed. ``versions``: the catalog's and the health's counters if the caller has just
+        read them (:meth:`Store.counters`)."""
+        catalog_version, health_version = versions or await self.store.versions()
         if catalog_version != self.catalog.snapshot.version:
             await self._catch_up(catalog_version)
             return True
@@ -363,6 +371,17 @@ class Registry:
         (default: the current one), e.g. a registration's skill texts are embedded; the
         catalog version it reached (see :class:`IndexFollower`)."""
         return await self.indexing.wait(version)
+
+    async def vectors_of(self, record: AgentRecord) -> str | None:
+        """Once every text of ``record`` has its vector stored: ``"ready"``; ``"pending"``
+        when the model is not loaded yet or the embedding failed (they are computed as soon
+        as they can be); None when routing goes by words (``SWITCHBOARD_MATCHER=lexical``)."""
+        if not self.meaning:
+            return None
+        if self.vectors is None:
+            return "pending"
+        await self.indexed()
+        return "ready" if self.vectors.has_all(record) else "pending"
 
     def check_interfaces(self, card: AgentCard, exclude: str | None = None) -> None:
         """Refuse a card whose endpoint (URL and tenant) another agent already has."""

@@ -163,8 +163,11 @@ class Settings(BaseSettings):
     router_llm_api_key: str | None = None
     router_llm_timeout: float = Field(2.0, gt=0)
 
-    # replicas: how often each process checks the database for other processes' changes
+    # replicas: how often each process checks the database for other processes' changes (the
+    # fallback: workers of one serve and replicas on PostgreSQL are told at once)
     catalog_sync_interval: float = Field(2.0, gt=0)
+    # seconds an admin write waits for every worker of its serve to apply it before answering
+    write_ack_timeout: float = Field(1.0, gt=0, le=60)
 
     # scheduled refresh and health (see registry.health, registry.refresh)
     refresh: bool = True

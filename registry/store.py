@@ -59,8 +59,9 @@ log = logging.getLogger(__name__)
 # --- tables ----------------------------------------------------------------------------------
 
 
-_VERSION = "catalog_version"
-_HEALTH_VERSION = "health_version"
+CATALOG_VERSION = "catalog_version"
+HEALTH_VERSION = "health_version"
+_VERSION, _HEALTH_VERSION = CATALOG_VERSION, HEALTH_VERSION  # the counters' keys
 # what routing and the API's health view show: a change of these bumps health_version
 _SHOWN = ("status", "consecutive_failures", "last_error", "card_error", "interval")
 CHANGES_KEPT = 10_000
@@ -89,7 +90,7 @@ class Store:
         self.behind = QuickWrites(url, self.engine)  # batches written behind the requests
         # writes and reads that arrive while one is under way share the next transaction
         self._inserts: WriteBatcher[_Insert, int] = WriteBatcher(self._insert_batch)
-        self._versions: WriteBatcher[None, tuple[int, int]]
+        self._versions: WriteBatcher[None, dict[str, int]]
         self._versions = WriteBatcher(self._read_versions, 4096)
         self._raws: WriteBatcher[str, bytes | None] = WriteBatcher(self._read_raws, 500)
 
@@ -138,17 +139,22 @@ class Store:
         Concurrent callers share one read that starts after their call (never an older one
         already in flight), so a burst of registrations, each syncing first, costs one query.
         """
+        found = await self.counters()
+        return found.get(_VERSION, 0), found.get(_HEALTH_VERSION, 0)
+
+    async def counters(self) -> dict[str, int]:
+        """Every counter of ``catalog_state`` (the catalog's, the health's, and those of the
+        state each process keeps in memory: :class:`registry.synced.Synced`), in one query
+        shared like :meth:`versions`'."""
         return await self._versions.submit(None)
 
-    async def _read_versions(self, items: Sequence[None]) -> list[tuple[int, int]]:
+    async def _read_versions(self, items: Sequence[None]) -> list[dict[str, int]]:
         async with self.engine.connect() as conn:
             result = await conn.execute(
-                select(col(CatalogStateRow.key), col(CatalogStateRow.value)).where(
-                    col(CatalogStateRow.key).in_((_VERSION, _HEALTH_VERSION))
-                )
+                select(col(CatalogStateRow.key), col(CatalogStateRow.value))
             )
-            found = dict(result.all())
-        return [(found.get(_VERSION, 0), found.get(_HEALTH_VERSION, 0))] * len(items)
+            found = {str(key): int(value) for key, value in result.all()}
+        return [found] * len(items)
 
     async def catalog_version(self) -> int:
         """The current catalog version (0 for an empty, never written catalog)."""

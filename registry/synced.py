@@ -31,14 +31,27 @@ class Synced:
         except IntegrityError:
             pass  # another process created it first
 
-    async def sync(self) -> bool:
-        """Reload when another process changed the state; True if it did."""
-        async with self.store.session() as session:
-            row = await session.get(CatalogStateRow, self.VERSION_KEY)
-        if row is not None and row.value != self.version:
+    async def sync(self, counter: int | None = None) -> bool:
+        """Reload when another process changed the state (``counter``: the counter's value
+        if the caller has just read it, :meth:`registry.store.Store.counters`); True if it
+        did."""
+        if counter is None:
+            async with self.store.session() as session:
+                row = await session.get(CatalogStateRow, self.VERSION_KEY)
+            if row is None:
+                return False
+            counter = row.value
+        if counter != self.version:
             await self._reload()
             return True
         return False
+
+    def advanced(self, counter: int) -> None:
+        """This process's own write took the counter to ``counter`` (its change is in memory
+        already): the state is current if that was the only change since it was read, else
+        the next :meth:`sync` reads it all again."""
+        if counter == self.version + 1:
+            self.version = counter
 
     async def _reload(self) -> None:
         """Read the whole state again (and the counter first: it is never ahead of it)."""

@@ -102,6 +102,10 @@ class SkillVectors:
     def __len__(self) -> int:
         return len(self._vectors)
 
+    def has_all(self, agent: AgentRecord) -> bool:
+        """Whether every text of ``agent`` has its vector here."""
+        return all(text_key(t) in self._vectors for t in documents(agent) if t)
+
     def remember(self, texts: Sequence[str], vectors: np.ndarray) -> None:
         """Keep vectors computed elsewhere, in memory only (benchmarks, imports)."""
         for text, vector in zip(texts, vectors, strict=True):

@@ -10,7 +10,8 @@ import asyncio
 import contextlib
 import gc
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -38,21 +39,22 @@ from registry.service import Registry
 from registry.settings import Settings
 from registry.store import Store
 from registry.trust import TrustStore
-from registry.vectors import SkillVectors
 from registry.version import switchboard_version
 from router.choose.grants import policy_grants
-from router.choose.models import load_embedder
-from router.choose.semantic import Calibration, Semantic
-from router.cpus import embedding_threads
+from router.coherence.board import Board
+from router.coherence.notify import Announcer, new_origin
+from router.coherence.state import SharedState
+from router.coherence.sync import Coherence
 from router.forward.credentials import OutboundAuth
 from router.forward.handler import Router
-from router.observe.embedmetrics import observe_batch
+from router.modelload import ModelLoader
 from router.observe.endpoint import add_observability
 from router.signing import CardSigner
 from router.tables import SCHEMA
 from router.tracing.middleware import server_span
 from router.tracing.registry import trace_registry
 from router.transport.feedback import EXAMPLES, add_feedback_routes
+from router.transport.fresh import COHERENCE, fresh_state
 from router.transport.gate import GATE, Gate
 from router.transport.ratelimit import CallerLimits
 from router.transport.routes import GRPC_ENDPOINT, ROUTER, SIGNER, GrpcEndpoint, add_router_routes
@@ -61,16 +63,47 @@ from router.ui.routes import add_ui_routes
 
 log = logging.getLogger(__name__)
 
+SHARED = web.AppKey("shared_state", SharedState)
+MODEL = web.AppKey("model", ModelLoader)
+ANNOUNCER = web.AppKey("announcer", Announcer)
 
-def create_app(settings: Settings) -> web.Application:
-    """Build the aiohttp application for ``settings`` (nothing is opened until startup)."""
+
+@dataclass(frozen=True)
+class Siblings:
+    """What a worker of ``serve --workers N`` shares with the others: the board of writes and
+    how to tell them to look at it (:mod:`router.coherence`)."""
+
+    board: Board
+    tell: Callable[[], None]
+    origin: str
+    """The ``serve``'s name in PostgreSQL notifications (its workers skip their own)."""
+
+
+def create_app(settings: Settings, siblings: Siblings | None = None) -> web.Application:
+    """Build the aiohttp application for ``settings`` (nothing is opened until startup);
+    ``siblings`` for a worker of several."""
+    store, crawler = Store(settings.database_url, SCHEMA), Crawler(settings)
+    postgres = store.engine.dialect.name == "postgresql"
+    coherence = Coherence(
+        lambda: app[SHARED].sync(),
+        board=siblings.board if siblings else None,
+        tell=siblings.tell if siblings else None,
+        announce=(lambda: app[ANNOUNCER].announce()) if postgres else None,
+        ack_timeout=settings.write_ack_timeout,
+    )
     app = web.Application(
-        middlewares=[server_span, api.error_middleware, api.auth_middleware, audit_middleware],
+        middlewares=[
+            server_span,
+            fresh_state(coherence),
+            api.error_middleware,
+            api.auth_middleware,
+            audit_middleware,
+        ],
         client_max_size=settings.max_request_bytes,
         handler_args=RAW_BODIES,  # bodies decoded by registry.bodies: every error in JSON
     )
     app[SETTINGS] = settings
-    store, crawler = Store(settings.database_url, SCHEMA), Crawler(settings)
+    app[COHERENCE] = coherence
     app[CLIENTS] = ApiKeys(store)
     jwt = JwtVerifier(settings) if "jwt" in settings.client_auth_modes() else None
     app[api.AUTHENTICATOR] = Authenticator(settings, keys=app[CLIENTS], tokens=jwt)
@@ -89,6 +122,7 @@ def create_app(settings: Settings) -> web.Application:
         policy=settings.refresh_policy(),
         index_quiet=settings.index_quiet,
         index_max_delay=settings.index_max_delay,
+        meaning=settings.matcher == "semantic",
     )
     app[KEYS_CHANGED] = app[REGISTRY].reverify_all
     trace_registry(app[REGISTRY])  # spans around crawls and verifications
@@ -97,6 +131,7 @@ def create_app(settings: Settings) -> web.Application:
         lease_ttl=settings.refresh_lease_ttl,
         concurrency=settings.refresh_concurrency,
         claim_for=2 * (settings.connect_timeout + settings.read_timeout) + 30,
+        on_change=coherence.published,  # a card changed: the other workers, replicas told
     )
     app[ROUTER] = Router(app[REGISTRY], settings)
     app[EXAMPLES] = LearnedExamples(store)
@@ -113,6 +148,18 @@ def create_app(settings: Settings) -> web.Application:
         read_timeout=settings.upstream_timeout,
     )
     app[SIGNER] = CardSigner()
+    app[MODEL] = ModelLoader(settings, app[REGISTRY], app[ROUTER].chooser, app[EXAMPLES])
+    app[SHARED] = SharedState(
+        app[REGISTRY],
+        app[POLICIES],
+        app[CREDENTIALS],
+        app[EXAMPLES],
+        trust,
+        embed_examples=app[MODEL].embed_examples,
+    )
+    if postgres:
+        me = siblings.origin if siblings else new_origin()
+        app[ANNOUNCER] = Announcer(settings.database_url, store.engine, coherence.on_announce, me)
     app.cleanup_ctx.append(_registry_context)
     app.cleanup_ctx.append(_verifiers)
     app.cleanup_ctx.append(app[ROUTER].ids.lifespan)  # ID key; task rows written at shutdown
@@ -122,7 +169,8 @@ def create_app(settings: Settings) -> web.Application:
     app.cleanup_ctx.append(_push_outbox)
     if settings.grpc_port is not None:
         app[GRPC_ENDPOINT] = GrpcEndpoint()
-        app.cleanup_ctx.append(_grpc_binding)  # last: started when the router is ready
+        app.cleanup_ctx.append(_grpc_binding)  # started when the router is ready
+    app.cleanup_ctx.append(_writes_heard)  # last: the worker counts in acknowledgements
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/.well-known/jwks.json", jwks)
@@ -142,11 +190,12 @@ def create_app(settings: Settings) -> web.Application:
 
 async def _registry_context(app: web.Application) -> AsyncIterator[None]:
     registry = app[REGISTRY]
+    app[COHERENCE].begin()  # what is loaded now holds every write acknowledged so far
     await registry.crawler.start()
     try:
         await registry.load()
         await app[POLICIES].load()
-        await _start_semantic(app)
+        await app[MODEL].start()  # the learned examples, the model and the catalog's vectors
         await app[TRUST].load()
         app[CREDENTIALS].box = SecretBox.from_settings(app[SETTINGS])
         await app[CREDENTIALS].load()
@@ -161,6 +210,7 @@ async def _registry_context(app: web.Application) -> AsyncIterator[None]:
     finally:
         # the embedding of the last registrations gets the grace, then is cancelled (the
         # next start embeds what is left)
+        await app[MODEL].close()
         await registry.indexing.close(app[SETTINGS].shutdown_grace)
         await app[ROUTER].chooser.close()
         await registry.crawler.close()
@@ -212,41 +262,6 @@ async def _verifiers(app: web.Application) -> AsyncIterator[None]:
             await tokens.close()
 
 
-async def _embed_examples(app: web.Application) -> None:
-    semantic = app[ROUTER].matcher.semantic
-    if semantic is not None:
-        await semantic.vectors.ensure(e.text for e in app[EXAMPLES].all)
-
-
-async def _start_semantic(app: web.Application) -> None:
-    """Load the learned examples and the embedding model; with a model, embed every text of
-    the catalog not embedded yet (stored vectors are read, not recomputed) and from now on,
-    in the background, each card once it is indexed (:attr:`Registry.on_index`: a
-    registration does not wait for it). Without one, routing goes by words (see
-    router.choose.models)."""
-    registry, router = app[REGISTRY], app[ROUTER]
-    examples = app[EXAMPLES]
-    await examples.load()
-    loaded = await load_embedder(app[SETTINGS])
-    router.matcher.status = loaded.status
-    if loaded.embedder is None:
-        return
-    vectors = SkillVectors(registry.store, loaded.embedder)
-    stored = await vectors.load()
-    settings = app[SETTINGS]
-    threads = settings.embedding_threads or embedding_threads(settings.workers)
-    semantic = Semantic(loaded.embedder, vectors, examples, Calibration.load(), threads=threads)
-    semantic.batches.observer = observe_batch
-    registry.on_index = lambda snapshot: vectors.index(snapshot.agents.values())
-    await registry.indexed()  # the whole catalog, before the router serves
-    computed = vectors.computed + await vectors.ensure(e.text for e in examples.all)
-    router.matcher.semantic = router.chooser.semantic = semantic
-    log.info(
-        "%s: %d stored vector(s) read, %d computed; messages embedded in %d thread(s)",
-        loaded.status, stored, computed, threads,
-    )  # fmt: skip
-
-
 async def _scheduled_refresh(app: web.Application) -> AsyncIterator[None]:
     """Run the scheduled refreshes (when this replica holds the lease), unless
     ``SWITCHBOARD_REFRESH=false``."""
@@ -282,7 +297,7 @@ async def _grpc_binding(app: web.Application) -> AsyncIterator[None]:
             "SWITCHBOARD_GRPC_PORT is set but gRPC is not installed: "
             "pip install 'a2a-switchboard[grpc]'"
         ) from error
-    server = GrpcServer(app[ROUTER], app[GATE], app[SETTINGS])
+    server = GrpcServer(app[ROUTER], app[GATE], app[SETTINGS], app[COHERENCE])
     app[GRPC_ENDPOINT].port = await server.start()
     try:
         yield
@@ -320,34 +335,35 @@ async def _push_outbox(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _catalog_sync(app: web.Application) -> AsyncIterator[None]:
-    """Poll the catalog version so changes made by other replicas show up here too."""
-    registry, trust = app[REGISTRY], app[TRUST]
-    interval = app[SETTINGS].catalog_sync_interval
+    """Poll the database so that changes made by other replicas show up here too (the
+    fallback of the notifications: :mod:`router.coherence`)."""
+    coherence, interval = app[COHERENCE], app[SETTINGS].catalog_sync_interval
 
     async def loop() -> None:
         while True:
             await asyncio.sleep(interval)
-            try:
-                if await registry.sync():
-                    log.info("catalog reloaded at version %d", registry.catalog.snapshot.version)
-                if await app[POLICIES].sync():  # another replica changed access policies
-                    log.info("access policies reloaded")
-                await app[CREDENTIALS].sync()  # another replica changed outbound credentials
-                if await app[EXAMPLES].sync():  # another replica changed learned examples
-                    await _embed_examples(app)
-                if await trust.reload():  # another replica changed the trusted keys
-                    log.info(
-                        "trusted keys changed: %d agent(s) re-verified",
-                        await registry.reverify_all(),
-                    )
-            except Exception:  # a database hiccup must not end the loop; /readyz reports it
-                log.warning("catalog sync failed", exc_info=True)
+            await coherence.refresh()  # a failure is logged; /readyz reports the database
 
     task = asyncio.create_task(loop())
     yield
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
+
+
+async def _writes_heard(app: web.Application) -> AsyncIterator[None]:
+    """From now on this process counts in the acknowledgement of every write, and hears the
+    other replicas' (PostgreSQL)."""
+    announcer = app.get(ANNOUNCER)
+    if announcer is not None:
+        await announcer.start()
+    app[COHERENCE].join()
+    try:
+        yield
+    finally:
+        app[COHERENCE].leave()
+        if announcer is not None:
+            await announcer.close()
 
 
 async def jwks(request: web.Request) -> web.Response:
@@ -367,7 +383,7 @@ async def healthz(request: web.Request) -> web.Response:
 async def readyz(request: web.Request) -> web.Response:
     """Readiness: the database answers and the catalog is loaded."""
     registry = request.app[REGISTRY]
-    checks = {"database": "ok", "catalog": "ok"}
+    checks = {"database": "ok", "catalog": "ok"}  # what readiness needs
     try:
         await registry.store.ping()
     except Exception as exc:  # any driver error means "not ready"; say which
@@ -378,7 +394,7 @@ async def readyz(request: web.Request) -> web.Response:
     matcher = request.app[ROUTER].matcher
     body: dict[str, Any] = {
         "status": "ready" if ready else "not_ready",
-        "checks": checks,
+        "checks": {**checks, "model": request.app[MODEL].state},  # words meanwhile: ready
         "agents": len(registry.catalog.snapshot),
         "matcher": matcher.status,
     }

@@ -422,7 +422,7 @@ class AgentCredentials(Synced):
                 row.agent_created_at = agent.created_at
                 row.updated_at, row.updated_by = utcnow(), by[:256]
                 session.add(row)
-                self.version = await bump(session, VERSION_KEY)
+                self.advanced(await bump(session, VERSION_KEY))
         except IntegrityError:  # the agent was removed meanwhile
             raise agent_not_found(agent_id) from None
         credential = self._credential(row, spec.secret)
@@ -438,7 +438,7 @@ class AgentCredentials(Synced):
             if not result.rowcount:
                 self._all.pop(agent_id, None)
                 return False
-            self.version = await bump(session, VERSION_KEY)
+            self.advanced(await bump(session, VERSION_KEY))
         self._all.pop(agent_id, None)
         return True
 

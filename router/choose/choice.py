@@ -14,10 +14,13 @@ from router.protocol.errors import RpcError
 from router.protocol.versions import Op, Version
 
 Via = Literal["hint", "task", "match", "pinned"]
-Tier = Literal["task", "pinned", "hint", "lexical", "semantic", "llm", "default"]
+Tier = Literal[
+    "task", "pinned", "hint", "lexical", "lexical-fallback", "semantic", "llm", "default"
+]
 """Which tier of the choice decided: a task's owner, a pinned endpoint, a routing hint, words
-(BM25 alone), meaning (embeddings fused with words), the LLM adjudicator, or the default
-route (``SWITCHBOARD_DEFAULT_AGENT``) when no other tier was confident."""
+(BM25 alone: ``lexical`` by configuration, ``lexical-fallback`` while the model or the chosen
+skill's vectors are missing), meaning (embeddings fused with words), the LLM adjudicator, or
+the default route (``SWITCHBOARD_DEFAULT_AGENT``) when no other tier was confident."""
 CLOSEST = 5
 """How many of the closest skills a ``-32050`` error lists."""
 JSONRPC = "JSONRPC"
@@ -223,3 +226,8 @@ class Evaluator(Protocol):
         floor: float | None = None,
         score: float | None = None,
     ) -> RpcError: ...
+
+
+def error_view(error: RpcError) -> dict[str, Any]:
+    """The explain view of a refusal: its code, message and data."""
+    return {"code": error.code, "message": error.message, "data": error.data}

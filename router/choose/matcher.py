@@ -8,12 +8,11 @@
   skill or agent is ``-32051``, never a fallback to matching.
 - **Matching**: every skill of every agent is a candidate, dropped by the hard filters of
   :mod:`router.choose.fits` (routable, an interface of the client's version or the other one,
-  streaming, input media types, ``acceptedOutputModes``). With the message's embedding (the
-  semantic tier, :mod:`router.choose.meaning`) the rest are ranked by meaning fused with words, with
-  a calibrated floor and margin; without one (``SWITCHBOARD_MATCHER=lexical``, or no model) by
-  a BM25 score of the message text against the skill's name (x3), id, tags (x2),
-  description, examples and its agent's name and description (x0.5). An agent's score is
-  its best skill's. Ties go to an agent already serving the conversation, then by id.
+  streaming, input media types, ``acceptedOutputModes``), the rest ranked by meaning fused
+  with words (:mod:`router.choose.meaning`), or by a BM25 score of the message text against
+  the skill's name (x3), id, tags (x2), description, examples and its agent's name and
+  description (x0.5): ``SWITCHBOARD_MATCHER=lexical``, or tier ``lexical-fallback`` while the
+  model or the vectors are missing. Ties go to an agent already serving the conversation.
 
 Lexical threshold (``SWITCHBOARD_MATCH_THRESHOLD``, default 0.5): the best skill must score at
 least this much, or the call fails with ``-32050`` whose data lists the closest skills. Word
@@ -51,6 +50,7 @@ from router.choose.choice import (
     Tier,
     Via,
     closest,
+    error_view,
     rank_key,
     ranked,
 )
@@ -64,7 +64,7 @@ from router.choose.fits import (
 )
 from router.choose.grants import EVERYTHING, Grant, GrantedIndex
 from router.choose.hints import by_hint, parse_hint
-from router.choose.meaning import by_meaning, until_embedded
+from router.choose.meaning import by_meaning, fell_back, pending_vectors, until_embedded
 from router.choose.refusals import closest_rows, content_type_refusal
 from router.choose.semantic import Semantic
 from router.choose.skillindex import MAX_QUERY_CHARS, SkillIndex, query_text
@@ -105,8 +105,10 @@ class Matcher:
         threshold: float,
         semantic: Semantic | None = None,
         status: str = "lexical (SWITCHBOARD_MATCHER=lexical)",
+        by_meaning: bool = False,
     ) -> None:
         self.registry = registry
+        self.by_meaning = by_meaning  # SWITCHBOARD_MATCHER=semantic: words are a fallback
         self.threshold = threshold
         self.default_agent: str | None = None
         """SWITCHBOARD_DEFAULT_AGENT: where a message no tier was confident about goes
@@ -115,8 +117,8 @@ class Matcher:
         """SWITCHBOARD_DEFAULT_SKILL: the default agent's skill to use (None: its first fitting)."""
         self.semantic = semantic
         self.status = status
-        """How matching works in this process, for explain and /readyz: ``semantic ...``, or
-        ``lexical ...`` with the reason (configured, or the model could not be loaded)."""
+        """How matching works here, for explain and /readyz: ``semantic ...``, or ``lexical
+        ...`` and why (configured, the model loading, or it could not be loaded)."""
         self._index: SkillIndex | None = None
         self._views: LRUCache[Hashable, SkillIndex] = LRUCache(_VIEWS)
 
@@ -217,21 +219,19 @@ class Matcher:
     ) -> dict[str, Any]:
         """The explain view of a decision (``extra``: what the adjudicator did)."""
         error = decision.error
+        pending = pending_vectors(self.semantic, self._current()) if self.by_meaning else 0
         return {
             "catalog_version": self._current().snapshot.version,
             "threshold": self.threshold,
             "matcher": self.status,
+            **({"vectors": "pending", "vectors_pending": pending} if pending else {}),
             **decision.context,
             "uncertain": decision.uncertain,
             **(extra or {}),
             "candidates": [c.to_json() for c in decision.candidates[:limit]],
             "total_candidates": len(decision.candidates),
             "choice": decision.choice.to_json() if decision.choice else None,
-            "error": (
-                {"code": error.code, "message": error.message, "data": error.data}
-                if error is not None
-                else None
-            ),
+            "error": None if error is None else error_view(error),
         }
 
     def skill_index(self, grant: Grant = EVERYTHING) -> SkillIndex:
@@ -448,10 +448,14 @@ class Matcher:
                     index, query, True, version, op, media, accepted, context_agents, complete
                 )
                 decision = until_embedded(self.semantic, index, decision, words)
+                if decision is words:
+                    fell_back(decision)
         else:
             decision = self._by_match(
                 index, query, bool(words), version, op, media, accepted, context_agents, complete
             )
+            if self.by_meaning and words:  # no model (yet), or the message's vector failed
+                fell_back(decision)
         error = decision.error
         if decision.choice is None and error is not None and error.code == NO_MATCHING_AGENT:
             refused = content_type_refusal(self, index, version, op, media, accepted, error)

@@ -12,6 +12,7 @@ so a decision costs a matrix-vector product and a handful of candidate checks.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -295,3 +296,19 @@ def until_embedded(
         "by_words": "the chosen skill is not embedded yet: scored by its words alone",
     }
     return words
+
+
+def fell_back(decision: Decision) -> None:
+    """A choice made by words in place of meaning (the model or the chosen skill's vectors
+    missing): its tier is ``lexical-fallback``."""
+    choice = decision.choice
+    if choice is not None and choice.tier == "lexical":
+        decision.choice = replace(choice, tier="lexical-fallback")
+
+
+def pending_vectors(semantic: Semantic | None, index: SkillIndex) -> int:
+    """How many skills of ``index`` wait for their vectors: every one while the model is not
+    loaded (``semantic`` None)."""
+    if semantic is None:
+        return sum(1 for _, skill in index.pairs if skill is not None)
+    return semantic.index_for(index, index.pairs).missing

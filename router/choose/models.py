@@ -80,14 +80,15 @@ def _load_local(settings: Settings) -> BertEmbedder:
     return local_embedder(directory, max_tokens=settings.embedding_max_tokens)
 
 
-async def load_embedder(settings: Settings) -> Loaded:
-    """The embedder the settings ask for (see the module docs); never raises."""
+async def load_embedder(settings: Settings, *, quiet: bool = False) -> Loaded:
+    """The embedder the settings ask for (see the module docs); never raises. ``quiet``: no
+    warning when there is none (said once already)."""
     if settings.matcher == "lexical":
         return Loaded(None, "lexical (SWITCHBOARD_MATCHER=lexical)")
     if settings.embeddings_url:
         if not settings.embeddings_model:
             reason = "SWITCHBOARD_EMBEDDINGS_URL is set but SWITCHBOARD_EMBEDDINGS_MODEL is not"
-            return _fallback(reason)
+            return _fallback(reason, quiet)
         remote = RemoteEmbedder(
             settings.embeddings_url, settings.embeddings_model, settings.embeddings_api_key
         )
@@ -101,7 +102,8 @@ async def load_embedder(settings: Settings) -> Loaded:
             else ("; run `switchboard models fetch`")
         )
         where = model_directory(settings)
-        return _fallback(f"the embedding model could not be loaded from {where}: {exc}{hint}")
+        reason = f"the embedding model could not be loaded from {where}: {exc}{hint}"
+        return _fallback(reason, quiet)
     one_blas_thread()
     return Loaded(embedder, describe(embedder))
 
@@ -115,6 +117,7 @@ def one_blas_thread() -> None:
     threadpool_limits(limits=1, user_api="blas")
 
 
-def _fallback(reason: str) -> Loaded:
-    log.warning("routing by words only (lexical matching): %s", reason)
+def _fallback(reason: str, quiet: bool = False) -> Loaded:
+    if not quiet:
+        log.warning("routing by words only (lexical matching): %s", reason)
     return Loaded(None, f"lexical (fallback: {reason})")

@@ -28,6 +28,8 @@ from router.cli.ports import Ports
 from router.cli.running import run as run_server
 from router.cli.shutdown import log_draining, log_stopped
 from router.cli.workers import Supervisor, Worker
+from router.coherence.board import Board
+from router.coherence.notify import new_origin
 from router.cpus import available_cpus
 from router.observe import multiprocess
 from router.observe.logformat import ACCESS_LOGGER, RequestAccessLogger
@@ -191,21 +193,28 @@ def _supervise(args: argparse.Namespace, settings: Settings, count: int) -> int:
         "a socket each, SO_REUSEPORT" if len(sockets) > 1 else "one shared socket",
     )  # fmt: skip
 
+    board = Board(2 * count + 8)  # the workers' writes (replacements during a reload too)
+    origin = new_origin()  # this serve's name in PostgreSQL notifications, in every worker
+
     def prepare() -> Callable[[Worker], int]:
         fresh = _checked_settings(args)  # SIGHUP: the config file and variables read again
         held = {"grpc_port": grpc_port, "metrics_port": settings.metrics_port}  # bound at start
         worker_settings = fresh.model_copy(update={"workers": count, **held})
 
         def start(worker: Worker) -> int:
-            return _serve(args, _for_worker(worker_settings, worker.index), worker)
+            return _serve(args, _for_worker(worker_settings, worker.index), worker, (board, origin))
 
         return start
 
     metric_files = multiprocess.make_directory()  # for /metrics on the main port, summed
+    metrics_reaped = multiprocess.process_dead(metric_files)
+
+    def reaped(pid: int) -> None:
+        metrics_reaped(pid)
+        board.release(pid)  # no write waits for a dead worker
+
     try:
-        status = Supervisor(
-            count, sockets, prepare, reaped=multiprocess.process_dead(metric_files)
-        ).run()
+        status = Supervisor(count, sockets, prepare, reaped=reaped).run()
     finally:
         multiprocess.remove_directory(metric_files)
         ports.close()
@@ -319,19 +328,26 @@ def _check_database(settings: Settings) -> None:
         ) from None
 
 
-def _serve(args: argparse.Namespace, settings: Settings, worker: Worker | None) -> int:
-    """Run one server process (the only one, or ``worker``) until it is stopped."""
+def _serve(
+    args: argparse.Namespace,
+    settings: Settings,
+    worker: Worker | None,
+    shared: tuple[Board, str] | None = None,
+) -> int:
+    """Run one server process (the only one, or ``worker`` sharing the supervisor's board and
+    origin) until it is stopped."""
     # the server's imports are only needed here
     from sqlalchemy.exc import SQLAlchemyError
 
-    from router.app import collect_young_every, create_app, freeze_long_lived
+    from router.app import Siblings, collect_young_every, create_app, freeze_long_lived
     from router.transport.routes import ROUTER
 
     if worker is not None:
         _worker_metrics(settings)
     _configure_tracing()  # OTEL_EXPORTER_OTLP_ENDPOINT: traces exported (docs/tracing.md)
+    siblings = Siblings(shared[0], worker.tell, shared[1]) if worker and shared else None
     try:
-        app = create_app(settings)  # creates the database engine (driver import, SQLite dir)
+        app = create_app(settings, siblings)  # the database engine (driver import, SQLite dir)
     except OSError as exc:  # the SQLite file's directory could not be created
         raise CliError(
             f"cannot use database {_safe_url(settings.database_url)}: "
@@ -357,7 +373,7 @@ def _serve(args: argparse.Namespace, settings: Settings, worker: Worker | None) 
     where: dict[str, Any] = {"host": settings.host, "port": settings.port}
     if worker is not None:
         where = {"sock": worker.sock}
-        app.on_startup.append(lambda _app: _watch(worker))
+        app.on_startup.append(lambda app: _watch(app, worker))
     try:
         run_server(
             app,
@@ -391,9 +407,12 @@ def _worker_metrics(settings: Settings) -> None:
         os.environ.pop(multiprocess.ENV, None)
 
 
-async def _watch(worker: Worker) -> None:
-    """Stop this worker (as SIGTERM would) when its supervisor dies."""
-    worker.watch_parent(lambda: os.kill(os.getpid(), signal.SIGTERM))
+async def _watch(app: web.Application, worker: Worker) -> None:
+    """Stop this worker (as SIGTERM would) when its supervisor dies; look at the board of
+    writes when another worker says so."""
+    from router.transport.fresh import COHERENCE
+
+    worker.watch_parent(lambda: os.kill(os.getpid(), signal.SIGTERM), app[COHERENCE].on_ping)
 
 
 def _warnings(settings: Settings, log: logging.Logger) -> None:

@@ -59,12 +59,17 @@ MAX_FAILURES = 5
 up and exits 1."""
 _CONFIG_ERROR = 2  # a worker's exit status for a configuration error: no retry
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD)
+READY = b"r"
+"""A worker to its supervisor: it accepts requests."""
+CHANGED = b"c"
+"""A worker to its supervisor, relayed to every other worker: look at the shared board."""
 
 
 @dataclass
 class Worker:
     """What a worker process is given: its index among ``count``, the listening socket, and
-    the pipes to its supervisor (readiness out, the supervisor's life in)."""
+    the pipes to its supervisor (readiness and writes out, the supervisor's life and the other
+    workers' writes in)."""
 
     index: int
     count: int
@@ -74,21 +79,40 @@ class Worker:
 
     def ready(self) -> None:
         """Tell the supervisor this worker accepts requests."""
-        with contextlib.suppress(OSError):  # the supervisor is gone
-            os.write(self.ready_fd, b"r")
+        self._send(READY)
 
-    def watch_parent(self, stop: Callable[[], None]) -> None:
-        """Call ``stop`` (in the running event loop) when the supervisor dies."""
+    def tell(self) -> None:
+        """Tell the other workers (through the supervisor) to look at the shared board:
+        a write was counted or applied (:mod:`router.coherence`)."""
+        self._send(CHANGED)
+
+    def _send(self, byte: bytes) -> None:
+        with contextlib.suppress(OSError):  # the supervisor is gone, or the pipe is full
+            os.write(self.ready_fd, byte)
+
+    def watch_parent(self, stop: Callable[[], None], told: Callable[[], None]) -> None:
+        """In the running event loop: call ``told`` when another worker told (see
+        :meth:`tell`), ``stop`` when the supervisor dies."""
         import asyncio
 
         loop = asyncio.get_running_loop()
+        os.set_blocking(self.parent_fd, False)
 
-        def closed() -> None:
+        def readable() -> None:
+            try:
+                data = os.read(self.parent_fd, 4096)
+            except BlockingIOError:
+                return
+            except OSError:
+                data = b""
+            if data:
+                told()
+                return
             loop.remove_reader(self.parent_fd)
             log.warning("the supervisor is gone: stopping")
             stop()
 
-        loop.add_reader(self.parent_fd, closed)
+        loop.add_reader(self.parent_fd, readable)
 
 
 def _balanced() -> bool:
@@ -224,7 +248,7 @@ class Supervisor:
         timeout = None
         if self._restart_at and not self._stopping:
             timeout = max(0.0, min(self._restart_at.values()) - time.monotonic())
-        pipes = {c.ready_r: c for c in self.children.values() if not (c.ready or c.gone)}
+        pipes = {c.ready_r: c for c in self.children.values() if not c.gone}
         try:
             readable, _, _ = select.select([wake_r, *pipes], [], [], timeout)
         except InterruptedError:
@@ -233,11 +257,22 @@ class Supervisor:
         for fd in readable:
             if fd == wake_r:
                 signals.extend(os.read(wake_r, 512))
-            elif os.read(fd, 1):
-                self._on_ready(pipes[fd])
+            elif data := os.read(fd, 512):
+                if READY in data and not pipes[fd].ready:
+                    self._on_ready(pipes[fd])
+                if CHANGED in data:
+                    self._relay(pipes[fd])
             else:
                 pipes[fd].gone = True
         return signals
+
+    def _relay(self, sender: _Child) -> None:
+        """Pass a worker's :data:`CHANGED` on to every other worker (a full pipe already
+        holds one for it: nothing is lost)."""
+        for child in self.children.values():
+            if child is not sender and not child.gone:
+                with contextlib.suppress(OSError):
+                    os.write(child.parent_w, CHANGED)
 
     def _on_signal(
         self, sig: int, start: Callable[[Worker], int], wake: tuple[int, int]
@@ -341,6 +376,7 @@ class Supervisor:
             _worker_main(start, Worker(index, self.count, sock, ready_w, parent_r))
         os.close(ready_w)
         os.close(parent_r)
+        os.set_blocking(parent_w, False)  # a relay never waits for a busy worker
         child = _Child(Worker(index, self.count, sock, -1, -1), pid, ready_r, parent_w)
         self.children[pid] = child
         log.info("worker %d started (pid %d)", index, pid)

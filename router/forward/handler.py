@@ -85,7 +85,11 @@ class Router:
         self.settings = settings
         self.ids = IdMap(registry.store)
         self.aliases = TaskAliases(registry.store)  # v0.1 clients' own task IDs
-        self.matcher = Matcher(registry, threshold=settings.match_threshold)
+        self.matcher = Matcher(
+            registry,
+            threshold=settings.match_threshold,
+            by_meaning=settings.matcher == "semantic",
+        )
         self.matcher.default_agent = settings.default_agent
         self.matcher.default_skill = settings.default_skill
         adjudicator = None

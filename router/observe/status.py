@@ -28,6 +28,8 @@ from registry.queryparams import read_query
 from registry.records import as_utc, iso
 from registry.refresh import LEASE
 from registry.version import switchboard_version
+from router.coherence.appkey import COHERENCE
+from router.coherence.sync import Coherence
 from router.observe.recent import RECENT
 
 __all__ = ["Indexing", "Status", "StatusQuery", "add_status_route", "get_status"]
@@ -105,12 +107,29 @@ class Indexing(ApiModel):
     )
 
 
+class Writes(ApiModel):
+    """Where this worker stands in the writes (read your writes: operations.md)."""
+
+    generation: int | None = Field(
+        description="Writes acknowledged by this serve's workers so far (null: one process)."
+    )
+    applied: int | None = Field(
+        description="Of those, the ones this worker has applied (null: one process)."
+    )
+    workers: dict[str, int] = Field(
+        description="Each live worker of this serve (pid) and the writes it has applied."
+    )
+    syncs: int = Field(description="Times this process read what others wrote.")
+    sync_failure: str | None = Field(description="Why the last of those failed, if it did.")
+
+
 class Status(ApiModel):
     """The one-screen summary."""
 
     replica: Replica
     agents: AgentCounts
     indexing: Indexing
+    writes: Writes
     refresh_failures: list[RefreshFailure] = Field(
         description=f"The latest {FAILURES_SHOWN} agents whose last check failed, newest first."
     )
@@ -157,11 +176,23 @@ async def get_status(request: web.Request) -> web.Response:
             indexed_version=registry.indexing.version,
             backlog=registry.indexing.backlog,
         ),
+        writes=_writes(request.app[COHERENCE]),
         refresh_failures=[_failure(i, h) for i, h in failing[:FAILURES_SHOWN]],
         decisions=_decisions(query.minutes),
         version=switchboard_version(),
     )
     return web.json_response(status.model_dump())
+
+
+def _writes(coherence: Coherence) -> Writes:
+    board = coherence.board
+    return Writes(
+        generation=board.generation if board is not None else None,
+        applied=coherence.applied if board is not None else None,
+        workers={str(pid): n for pid, n in sorted(board.workers().items())} if board else {},
+        syncs=coherence.syncs,
+        sync_failure=coherence.failure,
+    )
 
 
 def _when(value: datetime | None) -> float:

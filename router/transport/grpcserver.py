@@ -39,6 +39,7 @@ from multidict import CIMultiDict
 
 from registry.access.principal import Principal
 from registry.settings import Settings
+from router.coherence.sync import Coherence
 from router.compat.dialects import served_call
 from router.forward.call import Call, EventStream, Reply
 from router.forward.handler import Router
@@ -80,10 +81,14 @@ def grpc_target(host: str, port: int) -> str:
 class GrpcServer:
     """The gRPC binding in front of ``router``: :meth:`start`, then :meth:`stop`."""
 
-    def __init__(self, router: Router, gate: Gate, settings: Settings) -> None:
+    def __init__(
+        self, router: Router, gate: Gate, settings: Settings, coherence: Coherence | None = None
+    ) -> None:
+        """``coherence``: each call first catches up with the writes acknowledged so far."""
         self.router = router
         self.gate = gate
         self.settings = settings
+        self.coherence = coherence
         self.port: int | None = None
         """The port listened on once started (``SWITCHBOARD_GRPC_PORT``, or the one picked
         for 0)."""
@@ -166,6 +171,8 @@ class GrpcServer:
             self.gate.close_stream(caller)
 
     async def _admit(self, context: grpc.aio.ServicerContext) -> Principal:
+        if self.coherence is not None and self.coherence.behind:
+            await self.coherence.fresh()
         try:
             return await self.gate.check(_metadata(context))
         except Denied as denied:

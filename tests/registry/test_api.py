@@ -637,7 +637,7 @@ async def test_health_and_readiness(switchboard: TestClient, registered: dict[st
     ready = await _json(await switchboard.get("/readyz"), 200)
     assert ready == {
         "status": "ready",
-        "checks": {"database": "ok", "catalog": "ok"},
+        "checks": {"database": "ok", "catalog": "ok", "model": "off"},
         "agents": 2,
         "matcher": "lexical (SWITCHBOARD_MATCHER=lexical)",
     }

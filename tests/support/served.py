@@ -37,7 +37,15 @@ from router.app import create_app
 from tests.support.helpers import make_settings, settings_values
 from tests.support.procout import ProcessOutput
 
-__all__ = ["WORKERS_ENV", "ServedRouter", "everywhere", "serve_router", "test_workers"]
+__all__ = [
+    "WORKERS_ENV",
+    "ServedRouter",
+    "everywhere",
+    "pinned_clients",
+    "serve_router",
+    "serve_workers",
+    "test_workers",
+]
 
 WORKERS_ENV = "SWITCHBOARD_TEST_WORKERS"
 ROOT = Path(__file__).resolve().parents[2]
@@ -212,6 +220,40 @@ async def _served(
         await output.task
     assert proc.returncode == 0, output.text  # SIGTERM: every worker stopped cleanly
     assert "Traceback" not in output.text, output.text
+
+
+def serve_workers(
+    aiohttp_server: Callable[..., Any], database_url: str, workers: int = 2, **overrides: Any
+) -> Any:
+    """An async context manager giving ``switchboard serve --workers N`` on the test's
+    database, whatever ``SWITCHBOARD_TEST_WORKERS`` says (:class:`ServedRouter`)."""
+    return contextlib.asynccontextmanager(_served)(
+        aiohttp_server, database_url, workers, **overrides
+    )
+
+
+async def pinned_clients(
+    server: ServedRouter, headers: dict[str, str], tries: int = 40
+) -> dict[int, httpx.AsyncClient]:
+    """One httpx client per worker of ``server`` (by pid), each holding one keep-alive
+    connection that the kernel gave to that worker; the caller closes them."""
+    clients: dict[int, httpx.AsyncClient] = {}
+    limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+    for _ in range(tries):
+        client = httpx.AsyncClient(
+            base_url=str(server.make_url("/")), limits=limits, headers=headers, timeout=30
+        )
+        status = (await client.get("/api/v1/status", headers=server._admin)).json()
+        pid = int(status["replica"]["name"].split(":")[-2])
+        if pid in clients:
+            await client.aclose()
+        else:
+            clients[pid] = client
+        if len(clients) == len(server.pids):
+            return clients
+    for client in clients.values():
+        await client.aclose()
+    raise AssertionError(f"no connection to every worker of {server.pids} in {tries} tries")
 
 
 def serve_router(aiohttp_server: Callable[..., Any], database_url: str, **overrides: Any) -> Any:

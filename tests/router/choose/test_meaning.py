@@ -86,9 +86,9 @@ async def test_the_floor_and_the_margin_decide(env: Env) -> None:
 
 
 async def test_a_skill_not_embedded_yet_is_routed_by_its_words(env: Env) -> None:
-    """Registered a moment ago: its texts are embedded behind the registration's answer. Until
-    then its skills are scored by their words alone (as admin-api.md promises), while a
-    refusal by meaning of the embedded skills stands."""
+    """Registered while its vectors are pending (here the index hook never embeds): its skills
+    are scored by their words alone, tier ``lexical-fallback`` (as admin-api.md promises),
+    while a refusal by meaning of the embedded skills stands."""
 
     async def not_yet(snapshot: object) -> None:
         return None
@@ -104,7 +104,7 @@ async def test_a_skill_not_embedded_yet_is_routed_by_its_words(env: Env) -> None
         }
     }
     choice = await env.chooser.choose("1.0", Op.SEND, params)
-    assert (choice.agent.id, choice.skill_id, choice.tier) == ("echo", "echo", "lexical")
+    assert (choice.agent.id, choice.skill_id, choice.tier) == ("echo", "echo", "lexical-fallback")
     semantic = env.semantic
     semantic.calibration = replace(semantic.calibration, floor=2.0)  # meaning refuses all
     flights = dict(params, message={**params["message"], "parts": [{"text": "book a flight"}]})
@@ -112,4 +112,4 @@ async def test_a_skill_not_embedded_yet_is_routed_by_its_words(env: Env) -> None
         await env.chooser.choose("1.0", Op.SEND, flights)
     assert refused.value.data["reason"] == "no match"
     choice = await env.chooser.choose("1.0", Op.SEND, params)
-    assert choice.agent.id == "echo" and choice.tier == "lexical"
+    assert choice.agent.id == "echo" and choice.tier == "lexical-fallback"
