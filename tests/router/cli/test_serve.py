@@ -254,9 +254,9 @@ async def test_a_port_that_a_serve_holds_is_refused_and_that_serve_keeps_its_tra
     port, grpc = _free_ports(2)
     metrics = _free_run(2)
     env = {"SWITCHBOARD_MATCHER": "lexical", "XDG_RUNTIME_DIR": str(tmp_path)}
+    database = f"sqlite:///{tmp_path / 'serve.db'}"  # the second's too: the same command twice
     first = await _spawn(
-        *("--workers", "2", "--port", str(port)),
-        *("--database-url", f"sqlite:///{tmp_path / 'first.db'}"),
+        *("--workers", "2", "--port", str(port), "--database-url", database),
         cwd=tmp_path,
         env={**env, "SWITCHBOARD_GRPC_PORT": str(grpc), "SWITCHBOARD_METRICS_PORT": str(metrics)},
     )
@@ -279,10 +279,9 @@ async def test_a_port_that_a_serve_holds_is_refused_and_that_serve_keeps_its_tra
                 ["--workers", "1", "--port", "0"], {metrics_at: str(metrics)}, metrics
             ),
         }  # fmt: skip
-        second = f"sqlite:///{tmp_path / 'second.db'}"
         results = await asyncio.gather(
             *(
-                _serve(*argv, "--database-url", second, cwd=tmp_path, env={**env, **variables})
+                _serve(*argv, "--database-url", database, cwd=tmp_path, env={**env, **variables})
                 for argv, variables, _ in cases.values()
             )
         )
