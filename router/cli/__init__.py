@@ -11,7 +11,8 @@ list/show/set/delete`` its access policies (:mod:`router.cli.policies`); ``clien
 ``audit`` its clients' API keys and audit log (:mod:`router.cli.clients`). ``models fetch``,
 ``route explain|feedback`` and ``examples list|delete`` serve routing by meaning
 (:mod:`router.cli.routing`). ``status`` prints a running server's summary
-(:mod:`router.cli.status`).
+(:mod:`router.cli.status`). ``db current|upgrade|downgrade|history``: the database's schema
+revision and its migrations (:mod:`router.cli.db`).
 
 Exit status: 0 success, 1 the server refused or could not be reached (or ``serve`` could not
 start, or ``card verify`` found no valid signature), 2 bad usage or configuration, 3
@@ -32,7 +33,7 @@ from collections.abc import Sequence
 import argcomplete
 
 from registry.version import switchboard_version
-from router.cli import cards, client, clients, keys, policies, routing, serve, status
+from router.cli import cards, client, clients, db, keys, policies, routing, serve, status
 from router.cli.errors import CliError
 
 __all__ = ["CliError", "build_parser", "main"]
@@ -80,4 +81,5 @@ def build_parser() -> argparse.ArgumentParser:
     clients.add_commands(commands)
     routing.add_commands(commands)
     status.add_commands(commands)
+    db.add_commands(commands)
     return parser

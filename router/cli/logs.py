@@ -28,7 +28,7 @@ _HANDLE_ERROR = "Error handling request from %s"
 
 def configure_logging(level: str, log_format: LogFormat = "text") -> None:
     """Log to stderr at ``level`` (one of ``LOG_LEVELS``) in ``log_format`` (text, or one
-    JSON object per line: :mod:`router.observe.logformat`), quiet the scheduler and install
+    JSON object per line: :mod:`router.observe.logformat`), quiet the scheduler and Alembic, install
     ``BadRequestFilter`` on aiohttp's server logger (once).
 
     The per-call lines (the access line and ``switchboard.a2a``) are written once per turn
@@ -40,6 +40,7 @@ def configure_logging(level: str, log_format: LogFormat = "text") -> None:
     logging.basicConfig(level=level, handlers=[handler])
     if level != "DEBUG":  # it logs every job run at INFO: twice a second here
         logging.getLogger("apscheduler").setLevel(logging.WARNING)
+        logging.getLogger("alembic").setLevel(logging.WARNING)  # its context lines per run
     server = logging.getLogger(SERVER_LOGGER)
     if not any(isinstance(f, BadRequestFilter) for f in server.filters):
         server.addFilter(BadRequestFilter())

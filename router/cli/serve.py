@@ -24,6 +24,7 @@ from registry.settings import CONFIG_VARIABLE, ConfigFileError, Settings
 from router.cli.demo import DEMO_NAMES, DEMO_URLS, demo_agents, parse_demo_ports, ready_lines
 from router.cli.errors import CliError
 from router.cli.logs import LOG_LEVELS, configure_logging
+from router.cli.migrating import prepare_schema
 from router.cli.ports import Ports
 from router.cli.running import run as run_server
 from router.cli.shutdown import log_draining, log_stopped
@@ -173,6 +174,7 @@ def _supervise(args: argparse.Namespace, settings: Settings, count: int) -> int:
     """Bind the port(s), then run ``count`` workers under a supervisor."""
     _check_shared_database(settings.database_url)
     _check_database(settings)  # once, before any worker: a bad database is no reason to retry
+    prepare_schema(settings.database_url)  # once, under its lock: workers read the revision
     _check_tracing()
     log = logging.getLogger("switchboard")
     ports = Ports(settings.host)  # claimed against other processes (router.cli.ports)
