@@ -472,3 +472,13 @@ def test_a_bad_log_level_variable_is_one_line_and_status_2(
     with pytest.raises(CliError, match="log_level") as caught:
         serve_mod._checked_settings(args)
     assert caught.value.status == 2 and "\n" not in str(caught.value)
+
+
+def test_the_metrics_ports_are_one_per_worker_and_stay_below_65536() -> None:
+    """Each worker's port is claimed; past 65535 ``getaddrinfo`` would wrap to port 0."""
+    settings = make_settings("sqlite://", metrics_port=65534)
+    assert serve_mod._metrics_ports(settings, 2) == [65534, 65535]
+    assert serve_mod._metrics_ports(settings.model_copy(update={"metrics_port": 0}), 2) == []
+    with pytest.raises(CliError, match="beyond 65535") as caught:
+        serve_mod._metrics_ports(settings, 3)
+    assert caught.value.status == 2
