@@ -61,9 +61,17 @@ class ModelLoader:
         self.examples = examples
         self.loading = False
         """Whether the model is being fetched or looked for in the background."""
+        self.retry = RETRY
+        """Seconds between looks for a missing model (tests make it short)."""
+        self.retry_min = RETRY_MIN
+        """Seconds before texts whose embedding failed are tried again, doubling to
+        :attr:`retry`."""
+        self.embedded = asyncio.Condition()
+        """Notified after each embedding of the catalog's new texts, and once the model is
+        installed (tests and benchmarks wait on it)."""
         self._task: asyncio.Task[None] | None = None
         self._retry: asyncio.TimerHandle | None = None
-        self._backoff = RETRY_MIN
+        self._backoff = 0.0  # the next retry's delay (0: the first, retry_min)
 
     @property
     def state(self) -> str:
@@ -112,18 +120,21 @@ class ModelLoader:
 
     async def _load_later(self) -> None:
         """Fetch (``SWITCHBOARD_MODEL_FETCH``) or wait for the local model, then install it."""
-        said = False
+        settings, said = self.settings, False
         while True:
-            loaded = await load_embedder(self.settings, quiet=said)
-            if loaded.embedder is not None:
-                break
-            self.loading, self.matcher.status = False, loaded.status
+            if settings.model_fetch or is_complete(model_directory(settings)):
+                loaded = await load_embedder(settings, quiet=said)
+                if loaded.embedder is not None:
+                    break
+                self.loading, self.matcher.status = False, loaded.status
             if not said:
-                log.warning("looking for the embedding model again every %g s", RETRY)
+                log.warning("looking for the embedding model again every %g s", self.retry)
                 said = True
-            await asyncio.sleep(RETRY)
+            await asyncio.sleep(self.retry)
         await self._install(loaded)
         self.loading = False
+        async with self.embedded:
+            self.embedded.notify_all()
 
     async def _install(self, loaded: Loaded) -> None:
         """Embed the catalog and the learned examples with ``loaded``, then match by meaning."""
@@ -152,10 +163,13 @@ class ModelLoader:
         async def index(snapshot: Snapshot) -> None:
             await vectors.index(snapshot.agents.values())
             if vectors.failure is None:
-                self._backoff = RETRY_MIN
+                self._backoff = 0.0
             elif self._retry is None:
-                delay, self._backoff = self._backoff, min(RETRY, self._backoff * 2)
+                delay = self._backoff or self.retry_min
+                self._backoff = min(self.retry, delay * 2)
                 self._retry = asyncio.get_running_loop().call_later(delay, self._again)
+            async with self.embedded:
+                self.embedded.notify_all()
 
         return index
 

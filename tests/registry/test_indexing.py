@@ -1,29 +1,21 @@
 """registry.indexing: the index hook behind the catalog (asked for by a wait, retried after
 a failure, stopped at shutdown; a burst of changes let end first, unless somebody waits or
-the burst lasts too long), through the registry that owns it; and, in the router, a
-registration that answers while its skill texts are still being embedded (an embeddings
-endpoint served by the test, held closed by a gate) and routes by meaning once
-``Registry.indexed`` returns."""
+the burst lasts too long), through the registry that owns it. The router's registrations,
+which wait for their vectors, are tested with router/modelload.py."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestServer
 
-from registry.appkeys import REGISTRY
 from registry.catalog import Snapshot
 from registry.crawler import Crawler
 from registry.service import Registry
 from registry.store import Store
-from router.app import create_app
-from router.choose.models import local_embedder
-from tests.support.helpers import AUTH, card_v1, make_settings
+from tests.support.helpers import card_v1, make_settings
 
 FLIGHTS = {
     "id": "air-booking",
@@ -171,60 +163,3 @@ async def test_closing_during_the_quiet_period_runs_no_call(deferring: Any) -> N
     async with asyncio.timeout(10):
         await registry.indexing.close(0.01)
     assert calls == [] and not registry.indexing.busy
-
-
-class GatedEmbeddings:
-    """An OpenAI-compatible embeddings endpoint answering with the local model's vectors,
-    once :attr:`gate` is open; :attr:`asked` is set when a request waits at it."""
-
-    def __init__(self, model_dir: Path) -> None:
-        self.model = local_embedder(model_dir)
-        self.gate = asyncio.Event()
-        self.asked = asyncio.Event()
-        self.texts: list[str] = []
-
-    async def handle(self, request: web.Request) -> web.Response:
-        texts = (await request.json())["input"]
-        self.texts.extend(texts)
-        self.asked.set()
-        await self.gate.wait()
-        vectors = await asyncio.to_thread(self.model.embed, texts)
-        data = [{"index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)]
-        return web.json_response({"object": "list", "data": data})
-
-
-async def test_a_registration_answers_before_its_embedding_and_routes_by_meaning_after(
-    aiohttp_server: Any, aiohttp_client: Any, sqlite_url: str, model_dir: Path
-) -> None:
-    embeddings = GatedEmbeddings(model_dir)
-    endpoint = web.Application()
-    endpoint.router.add_post("/v1/embeddings", embeddings.handle)
-    model: TestServer = await aiohttp_server(endpoint)
-    settings = make_settings(
-        sqlite_url, matcher="semantic", embeddings_url=str(model.make_url("/v1")),
-        embeddings_model="minilm",
-    )  # fmt: skip
-    client = await aiohttp_client(create_app(settings))
-    registry = client.server.app[REGISTRY]
-    for agent_id, skill in (("flights", FLIGHTS), ("payroll", PAYROLL)):
-        card = card_v1(f"https://{agent_id}.example.com", name=agent_id.title(), skills=[skill])
-        resp = await client.post(
-            "/api/v1/agents", json={"card": card, "id": agent_id}, headers=AUTH
-        )
-        assert resp.status == 201, await resp.text()
-    await embeddings.asked.wait()  # the embedding was asked for and is held at the gate
-    assert any("Airline reservations" in t for t in embeddings.texts)
-    status = await (await client.get("/api/v1/status", headers=AUTH)).json()
-    assert status["indexing"]["backlog"] > 0
-    assert status["indexing"]["indexed_version"] < status["indexing"]["catalog_version"]
-
-    embeddings.gate.set()
-    assert await registry.indexed() == registry.catalog.snapshot.version
-    status = await (await client.get("/api/v1/status", headers=AUTH)).json()
-    assert status["indexing"]["backlog"] == 0
-    assert status["indexing"]["indexed_version"] == status["indexing"]["catalog_version"]
-    message = {"role": "ROLE_USER", "messageId": "x", "parts": [{"text": MESSAGE}]}
-    resp = await client.post("/api/v1/route/explain", json={"version": "1.0", "message": message})
-    explained = await resp.json()
-    assert explained["choice"]["agent_id"] == "flights", explained
-    assert explained["choice"]["tier"] == "semantic", explained
