@@ -1,6 +1,6 @@
 """Many small A2A 1.0 agents on one real aiohttp server: agent ``name`` answers JSON-RPC at
-``POST /a/<name>``, so a test registers as many distinct agents as it needs without a port
-each.
+``POST /a/<name>``, so a benchmark or a test registers as many distinct agents as it needs
+without a port each, and sees from the answer which one was reached.
 
 - ``SendMessage``: a message ``<name>: <text>``; a text starting with ``task`` gets a completed
   Task instead (a new task ID and context ID), kept for ``GetTask``.
@@ -87,7 +87,7 @@ async def path_agents() -> AsyncIterator[PathAgents]:
 
     app = web.Application()
     app.router.add_post("/a/{name}", rpc)
-    server = TestServer(app, host="127.0.0.1")
+    server = TestServer(app, host="127.0.0.1")  # a free port, served in this event loop
     await server.start_server()
     agents = PathAgents(server)
     try:

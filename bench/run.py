@@ -18,7 +18,7 @@ from pathlib import Path
 from bench.options import Options
 from bench.report import Section, write
 
-SCENARIOS = ("unary", "streaming", "routing", "crawl", "streams", "accuracy", "reload")
+SCENARIOS = ("unary", "streaming", "routing", "crawl", "streams", "accuracy", "reload", "writes")
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -27,7 +27,7 @@ import httpx
 import pytest
 
 from tests.support.helpers import AUTH
-from tests.support.pathagents import PathAgents, path_agents, path_card
+from bench.pathagents import PathAgents, path_agents, path_card
 from tests.support.served import ServedRouter, pinned_clients, serve_workers
 
 pytestmark = pytest.mark.slow
