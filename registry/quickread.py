@@ -55,6 +55,18 @@ class QuickReads:
         async with self._engine.connect() as conn:
             return (await conn.execute(statement, params)).first()
 
+    def all_now(self, statements: list[Executable]) -> list[list[Any]] | None:
+        """The rows of each of ``statements``, read in this thread one after another on the
+        SQLite file (a few small reads); None when they cannot be read here (another
+        database, or the file is locked): read them through the engine then."""
+        if self.reader is None:
+            return None
+        try:
+            with self.reader.connect() as conn:
+                return [list(conn.execute(statement).all()) for statement in statements]
+        except OperationalError:
+            return None
+
     def close(self) -> None:
         """Close the read connection."""
         if self.reader is not None:

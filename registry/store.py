@@ -64,6 +64,7 @@ HEALTH_VERSION = "health_version"
 _VERSION, _HEALTH_VERSION = CATALOG_VERSION, HEALTH_VERSION  # the counters' keys
 # what routing and the API's health view show: a change of these bumps health_version
 _SHOWN = ("status", "consecutive_failures", "last_error", "card_error", "interval")
+_QUICK_AGENTS = 64  # agents read in the calling thread on a SQLite file (a catch-up's few)
 CHANGES_KEPT = 10_000
 """Catalog versions whose changed agent is kept (a replica further behind reloads all)."""
 _Insert = tuple[AgentRecord, bytes, "RefreshRow | None"]
@@ -149,11 +150,14 @@ class Store:
         return await self._versions.submit(None)
 
     async def _read_versions(self, items: Sequence[None]) -> list[dict[str, int]]:
-        async with self.engine.connect() as conn:
-            result = await conn.execute(
-                select(col(CatalogStateRow.key), col(CatalogStateRow.value))
-            )
-            found = {str(key): int(value) for key, value in result.all()}
+        query = select(col(CatalogStateRow.key), col(CatalogStateRow.value))
+        now = self.quick.all_now([query])  # a SQLite file: read at once, no thread hop
+        if now is not None:
+            rows = now[0]
+        else:
+            async with self.engine.connect() as conn:
+                rows = list((await conn.execute(query)).all())
+        found = {str(key): int(value) for key, value in rows}
         return [found] * len(items)
 
     async def catalog_version(self) -> int:
@@ -166,11 +170,19 @@ class Store:
         """The catalog version now and every agent changed after ``version`` (None for a
         removed one), read together; None when the change log does not cover every version
         in between (pruned, or written by an older Switchboard): reload everything then."""
-        async with self.session() as session:
-            current = await session.get(CatalogStateRow, _VERSION)
-            now = current.value if current else 0
-            query = select(CatalogChangeRow).where(col(CatalogChangeRow.version) > version)
-            changes = list((await session.exec(query)).all())
+        counter = select(col(CatalogStateRow.value)).where(col(CatalogStateRow.key) == _VERSION)
+        log = select(CatalogChangeRow.__table__).where(  # type: ignore[attr-defined]
+            col(CatalogChangeRow.version) > version
+        )
+        read = self.quick.all_now([counter, log])  # a SQLite file: in this thread, at once
+        if read is None:
+            async with self.session() as session:
+                current = await session.get(CatalogStateRow, _VERSION)
+                now = current.value if current else 0
+                query = select(CatalogChangeRow).where(col(CatalogChangeRow.version) > version)
+                changes: list[Any] = list((await session.exec(query)).all())
+        else:
+            now, changes = (read[0][0][0] if read[0] else 0), read[1]
         if sorted(c.version for c in changes if c.version <= now) != list(
             range(version + 1, now + 1)
         ):
@@ -351,13 +363,17 @@ class Store:
 
     async def health_version(self) -> int:
         """A counter that grows with every write of refresh state (health, schedule)."""
-        async with self.session() as session:
-            row = await session.get(CatalogStateRow, _HEALTH_VERSION)
-            return row.value if row else 0
+        return (await self.counters()).get(_HEALTH_VERSION, 0)
 
     async def refresh_rows(self, since: int = -1) -> list[RefreshRow]:
         """The refresh state of every agent that has one (written after health version
-        ``since``, if given)."""
+        ``since``, if given: on a SQLite file those few are read at once, as rows with the
+        same attributes)."""
+        if since >= 0:
+            table: Any = RefreshRow.__table__  # type: ignore[attr-defined]
+            read = self.quick.all_now([select(table).where(table.c.revision > since)])
+            if read is not None:
+                return read[0]
         async with self.session() as session:
             query = select(RefreshRow).where(col(RefreshRow.revision) > since)
             return list((await session.exec(query)).all())
@@ -489,17 +505,30 @@ class Store:
     ) -> list[AgentRecord]:
         """One agent, these agents, or (with neither) every agent."""
         wanted = None if agent_ids is None else sorted(agent_ids)
+        tables = (AgentRow, InterfaceRow, SkillRow, SkillTagRow, SkillModeRow)
+        if wanted is not None and len(wanted) <= _QUICK_AGENTS:  # a few: at once on SQLite
+            queries = [
+                select(table.__table__).where(  # type: ignore[attr-defined]
+                    col(table.id if table is AgentRow else table.agent_id).in_(wanted)
+                )
+                for table in tables
+            ]
+            read = self.quick.all_now(queries)
+            if read is not None:
+                return records_from(
+                    {t.__tablename__: rows for t, rows in zip(tables, read, strict=True)}
+                )
         async with self.session() as session:
-            rows: dict[str, list[Any]] = {}
-            for table in (AgentRow, InterfaceRow, SkillRow, SkillTagRow, SkillModeRow):
+            found: dict[str, list[Any]] = {}
+            for table in tables:
                 query = select(table)
                 key = col(table.id if table is AgentRow else table.agent_id)
                 if agent_id is not None:
                     query = query.where(key == agent_id)
                 elif wanted is not None:
                     query = query.where(key.in_(wanted))
-                rows[table.__tablename__] = list((await session.exec(query)).all())
-        return records_from(rows)
+                found[table.__tablename__] = list((await session.exec(query)).all())
+        return records_from(found)
 
 
 async def bump(session: AsyncSession, key: str = _VERSION, by: int = 1) -> int:

@@ -84,6 +84,17 @@ class Anchor:
         return self.kind == "jwk" and (self.kid == kid or (self.kid is None and self.id == kid))
 
 
+def _same(known: Anchor | None, row: TrustAnchorRow) -> Anchor | None:
+    """``known`` if ``row`` stores what it was made from, else None."""
+    if known is None or (known.kind, known.kid, known.jwks_url) != (
+        row.kind,
+        row.kid,
+        row.jwks_url,
+    ):
+        return None
+    return known if known.jwk == (dict(row.jwk) if row.jwk else None) else None
+
+
 def _anchor(row: TrustAnchorRow) -> Anchor:
     key = None
     if row.kind == "jwk" and row.jwk:
@@ -157,10 +168,17 @@ class TrustStore:
         await self.reload()
 
     async def reload(self) -> bool:
-        """Read the anchors again (other replicas may have changed them); True if changed."""
-        async with self.store.session() as session:
-            rows = (await session.exec(select(TrustAnchorRow))).all()
-        anchors = {row.id: _anchor(row) for row in rows}
+        """Read the anchors again (other replicas may have changed them); True if changed.
+        An anchor already in memory with the same stored members is kept as it is (its key
+        is not parsed again)."""
+        table: Any = TrustAnchorRow.__table__  # type: ignore[attr-defined]
+        read = self.store.quick.all_now([select(table)])  # a SQLite file: at once
+        if read is not None:
+            rows: Any = read[0]
+        else:
+            async with self.store.session() as session:
+                rows = (await session.exec(select(TrustAnchorRow))).all()
+        anchors = {row.id: _same(self._anchors.get(row.id), row) or _anchor(row) for row in rows}
         changed = anchors.keys() != self._anchors.keys()
         self._anchors = anchors
         return changed

@@ -34,3 +34,16 @@ async def test_the_sqlite_reader_cannot_write(sqlite_url: str) -> None:
             conn.execute(text("UPDATE catalog_state SET value = 1"))
     finally:
         await store.close()
+
+
+async def test_several_reads_at_once_on_sqlite_none_elsewhere(store: Store, db_url: str) -> None:
+    every = select(_STATE.c.key, _STATE.c.value).order_by(_STATE.c.key)
+    read = store.quick.all_now([every, _BY_KEY.params(key="catalog_version")])
+    if not db_url.startswith("sqlite"):
+        assert read is None  # PostgreSQL: the caller takes the engine
+        return
+    assert read is not None
+    assert dict(read[0])["catalog_version"] == 0 and read[1][0].value == 0
+    async with store.engine.begin() as conn:
+        await conn.execute(update(_STATE).where(_STATE.c.key == "catalog_version").values(value=3))
+    assert (await store.counters())["catalog_version"] == 3  # what the next sync reads
