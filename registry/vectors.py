@@ -92,7 +92,7 @@ class SkillVectors:
         self.failure: str | None = None
         """Why the last computation failed, if it did (shown by explain and /readyz)."""
         self._vectors: dict[str, np.ndarray] = {}
-        self._docs: dict[str, tuple[AgentRecord, list[str]]] = {}
+        self._docs: dict[str, tuple[AgentRecord, dict[str, str]]] = {}  # texts by key
         self._lock = asyncio.Lock()
 
     def get(self, text: str) -> np.ndarray | None:
@@ -104,7 +104,11 @@ class SkillVectors:
 
     def has_all(self, agent: AgentRecord) -> bool:
         """Whether every text of ``agent`` has its vector here."""
-        return all(text_key(t) in self._vectors for t in documents(agent) if t)
+        known = self._docs.get(agent.id)
+        keys = known[1] if known is not None and known[0] is agent else None
+        if keys is None:
+            keys = {text_key(t): t for t in documents(agent) if t}
+        return all(key in self._vectors for key in keys)
 
     def remember(self, texts: Sequence[str], vectors: np.ndarray) -> None:
         """Keep vectors computed elsewhere, in memory only (benchmarks, imports)."""
@@ -132,19 +136,25 @@ class SkillVectors:
         """Make sure every text of these agents has a vector: read missing ones from the
         database, embed the rest; the number embedded. Never raises for a model failure
         (logged, kept in :attr:`failure`, retried by the next call)."""
-        texts: list[str] = []
-        for agent in agents:
+        missing: dict[str, str] = {}
+        vectors = self._vectors
+        for agent in agents:  # each agent's texts hashed once, not at every call
             known = self._docs.get(agent.id)
             if known is None or known[0] is not agent:
-                known = (agent, documents(agent))
+                known = (agent, {text_key(t): t for t in documents(agent) if t})
                 self._docs[agent.id] = known
-            texts.extend(known[1])
-        return await self.ensure(texts)
+            for key, text in known[1].items():
+                if key not in vectors:
+                    missing[key] = text
+        return await self._ensure(missing)
 
     async def ensure(self, texts: Iterable[str]) -> int:
         """Vectors for ``texts`` (see :meth:`index`); the number embedded."""
         wanted = {text_key(t): t for t in texts if t}
-        missing = {k: t for k, t in wanted.items() if k not in self._vectors}
+        return await self._ensure({k: t for k, t in wanted.items() if k not in self._vectors})
+
+    async def _ensure(self, missing: dict[str, str]) -> int:
+        """Vectors for ``missing`` (texts by key, none known yet here)."""
         if not missing:
             return 0
         async with self._lock:
