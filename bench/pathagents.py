@@ -4,7 +4,8 @@ without a port each, and sees from the answer which one was reached.
 
 - ``SendMessage``: a message ``<name>: <text>``; a text starting with ``task`` gets a completed
   Task instead (a new task ID and context ID), kept for ``GetTask``.
-- ``GetTask``: the task, or ``-32001``.
+- ``GetTask``: the task, or ``-32001``; ``CancelTask``: ``-32002`` (its tasks are completed),
+  or ``-32001``.
 
 :func:`path_card` is the 1.0 card of one such agent, to push to the registry.
 """
@@ -64,10 +65,12 @@ async def path_agents() -> AsyncIterator[PathAgents]:
         name = request.match_info["name"]
         body = await request.json()
         params = body.get("params") or {}
-        if body.get("method") == "GetTask":
+        if body.get("method") in ("GetTask", "CancelTask"):
             task = agents.tasks.get(params.get("id", ""))
-            if task is None:
+            if task is None or body["method"] == "CancelTask":
                 error = {"code": -32001, "message": "Task not found"}
+                if task is not None:
+                    error = {"code": -32002, "message": "Task cannot be canceled"}
                 return web.json_response({"jsonrpc": "2.0", "id": body.get("id"), "error": error})
             return _answer(body.get("id"), task)
         parts = params.get("message", {}).get("parts", [])

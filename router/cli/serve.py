@@ -173,9 +173,8 @@ def _worker_count(args: argparse.Namespace, settings: Settings) -> int:
 def _supervise(args: argparse.Namespace, settings: Settings, count: int) -> int:
     """Bind the port(s), then run ``count`` workers under a supervisor."""
     _check_shared_database(settings.database_url)
+    _check_tracing()  # the configuration first, then the database, the ports, the schema
     _check_database(settings)  # once, before any worker: a bad database is no reason to retry
-    prepare_schema(settings.database_url)  # once, under its lock: workers read the revision
-    _check_tracing()
     log = logging.getLogger("switchboard")
     ports = Ports(settings.host)  # claimed against other processes (router.cli.ports)
     try:
@@ -186,6 +185,7 @@ def _supervise(args: argparse.Namespace, settings: Settings, count: int) -> int:
                 grpc = _bind(settings, settings.grpc_port, ports.reserve)
             for port in _metrics_ports(settings, count):  # each worker's exporter joins one
                 _bind(settings, port, ports.reserve)
+        prepare_schema(settings.database_url)  # once, under its lock: workers read the revision
     except BaseException:
         ports.close()
         raise

@@ -8,7 +8,8 @@ pinned to each, :func:`tests.support.served.pinned_clients`):
 
 - register an agent (a pushed card), then route a message that shares no word with its skill
   (by meaning: by words it would be refused) on the other worker: the new agent answers;
-- send a message that makes a task, then ``GetTask`` on the other worker;
+- send a message that makes a task, then ``GetTask``, ``CancelTask`` and a follow-up message
+  naming the task on the other worker (each reaches the task's agent);
 - delete the agent, then route the same message on the other worker: refused (``-32050``);
 - create an API client, then call with its key on the other worker; revoke it, then call
   again: refused (``-32054``).
@@ -26,8 +27,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.helpers import AUTH
 from bench.pathagents import PathAgents, path_agents, path_card
+from tests.support.helpers import AUTH
 from tests.support.served import ServedRouter, pinned_clients, serve_workers
 
 pytestmark = pytest.mark.slow
@@ -123,11 +124,21 @@ async def test_every_acknowledged_write_is_seen_by_the_other_worker_at_once(
             task_id = answer.get("result", {}).get("task", {}).get("id")
             assert task_id, answer
             body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task_id}}
-            got = await reader.post(
-                "/", json=body, headers={"A2A-Version": "1.0", "X-API-Key": key}
-            )
+            headers = {"A2A-Version": "1.0", "X-API-Key": key}
+            got = await reader.post("/", json=body, headers=headers)
             if got.json().get("result", {}).get("id") != task_id:
                 stale.append(f"round {n}: sent, then GetTask: {got.json()}")
+            body["method"] = "CancelTask"  # the agent's answer: the task reached it
+            cancel = await reader.post("/", json=body, headers=headers)
+            if cancel.json().get("error", {}).get("code") != -32002:
+                stale.append(f"round {n}: sent, then CancelTask: {cancel.json()}")
+            follow, headers = _send("thanks", key)  # no skill fits: only the task's owner
+            follow["params"]["message"]["taskId"] = task_id
+            answer = (await reader.post("/", json=follow, headers=headers)).json()
+            if answer.get("result", {}).get("message", {}).get("parts") != [
+                {"text": f"{name}: thanks"}
+            ]:
+                stale.append(f"round {n}: sent, then continued the task: {answer}")
             assert (await reader.delete(f"/api/v1/agents/{name}")).status_code == 204
             answer = await _call(writer, key, QUESTION)
             if answer.get("error", {}).get("code") != -32050:
@@ -143,9 +154,29 @@ async def test_every_acknowledged_write_is_seen_by_the_other_worker_at_once(
             answer = await _call(writer, fresh_key, "I want to take next Friday off")
             if answer.get("error", {}).get("code") != -32054:
                 stale.append(f"round {n}: client revoked, then called: {answer}")
+        await _feedback_is_learned_everywhere(clients, agents)
         pids = set()
         for client in clients:  # the connections stayed with their workers all along
             status = (await client.get("/api/v1/status")).json()
             pids.add(int(status["replica"]["name"].split(":")[-2]))
         assert pids == server.pids
     assert stale == [], f"{len(stale)} stale answers, e.g. {stale[:3]}"
+
+
+async def _feedback_is_learned_everywhere(
+    clients: list[httpx.AsyncClient], agents: PathAgents
+) -> None:
+    """Operator feedback through one worker: explain on the other chooses as it says at once."""
+    card = path_card(agents.url("travel-money"), "Travel money", FX)
+    resp = await clients[0].post("/api/v1/agents", json={"card": card, "id": "travel-money"})
+    assert resp.status_code == 201, resp.text
+    text = "sort out the cash for my trip to Osaka"
+    body = {"text": text, "agent": "travel-money", "skill": "fx"}
+    resp = await clients[0].post("/api/v1/route/feedback", json=body)
+    assert resp.status_code in (200, 201), resp.text
+    message = {"role": "ROLE_USER", "messageId": "x", "parts": [{"text": text}]}
+    explain = await clients[1].post(
+        "/api/v1/route/explain", json={"version": "1.0", "message": message}
+    )
+    choice = explain.json()["choice"]
+    assert choice is not None and choice["agent_id"] == "travel-money", explain.json()
