@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -19,7 +20,9 @@ from registry.migrations import MigrationError, Prepared, prepare
 from router.cli.errors import CliError
 from router.tables import SCHEMA
 
-__all__ = ["on_database", "prepare_schema", "safe_url"]
+__all__ = ["on_database", "prepare_schema", "reason", "safe_url"]
+
+_SQLALCHEMY_LINK = re.compile(r"\(Background on this error at: [^)]*\)")
 
 _T = TypeVar("_T")
 log = logging.getLogger("switchboard")
@@ -49,7 +52,7 @@ def on_database(
     try:
         engine = create_engine(url)
     except (ArgumentError, ValueError, ImportError, OSError, RegistryError) as exc:
-        raise CliError(f"cannot use database {safe_url(url)}: {_reason(exc)}", status=2) from None
+        raise CliError(f"cannot use database {safe_url(url)}: {reason(exc)}", status=2) from None
 
     async def run() -> _T:
         try:
@@ -62,7 +65,7 @@ def on_database(
     except (RegistryError, MigrationError) as exc:
         raise CliError(f"{failing}: {exc}") from None
     except (SQLAlchemyError, OSError) as exc:
-        raise CliError(f"{failing}: database {safe_url(url)}: {_reason(exc)}") from None
+        raise CliError(f"{failing}: database {safe_url(url)}: {reason(exc)}") from None
 
 
 def safe_url(url: str) -> str:
@@ -73,7 +76,16 @@ def safe_url(url: str) -> str:
         return "(unparsable URL)"
 
 
-def _reason(exc: BaseException) -> str:
+def reason(exc: BaseException) -> str:
+    """A one-line description of ``exc`` (the driver's own message for database errors)."""
     if isinstance(exc, DBAPIError) and exc.orig is not None:
         exc = exc.orig
-    return " ".join((str(exc) or type(exc).__name__).split()).split(" (Background on")[0]
+    if isinstance(exc, ImportError):
+        text = f"database driver not installed ({exc})"
+    elif isinstance(exc, OSError) and exc.strerror:
+        text = f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
+    elif isinstance(exc, SQLAlchemyError):
+        text = _SQLALCHEMY_LINK.sub("", str(exc)).strip() or type(exc).__name__
+    else:
+        text = str(exc) or type(exc).__name__
+    return " ".join(text.split())

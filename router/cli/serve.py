@@ -25,6 +25,8 @@ from router.cli.demo import DEMO_NAMES, DEMO_URLS, demo_agents, parse_demo_ports
 from router.cli.errors import CliError
 from router.cli.logs import LOG_LEVELS, configure_logging
 from router.cli.migrating import prepare_schema
+from router.cli.migrating import reason as _reason
+from router.cli.migrating import safe_url as _safe_url
 from router.cli.ports import Ports
 from router.cli.running import run as run_server
 from router.cli.shutdown import log_draining, log_stopped
@@ -36,7 +38,6 @@ from router.observe import multiprocess
 from router.observe.logformat import ACCESS_LOGGER, RequestAccessLogger
 
 _DATABASES = ("sqlite", "postgresql")
-_SQLALCHEMY_LINK = re.compile(r"\(Background on this error at: [^)]*\)")
 T = TypeVar("T")
 
 
@@ -557,34 +558,6 @@ def _check_sqlite_file(url: str) -> None:
             "directory",
             status=2,
         )
-
-
-def _safe_url(url: str) -> str:
-    """``url`` with its password masked, for messages."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except (ArgumentError, ValueError):
-        return "(unparsable URL)"
-
-
-def _reason(exc: BaseException) -> str:
-    """A one-line description of ``exc`` (the driver's own message for database errors)."""
-    from sqlalchemy.exc import DBAPIError, SQLAlchemyError
-
-    if isinstance(exc, DBAPIError) and exc.orig is not None:
-        exc = exc.orig
-    if isinstance(exc, ImportError):
-        text = f"database driver not installed ({exc})"
-    elif isinstance(exc, OSError) and exc.strerror:
-        text = f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
-    elif isinstance(exc, SQLAlchemyError):
-        text = _SQLALCHEMY_LINK.sub("", str(exc)) or type(exc).__name__
-    else:
-        text = str(exc) or type(exc).__name__
-    return " ".join(text.split())
 
 
 def _demo_settings(settings: Settings) -> Settings:

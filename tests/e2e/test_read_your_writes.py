@@ -28,20 +28,13 @@ import httpx
 import pytest
 
 from bench.pathagents import PathAgents, path_agents, path_card
+from bench.scenarios.writes import FX, QUESTION
 from tests.support.helpers import AUTH
 from tests.support.served import ServedRouter, pinned_clients, serve_workers
 
 pytestmark = pytest.mark.slow
 
 ROUNDS = int(os.environ.get("SWITCHBOARD_TEST_RYW_ROUNDS", "200"))  # fewer: a quick look
-FX = {
-    "id": "fx",
-    "name": "Currency conversion",
-    "description": "Converts amounts of money between currencies at today's exchange rates.",
-    "tags": ["currency", "exchange", "money"],
-    "examples": ["How much is 100 USD in EUR?"],
-}
-QUESTION = "how many yen would I get for fifty bucks"
 OTHER = {
     "id": "leave",
     "name": "Holiday requests",

@@ -17,20 +17,6 @@ from registry.service import Registry
 from registry.store import Store
 from tests.support.helpers import card_v1, make_settings
 
-FLIGHTS = {
-    "id": "air-booking",
-    "name": "Airline reservations",
-    "description": "Reserves seats on commercial flights and changes existing itineraries.",
-    "tags": ["airline", "itinerary"],
-}
-PAYROLL = {
-    "id": "salary-statements",
-    "name": "Salary statements",
-    "description": "Explains payslips, wage deductions and the dates salaries are paid.",
-    "tags": ["payroll", "wages"],
-}
-MESSAGE = "get me on the earliest plane to Berlin on Tuesday"  # no word of either skill
-
 
 @pytest.fixture
 async def registry(sqlite_url: str) -> AsyncIterator[Registry]:
