@@ -4,8 +4,9 @@ agent sends no push notifications but a client gave the task a config.
 A followed task is a row of :mod:`router.push.watches` (leased: one replica follows each
 task; rows outlive a restart). :class:`PushWatcher` claims rows and follows each task: with
 ``SubscribeToTask`` (0.3 ``tasks/resubscribe``) when the agent streams, else by polling
-``GetTask`` with a backoff (``poll_interval`` doubling to ``poll_cap``, back to
-``poll_interval`` whenever the task changed). Every event, and every changed task a poll
+``GetTask`` with a backoff (:class:`Pace`: ``poll_interval`` doubling to ``poll_cap``, back to
+``poll_interval`` whenever the task changed; the streams of agents that do not stream poll at
+the same pace, :mod:`router.forward.unarystream`). Every event, and every changed task a poll
 finds, is handed to ``notify`` (the relay queues it for each of the task's configs, as if the
 agent had posted it), until the task reaches a terminal or interrupted state or has no config
 left; then the row is removed.
@@ -34,7 +35,7 @@ from router.protocol.versions import (
 )
 from router.push.watches import Watch, Watches
 
-__all__ = ["AgentOf", "Notify", "PushWatcher"]
+__all__ = ["AgentOf", "Notify", "Pace", "PushWatcher", "finished", "task_params"]
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +132,7 @@ class PushWatcher:
 
     async def _track(self, watch: Watch) -> None:
         """Until the task is finished (or has no config left): subscribe, else poll."""
-        delay, last = self.poll_interval, None
+        pace = Pace(self.poll_interval, self.poll_cap)
         while True:
             assert self.agent_of is not None, "the router sets agent_of"
             try:
@@ -141,30 +142,24 @@ class PushWatcher:
                          watch.agent_id)  # fmt: skip
                 return
             if streams:
-                finished = await self._subscribe(watch, target)
-                if finished is not None:
+                if await self._subscribe(watch, target) is not None:
                     return
-                last = None  # the subscription ended early: the next poll tells the state
+                pace.forget()  # the subscription ended early: the next poll tells the state
             task = await self._get(watch, target)
-            if task is not None:
-                seen = json.dumps(task, sort_keys=True)
-                if seen != last:
-                    last, delay = seen, self.poll_interval
-                    event = {"task": task} if target.version == "1.0" else task
-                    if not await self.notify(watch, event, target.version):
-                        return
-                    if _finished(target.version, Op.GET, task):
-                        return
-            await self._pause(delay)
-            delay = min(self.poll_cap, delay * 2)
+            if task is not None and pace.changed(task):
+                event = {"task": task} if target.version == "1.0" else task
+                if not await self.notify(watch, event, target.version):
+                    return
+                if finished(target.version, Op.GET, task):
+                    return
+            await self._pause(pace.next_wait())
 
     async def _subscribe(self, watch: Watch, target: Target) -> bool | None:
         """Relay the task's events while the agent streams them: True when it finished (or
         lost its configs); None when the stream ended or failed first."""
         method = method_name(target.version, Op.SUBSCRIBE)
-        events = self.upstream.stream(
-            target, method, _params(watch, target), request_id=1, headers={}
-        )
+        params = task_params(watch.upstream_task_id, target)
+        events = self.upstream.stream(target, method, params, request_id=1, headers={})
         try:
             async for answer in events:
                 event = answer.get("result")
@@ -172,7 +167,7 @@ class PushWatcher:
                     return None  # an error (a finished task cannot be subscribed to): poll
                 if not await self.notify(watch, event, target.version):
                     return True
-                if _finished(target.version, Op.STREAM, event):
+                if finished(target.version, Op.STREAM, event):
                     return True
         except RpcError as exc:
             log.info("task %s: subscribing failed (%s); polling", watch.task_id, exc)
@@ -184,9 +179,8 @@ class PushWatcher:
         """The task as the agent has it now, or None when it cannot say."""
         method = method_name(target.version, Op.GET)
         try:
-            answer = await self.upstream.call(
-                target, method, _params(watch, target), request_id=1, headers={}
-            )
+            params = task_params(watch.upstream_task_id, target)
+            answer = await self.upstream.call(target, method, params, request_id=1, headers={})
         except RpcError as exc:
             log.info("task %s: polling failed: %s", watch.task_id, exc)
             return None
@@ -198,14 +192,47 @@ class PushWatcher:
             await asyncio.wait_for(self._stopping.wait(), timeout=seconds)
 
 
-def _params(watch: Watch, target: Target) -> dict[str, Any]:
-    params: dict[str, Any] = {"id": watch.upstream_task_id}
+class Pace:
+    """When to poll a task next: ``interval`` after a change, the wait doubling while the task
+    stays the same, up to ``cap``."""
+
+    def __init__(self, interval: float, cap: float) -> None:
+        self.interval = interval
+        self.cap = cap
+        self._delay = interval
+        self._last: str | None = None
+
+    def changed(self, task: dict[str, Any]) -> bool:
+        """Whether ``task`` differs from the one seen last (the next wait is then
+        ``interval`` again)."""
+        seen = json.dumps(task, sort_keys=True)
+        if seen == self._last:
+            return False
+        self._last, self._delay = seen, self.interval
+        return True
+
+    def forget(self) -> None:
+        """Take the next task seen as a change, whatever it is."""
+        self._last = None
+
+    def next_wait(self) -> float:
+        """The wait before the next poll (the one after it is twice as long, at most
+        ``cap``, unless the task changes)."""
+        delay = self._delay
+        self._delay = min(self.cap, delay * 2)
+        return delay
+
+
+def task_params(upstream_task_id: str, target: Target) -> dict[str, Any]:
+    """The params of GetTask (and SubscribeToTask) for the agent's task, with the tenant of
+    the target's interface."""
+    params: dict[str, Any] = {"id": upstream_task_id}
     if target.version == "1.0" and target.tenant:
         params["tenant"] = target.tenant
     return params
 
 
-def _finished(version: Version, op: Op, result: dict[str, Any]) -> bool:
+def finished(version: Version, op: Op, result: dict[str, Any]) -> bool:
     """Whether an event or task says the task is terminal or waits for the client."""
     return any(
         is_terminal_state(version, state) or is_interrupted_state(version, state)
