@@ -44,12 +44,21 @@ from registry.appkeys import PASSIVE_HEALTH as PASSIVE_HEALTH
 from registry.appkeys import POLICIES as POLICIES
 from registry.appkeys import REFRESHER as REFRESHER
 from registry.appkeys import REGISTRY as REGISTRY
+from registry.appkeys import SEARCH_BY_MEANING
 from registry.appkeys import SETTINGS as SETTINGS
 from registry.bodies import ACCEPTED_ENCODINGS, UNREADABLE, BodyError, read_body
 from registry.catalog import AGENTS, SKILLS, Query
 from registry.errors import RegistryError, number
 from registry.health import MAX_REFRESH_INTERVAL, MIN_REFRESH_INTERVAL
 from registry.jsonsafe import JsonLimitError, loads_limited
+from registry.meaningsearch import (
+    AGENTS_BY_MEANING,
+    SKILLS_BY_MEANING,
+    Mode,
+    agent_hits,
+    search_mode,
+    skill_hits,
+)
 from registry.openapi import PREFIX, documented, openapi_document
 from registry.paging import paginate
 from registry.queryparams import AgentsQuery, ListingQuery, Q, SkillsQuery, read_query
@@ -220,6 +229,25 @@ def _healthy_only(request: web.Request, params: ListingQuery, hits: list[Any]) -
     return hits if keep is None else [hit for hit in hits if keep(hit)]
 
 
+async def _search_mode(request: web.Request, params: ListingQuery) -> Mode | None:
+    """How ``q`` is ranked (None without ``q``): ``match``, else the router's matcher; by
+    words when there is no model to go by meaning (registry/meaningsearch.py)."""
+    app = request.app
+    default = app[SETTINGS].matcher
+    return await search_mode(params.q, params.match, default, app.get(SEARCH_BY_MEANING))
+
+
+def _mode_view(mode: Mode | None) -> dict[str, Any]:
+    """What a search's answer says of its mode: ``match`` (the mode used) with ``q``, and
+    ``match_fallback`` (why by words) when it was to go by meaning."""
+    if mode is None:
+        return {}
+    view: dict[str, Any] = {"match": mode.used}
+    if mode.fallback is not None:
+        view["match_fallback"] = mode.fallback
+    return view
+
+
 # --- handlers --------------------------------------------------------------------------------
 
 
@@ -234,7 +262,12 @@ async def list_agents(request: web.Request) -> web.Response:
     """Search agents; ``{"agents": [...], "next_cursor": ...}``."""
     params, query, limit, cursor = parse_query(request, AgentsQuery)
     registry = request.app[REGISTRY]
-    if query.q and not query.skill_filters():
+    mode = await _search_mode(request, params)
+    if mode is not None and mode.scored is not None:
+        hits = agent_hits(mode.scored, query, usable_for(request))
+        hits = _healthy_only(request, params, hits)
+        page = paginate(hits, AGENTS_BY_MEANING, query, limit, cursor)
+    elif query.q and not query.skill_filters():
         # ranked text alone: walk the index best first for this page only
         page = registry.catalog.agents_page(query, limit, cursor, _health_keep(request, params))
     else:
@@ -248,7 +281,8 @@ async def list_agents(request: web.Request) -> web.Response:
         if query.skill_filters() or query.q:
             view["matched_skills"] = list(hit.skills)
         agents.append(view)
-    return web.json_response({"agents": agents, "next_cursor": page.next_cursor})
+    answer = {"agents": agents, "next_cursor": page.next_cursor, **_mode_view(mode)}
+    return web.json_response(answer)
 
 
 @documented(
@@ -489,7 +523,11 @@ async def list_skills(request: web.Request) -> web.Response:
     """Search skills, one row per skill with its agent."""
     params, query, limit, cursor = parse_query(request, SkillsQuery)
     registry = request.app[REGISTRY]
-    if query.q and not query.skill_filters():
+    mode = await _search_mode(request, params)
+    if mode is not None and mode.scored is not None:
+        hits = _healthy_only(request, params, skill_hits(mode.scored, query))
+        page = paginate(hits, SKILLS_BY_MEANING, query, limit, cursor)
+    elif query.q and not query.skill_filters():
         # ranked text alone: walk the index best first for this page only
         page = registry.catalog.skills_page(query, limit, cursor, _health_keep(request, params))
     else:
@@ -502,7 +540,8 @@ async def list_skills(request: web.Request) -> web.Response:
         if query.q:
             row["score"] = hit.score
         skills.append(row)
-    return web.json_response({"skills": skills, "next_cursor": page.next_cursor})
+    answer = {"skills": skills, "next_cursor": page.next_cursor, **_mode_view(mode)}
+    return web.json_response(answer)
 
 
 @documented("Catalog counts", "agents", answer=Stats)

@@ -96,7 +96,11 @@ class Agent(ApiModel):
     verification: VerificationRecord
     routable: bool = Field(description="Whether routing may choose this agent.")
     health: AgentHealth
-    score: float | None = Field(None, description="Searches with q only: the text score.")
+    score: float | None = Field(
+        None,
+        description="Searches with q only: by meaning, the best matched skill's score (0 to 1, "
+        "the router's); by words, the BM25 score of the best skill plus half the agent's own.",
+    )
     matched_skills: list[str] | None = Field(
         None, description="Searches with q or skill filters only: the skills that matched."
     )
@@ -116,11 +120,26 @@ class Agent(ApiModel):
     )
 
 
+def _match() -> Any:
+    return Field(None, description="Searches with q only: how q was ranked (see match).")
+
+
+def _fallback() -> Any:
+    return Field(
+        None,
+        description="Only when q was to be ranked by meaning but went by words: why (the "
+        "model is loading or missing, SWITCHBOARD_MATCHER=lexical, or the text could not be "
+        "embedded).",
+    )
+
+
 class AgentList(ApiModel):
     """A page of agents."""
 
     agents: list[Agent]
     next_cursor: str | None = Field(description="Pass as cursor for the next page; null: last.")
+    match: Literal["semantic", "lexical"] | None = _match()
+    match_fallback: str | None = _fallback()
 
 
 class AgentRef(ApiModel):
@@ -136,7 +155,11 @@ class SkillRow(Skill):
     model_config = ConfigDict(extra="forbid")
 
     agent: AgentRef
-    score: float | None = Field(None, description="Searches with q only: the text score.")
+    score: float | None = Field(
+        None,
+        description="Searches with q only: by meaning, the router's score (0 to 1); by words, "
+        "the BM25 score.",
+    )
 
 
 class SkillList(ApiModel):
@@ -144,6 +167,8 @@ class SkillList(ApiModel):
 
     skills: list[SkillRow]
     next_cursor: str | None
+    match: Literal["semantic", "lexical"] | None = _match()
+    match_fallback: str | None = _fallback()
 
 
 class Registration(ApiModel):

@@ -233,7 +233,7 @@ class Snapshot:
         hits = []
         for row in range(len(self._skills)) if rows is None else rows:
             agent, position, skill = self._skills[row]
-            if agent_level and not _agent_ok(agent, query):
+            if agent_level and not agent_ok(agent, query):
                 continue
             score = 0.0
             if scores is not None:
@@ -265,7 +265,7 @@ class Snapshot:
             if len(collected) > limit and score < collected[limit].score:
                 break  # nothing left can enter the page (ties with its last place included)
             agent, position, skill = self._skills[row]
-            if not _agent_ok(agent, query) or not _skill_ok(skill, query):
+            if not agent_ok(agent, query) or not skill_ok(skill, query):
                 continue
             hit = SkillHit(agent, skill, position, score)
             if (keep is not None and not keep(hit)) or (
@@ -303,7 +303,7 @@ class Snapshot:
                 break  # nothing left can enter the page (ties with its last place included)
             agent_id = self._agent_ids[row]
             agent = self.agents[agent_id]
-            if not _agent_ok(agent, query) or (after is not None and [-score, agent_id] <= after):
+            if not agent_ok(agent, query) or (after is not None and [-score, agent_id] <= after):
                 continue
             if keep is None or keep(AgentHit(agent, score)):
                 collected.append((score, agent_id))
@@ -359,9 +359,9 @@ class Snapshot:
         for agent_id in candidates:
             row = self._agent_rows[agent_id]
             agent = self.agents[agent_id]
-            if not _agent_ok(agent, query):
+            if not agent_ok(agent, query):
                 continue
-            matched = tuple(s.id for s in agent.card.skills if _skill_ok(s, query))
+            matched = tuple(s.id for s in agent.card.skills if skill_ok(s, query))
             if query.skill_filters() and not matched:
                 continue
             score = 0.0
@@ -420,7 +420,8 @@ def _agent_filters(query: Query) -> bool:
     ) or bool(query.protocol_version)
 
 
-def _agent_ok(agent: AgentRecord, query: Query) -> bool:
+def agent_ok(agent: AgentRecord, query: Query) -> bool:
+    """Whether ``agent`` passes ``query``'s agent-level filters."""
     caps = agent.card.capabilities
     if query.streaming is not None and caps.streaming != query.streaming:
         return False
@@ -435,7 +436,8 @@ def _agent_ok(agent: AgentRecord, query: Query) -> bool:
     return not wanted or any(version_matches(wanted, v) for v in agent.card.protocol_versions)
 
 
-def _skill_ok(skill: Skill, query: Query) -> bool:
+def skill_ok(skill: Skill, query: Query) -> bool:
+    """Whether ``skill`` passes ``query``'s skill-level filters."""
     if query.skill is not None and skill.id != query.skill:
         return False
     if query.tags:

@@ -1,9 +1,9 @@
 """Pagination of listings with opaque cursors.
 
 A cursor holds the sort key of the last item of a page and the scope it belongs to (the
-kind of listing and a fingerprint of the query, from its ``repr``), so it cannot be replayed
-elsewhere; a cursor that is not one of ours, or belongs to another scope, is a 400
-``invalid_cursor``.
+kind of listing, which names the match mode of a search by meaning, and a fingerprint of the
+query, from its ``repr``), so it cannot be replayed elsewhere; a cursor that is not one of
+ours, or belongs to another scope, is a 400 ``invalid_cursor``.
 """
 
 from __future__ import annotations
@@ -60,7 +60,9 @@ def decode_cursor(cursor: str, scope: str, shape: Sequence[type]) -> list[Any]:
         raise _bad_cursor(cursor, "the cursor is not valid; pass next_cursor unchanged")
     if data.get("s") != scope:
         raise _bad_cursor(
-            cursor, "the cursor belongs to another listing or other filters; start without it"
+            cursor,
+            "the cursor belongs to another listing, other filters or the other match mode; "
+            "start without it",
         )
     if not _fits(data["k"], shape):
         raise _bad_cursor(cursor, "the cursor is not valid; pass next_cursor unchanged")

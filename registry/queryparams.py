@@ -25,6 +25,7 @@ from pydantic_core import PydanticCustomError
 
 from registry.catalog import Query
 from registry.errors import RegistryError
+from registry.meaningsearch import Match
 from registry.textsearch import tokenize
 
 __all__ = ["AgentsQuery", "ListingQuery", "SkillsQuery", "read_query"]
@@ -73,6 +74,11 @@ class ListingQuery(BaseModel):
     q: str | None = Field(
         None, description="Free text, ranked against skill names, descriptions, tags, examples."
     )
+    match: Match | None = Field(
+        None,
+        description="How q is ranked: semantic (by meaning, the router's score from 0 to 1) or "
+        "lexical (by words, BM25). Default: the router's matcher (SWITCHBOARD_MATCHER).",
+    )
     streaming: Flag = Field(None, description="Agents that do (true) or do not (false) stream.")
     push: Flag = Field(None, description="Agents with (true) or without push notifications.")
     verified: Flag = Field(None, description="Agents whose card signature is verified.")
@@ -119,7 +125,7 @@ class ListingQuery(BaseModel):
             )
         return value.strip()
 
-    @field_validator("verification", "health", mode="before")
+    @field_validator("match", "verification", "health", mode="before")
     @classmethod
     def _choice(cls, value: Any, info: ValidationInfo) -> Any:
         name = info.field_name or ""

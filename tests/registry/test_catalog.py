@@ -316,8 +316,8 @@ def test_skill_filters_from_the_indexes_equal_checking_every_skill() -> None:
             (a.id, s.id)
             for a in snapshot.agents.values()
             for s in a.card.skills
-            if catalog._agent_ok(a, query)
-            and catalog._skill_ok(s, query)
+            if catalog.agent_ok(a, query)
+            and catalog.skill_ok(s, query)
             and (
                 not query.q
                 or snapshot._skill_index.score_of(query.q, snapshot._skill_rows[(a.id, s.id)]) > 0

@@ -71,6 +71,7 @@ def test_query_parameters_come_from_the_models(switchboard: TestClient) -> None:
             "unreachable",
             "unknown",
         ]
+        assert params["match"]["schema"] == {"enum": ["semantic", "lexical"], "type": "string"}
         assert not any(p["required"] for p in params.values())
 
 

@@ -21,8 +21,10 @@ def test_values_are_read() -> None:
     params = _read(
         "q=%20weather%20&tag=a&tag=&tag=b&streaming=YES&push=no&verified=1&limit=7"
         "&verification=untrusted-key&health=degraded&skill=&cursor=abc&protocol_version=1.0"
+        "&match=lexical"
     )
     assert (params.limit, params.cursor, params.health) == (7, "abc", "degraded")
+    assert params.match == "lexical"  # not a catalog filter: how q is ranked
     assert params.catalog_query() == Query(
         q="weather",
         tags=("a", "b"),
@@ -34,6 +36,7 @@ def test_values_are_read() -> None:
     )
     empty = _read("", SkillsQuery)
     assert (empty.limit, empty.cursor, empty.catalog_query()) == (None, None, Query())
+    assert empty.match is None  # the router's matcher decides
 
 
 @pytest.mark.parametrize(
@@ -82,6 +85,12 @@ def test_values_are_read() -> None:
                 "value": "",
                 "allowed": ["healthy", "degraded", "unreachable", "unknown"],
             },
+        ),
+        (
+            "match=Semantic",
+            "invalid_parameter",
+            "match must be one of semantic, lexical",
+            {"parameter": "match", "value": "Semantic", "allowed": ["semantic", "lexical"]},
         ),
         (
             "skill=a&skill=b",
