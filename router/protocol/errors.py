@@ -36,6 +36,7 @@ __all__ = [
     "PUSH_NOT_SUPPORTED",
     "RATE_LIMITED",
     "REASONS",
+    "SCALAR_METADATA",
     "STANDARD_MESSAGES",
     "STREAM_FAILED",
     "STRUCT_TYPE",
@@ -264,25 +265,46 @@ def _shape_v03(error: RpcError, data: Any) -> Any:
     return shaped
 
 
+SCALAR_METADATA = frozenset({NO_MATCHING_AGENT})
+"""The codes whose 1.0 ErrorInfo metadata holds only the scalar members of ``data`` (strings,
+numbers, booleans, as strings): their lists and objects (a refusal's ``closest``) are in the
+``google.protobuf.Struct`` detail alone. Other codes' metadata also holds those as compact
+JSON."""
+
+
 def _shape_v1(error: RpcError, data: Any) -> list[dict[str, Any]]:
     """1.0: ErrorInfo (string metadata), then the full data if structured, then BadRequest."""
     facts = data if isinstance(data, Mapping) else {}
+    scalars = error.code in SCALAR_METADATA
+    metadata = {
+        str(key): _metadata_value(value)
+        for key, value in facts.items()
+        if not scalars or _scalar(value)
+    }
     details: list[dict[str, Any]] = [
         {
             "@type": ERROR_INFO_TYPE,
             "reason": error.reason,
             "domain": error_domain(error.code),
-            "metadata": {str(key): _metadata_value(value) for key, value in facts.items()},
+            "metadata": metadata,
         }
     ]
     if isinstance(data, Mapping):
-        if any(isinstance(value, Mapping | list | tuple) for value in data.values()):
+        if any(isinstance(value, Mapping | list | tuple) for value in data.values()) or (
+            scalars and len(metadata) < len(data)
+        ):
             details.append({"@type": STRUCT_TYPE, "value": dict(data)})
     elif data is not None:
         details.append({"@type": VALUE_TYPE, "value": data})
     if error.violations:
         details.append({"@type": BAD_REQUEST_TYPE, "fieldViolations": _violation_objects(error)})
     return details
+
+
+def _scalar(value: Any) -> bool:
+    """Whether a member of ``data`` is a string, number or boolean (for
+    :data:`SCALAR_METADATA`)."""
+    return isinstance(value, str | int | float | bool)
 
 
 def _metadata_value(value: Any) -> str:

@@ -207,17 +207,25 @@ def test_error_body_v1_data_is_a_list_of_typed_details() -> None:
         {"closest": [{"agent": "a", "score": 0.1}], "threshold": 0.3, "text": "hi"},
     )
     data = error_body("1.0", "r-1", error)["error"]["data"]
+    # a refusal's ErrorInfo keeps only its scalar members: the closest skills are in the Struct
     assert data[0] == {
         "@type": ERROR_INFO,
         "reason": "NO_MATCHING_AGENT",
         "domain": "switchboard.a2a",
-        "metadata": {"closest": '[{"agent":"a","score":0.1}]', "threshold": "0.3", "text": "hi"},
+        "metadata": {"threshold": "0.3", "text": "hi"},
     }
     assert data[1] == {
         "@type": "type.googleapis.com/google.protobuf.Struct",
         "value": {"closest": [{"agent": "a", "score": 0.1}], "threshold": 0.3, "text": "hi"},
     }
     assert len(data) == 2
+    # a null member too; other codes keep lists in the metadata as JSON as well
+    error = RpcError(NO_MATCHING_AGENT, "No agent matches", {"reason": "no match", "score": None})
+    data = error_body("1.0", "r-1", error)["error"]["data"]
+    assert data[0]["metadata"] == {"reason": "no match"}
+    assert data[1]["value"] == {"reason": "no match", "score": None}
+    error = RpcError(-32001, "Task not found", {"taskId": "t", "tries": [1]})
+    assert error_body("1.0", 1, error)["error"]["data"][0]["metadata"]["tries"] == "[1]"
 
 
 def test_error_body_v1_metadata_values_are_strings() -> None:
