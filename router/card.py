@@ -187,6 +187,8 @@ def agent_card_via_router(
     With ``grpc_target`` (the router's gRPC binding, ``host:port``) a 1.0-shaped card also
     lists it for A2A 1.0 with the tenant that pins the agent (``agents/<id>``, then the agent's
     own tenant: :mod:`router.transport.grpctenant`), once per tenant of its 1.0 interfaces.
+    ``capabilities.streaming`` is true: the router relays streams, or makes them from the
+    unary answers of an agent that does not stream (docs/routing.md);
     ``capabilities.pushNotifications`` is true: the router relays push, or provides it for an
     agent without (docs/push.md). Signatures are removed; everything else is the agent's own.
     :class:`NotFound` when the
@@ -208,7 +210,8 @@ def agent_card_via_router(
     else:
         _rewrite_legacy(card, endpoint)
     capabilities = card.get("capabilities")
-    if isinstance(capabilities, dict):  # relayed, or synthesized for an agent without it
+    if isinstance(capabilities, dict):  # relayed, or synthesized for an agent without them
+        capabilities["streaming"] = True
         capabilities["pushNotifications"] = True
     return card
 

@@ -8,7 +8,7 @@
   skill or agent is ``-32051``, never a fallback to matching.
 - **Matching**: every skill of every agent is a candidate, dropped by the hard filters of
   :mod:`router.choose.fits` (routable, an interface of the client's version or the other one,
-  streaming, input media types, ``acceptedOutputModes``), the rest ranked by meaning fused
+  input media types, ``acceptedOutputModes``), the rest ranked by meaning fused
   with words (:mod:`router.choose.meaning`), or by a BM25 score of the message text against
   the skill's name (x3), id, tags (x2), description, examples and its agent's name and
   description (x0.5): ``SWITCHBOARD_MATCHER=lexical``, or tier ``lexical-fallback`` while the
@@ -90,7 +90,6 @@ __all__ = [
 ]
 
 
-STREAMING_OPS = frozenset({Op.STREAM, Op.SUBSCRIBE})
 _CHUNK = 64  # scored skills looked at per step when only the choice is needed
 _VIEWS = 256  # callers' views of the skill index kept
 
@@ -241,7 +240,7 @@ class Matcher:
 
     def fitting_rows(self, version: Version, op: Op, params: Mapping[str, Any]) -> list[bool]:
         """Per row of :meth:`skill_index`: whether the skill passes the hard filters for this
-        call (routable, an interface, streaming, media types, output modes)."""
+        call (routable, an interface, media types, output modes)."""
         index = self._current()
         message = wire.message_of(version, params)
         media = wire.part_media_types(version, message)
@@ -315,9 +314,7 @@ class Matcher:
         found = route_interface(agent, version)
         if found is None:
             return None, f"{NOT_REACHABLE} (it offers {offers(agent)})"
-        if op in STREAMING_OPS and not agent.card.capabilities.streaming:
-            return found, "agent does not support streaming (capabilities.streaming)"
-        return found, None
+        return found, None  # a streaming call reaches an agent that does not stream too
 
     def evaluate(
         self,

@@ -40,6 +40,7 @@ from router.compat.codec import ClientCodec
 from router.forward.call import Call, EventStream, Reply
 from router.forward.push import PushRelay, SendPush
 from router.forward.relay import Relay, extensions_header, one_event
+from router.forward.unarystream import UnaryStreams
 from router.forward.upstream import Upstream, forward_headers
 from router.ids.idmap import IdMap
 from router.ids.refs import TaskRef
@@ -110,7 +111,11 @@ class Router:
             policy=AddressPolicy(settings.allow_networks),  # agents' cards choose the address
             lean_calls=settings.upstream_client == "lean",
         )
-        self.relay = Relay(self.upstream, settings.max_streams, self._record)
+        unary = UnaryStreams(
+            self.upstream, poll_interval=settings.push_poll_interval,
+            poll_cap=settings.push_poll_cap,
+        )  # fmt: skip
+        self.relay = Relay(self.upstream, settings.max_streams, self._record, unary)
         push_policy = AddressPolicy(settings.push_allow_networks)  # clients choose webhooks
         self.outbox = Outbox(
             registry.store,

@@ -8,7 +8,9 @@ agent's, their IDs rewritten (:mod:`router.ids.rewrite`), translated to the clie
 when nothing but the IDs would change, the agent's bytes with its IDs swapped
 (:mod:`router.forward.fastrelay`). An agent
 that answers a streaming call with a plain JSON error gets that error relayed as a plain
-answer. Errors in the middle of a stream end it with one error event.
+answer. Errors in the middle of a stream end it with one error event. An agent whose card
+does not say it streams is called unary, and its answers are relayed the same way as the
+events they make (:mod:`router.forward.unarystream`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from router.compat import translate
 from router.compat.codec import ClientCodec
 from router.forward.call import Event, EventStream, Frames, Reply
 from router.forward.fastrelay import FastPath
+from router.forward.unarystream import UnaryStreams
 from router.forward.upstream import EXTENSIONS_HEADER, Upstream, forward_headers
 from router.ids.idmap import IdMap
 from router.ids.rewrite import Rewriter
@@ -46,11 +49,19 @@ records task states)."""
 class Relay:
     """The router's open event streams, at most ``max_streams`` at a time."""
 
-    def __init__(self, upstream: Upstream, max_streams: int, record: Record) -> None:
+    def __init__(
+        self,
+        upstream: Upstream,
+        max_streams: int,
+        record: Record,
+        unary: UnaryStreams | None = None,
+    ) -> None:
         self.upstream = upstream
         self.max_streams = max_streams
         self.open_streams = 0
         self._record = record
+        self.unary = unary or UnaryStreams(upstream, poll_interval=1.0, poll_cap=30.0)
+        """The streams of agents that do not stream (their unary answers as events)."""
 
     def check_capacity(self) -> None:
         """Raise -32052 when no further stream may open."""
@@ -70,28 +81,36 @@ class Relay:
         headers: Mapping[str, str],
         client: ClientCodec | None,
     ) -> Reply | EventStream:
-        """Open the agent's stream for ``rpc`` (``params`` already in the agent's version)."""
+        """Open the agent's stream for ``rpc`` (``params`` already in the agent's version);
+        for an agent that does not stream, the events of :attr:`unary` instead."""
         self.check_capacity()
         opened = spans.now()
         target = choice.target
+        streams = bool(choice.agent.card.capabilities.streaming)
         on_headers = _Headers()
         fast = None
-        if target.version == rpc.version and client is None and rpc.id is not None:
+        if streams and target.version == rpc.version and client is None and rpc.id is not None:
             fast = FastPath(
                 rpc.version,
                 rpc.id,
                 rewriter.known_tasks,
                 rewriter.known_contexts,
             )
-        upstream_events = self.upstream.stream(
-            target,
-            method_name(target.version, rpc.op),
-            params,
-            request_id=rpc.id,
-            headers=forward_headers(headers, target.version),
-            on_headers=on_headers,
-            quick=None if fast is None else fast.quick,
-        )
+        sent = forward_headers(headers, target.version)
+        if streams:
+            upstream_events = self.upstream.stream(
+                target,
+                method_name(target.version, rpc.op),
+                params,
+                request_id=rpc.id,
+                headers=sent,
+                on_headers=on_headers,
+                quick=None if fast is None else fast.quick,
+            )
+        else:
+            upstream_events = self.unary.events(
+                target, rpc.op, params, request_id=rpc.id, headers=sent, on_headers=on_headers
+            )
         self.open_streams += 1
         try:
             # the agent's response headers first (they name the activated extensions)

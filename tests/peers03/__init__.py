@@ -298,15 +298,18 @@ async def agent03(
     echo_parts: bool = False,
     sdk_final: bool = False,
     rest: bool = False,
+    streaming: bool = True,
 ) -> AsyncIterator[Agent03]:
     """Run the 0.3 echo agent on 127.0.0.1; stop it at exit (``echo_parts``: file and data
     parts come back in an artifact ``parts``; ``sdk_final``: input-required is sent with the
-    SDK's default ``final: false``; ``rest``: it serves HTTP+JSON only)."""
+    SDK's default ``final: false``; ``rest``: it serves HTTP+JSON only; ``streaming=False``:
+    its card says it does not stream, and it refuses streaming methods)."""
     args = ["--port", str(port)] + (["--gated"] if gated else [])
     args += ["--name", name] if name else []
     args += ["--echo-parts"] if echo_parts else []
     args += ["--sdk-final"] if sdk_final else []
     args += ["--rest"] if rest else []
+    args += [] if streaming else ["--no-streaming"]
     process = await asyncio.create_subprocess_exec(
         str(python),
         "-I",

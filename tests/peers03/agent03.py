@@ -2,7 +2,7 @@
 tests/peers03/__init__.py).
 
 Usage: ``agent03.py [--host H] [--port P] [--gated] [--name N] [--echo-parts] [--sdk-final]
-[--rest]``
+[--rest] [--no-streaming]``
 
 It serves its card at ``/.well-known/agent-card.json`` (and the older ``agent.json``) and
 JSON-RPC at ``POST /`` with the official ``A2AStarletteApplication``. A message is answered by
@@ -16,6 +16,9 @@ With ``--sdk-final`` the input-required update has the SDK's default ``final: fa
 
 With ``--rest`` it serves the HTTP+JSON binding instead (the SDK's ``A2ARESTFastAPIApplication``:
 ``/v1/message:send``, ...), and its card says ``preferredTransport: HTTP+JSON``, url its base.
+
+With ``--no-streaming`` its card says ``capabilities.streaming: false`` (the SDK then refuses
+``message/stream`` and ``tasks/resubscribe``).
 
 With ``--echo-parts`` the file and data parts of a message also come back, as they came, in
 an artifact ``parts`` before the final event.
@@ -158,7 +161,7 @@ class EchoExecutor(AgentExecutor):
         await TaskUpdater(queue, task_id, context_id).cancel()
 
 
-def agent_card(base_url: str, name: str, rest: bool = False) -> AgentCard:
+def agent_card(base_url: str, name: str, rest: bool = False, streaming: bool = True) -> AgentCard:
     """The echo agent's 0.3 card (``rest``: its one transport is HTTP+JSON)."""
     return AgentCard(
         name=name,
@@ -167,7 +170,7 @@ def agent_card(base_url: str, name: str, rest: bool = False) -> AgentCard:
         preferred_transport="HTTP+JSON" if rest else "JSONRPC",
         protocol_version="0.3.0",
         version="0.3.26",
-        capabilities=AgentCapabilities(streaming=True),
+        capabilities=AgentCapabilities(streaming=streaming),
         default_input_modes=["text/plain", "application/json"],
         default_output_modes=["text/plain"],
         skills=[
@@ -241,6 +244,7 @@ async def main() -> None:
     parser.add_argument("--echo-parts", action="store_true")
     parser.add_argument("--sdk-final", action="store_true")
     parser.add_argument("--rest", action="store_true")
+    parser.add_argument("--no-streaming", action="store_true")
     args = parser.parse_args()
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -255,7 +259,7 @@ async def main() -> None:
         task_store=InMemoryTaskStore(),
         queue_manager=LoggedQueueManager(),
     )
-    card = agent_card(base_url, args.name, args.rest)
+    card = agent_card(base_url, args.name, args.rest, streaming=not args.no_streaming)
     if args.rest:
         from a2a.server.apps import A2ARESTFastAPIApplication
 

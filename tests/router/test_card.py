@@ -274,8 +274,12 @@ def test_v1_card_points_at_the_router_and_loses_its_signatures() -> None:
         for k, v in raw.items()
         if k not in ("supportedInterfaces", "signatures", "capabilities")
     }
-    # push is relayed, or provided by the router for an agent without it
-    assert card["capabilities"] == {**raw["capabilities"], "pushNotifications": True}
+    # streams and push are relayed, or provided by the router for an agent without them
+    assert card["capabilities"] == {
+        **raw["capabilities"],
+        "streaming": True,
+        "pushNotifications": True,
+    }
     parsed = check_v1(card)
     assert parsed.supported_interfaces[0].url == endpoint
     assert not parsed.signatures
@@ -390,7 +394,8 @@ def test_v02_card_points_at_the_router(version: str | None) -> None:
     if version:
         raw["protocolVersion"] = version
     card = agent_card_via_router(record("old", raw), raw, BASE)
-    expected = {**raw, "url": f"{BASE}/agents/old", "capabilities": {"pushNotifications": True}}
+    capabilities = {"streaming": True, "pushNotifications": True}
+    expected = {**raw, "url": f"{BASE}/agents/old", "capabilities": capabilities}
     assert card == expected
 
 

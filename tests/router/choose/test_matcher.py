@@ -310,7 +310,7 @@ async def test_a_no_match_lists_the_closest_skills_as_if_every_skill_was_looked_
         ]
         card = card_v1(f"http://127.0.0.1:{9400 + a}", name=f"Agent {a}", skills=skills)
         if rnd.random() < 0.2:
-            card["capabilities"] = {"streaming": False}  # cannot take a stream
+            card["capabilities"] = {"streaming": False}  # takes streams all the same
         await catalog.add(f"agent-{rnd.randrange(100):02d}-{a}", card)
     matcher = catalog.matcher(threshold=50.0)  # nothing reaches it: every message refused
     for query in ["ledger", "tax refund", "invoice", "weather", "refund"]:
@@ -374,15 +374,17 @@ async def test_accepted_output_modes(catalog: Catalog) -> None:
     assert error.code == CONTENT_TYPE and error.data["acceptedOutputModes"] == ["video/mp4"]
 
 
-async def test_streaming_calls_need_a_streaming_agent(catalog: Catalog) -> None:
+async def test_streaming_calls_reach_agents_that_do_not_stream(catalog: Catalog) -> None:
+    """The router streams their unary answers (router/forward/unarystream.py): no filter."""
     await catalog.add("invoices", card_v03("http://127.0.0.1:8001"))  # streaming: false
     matcher = catalog.matcher()
     params = message("0.3", "invoice total", file=("application/pdf", PNG))
-    assert matcher.choose("0.3", Op.SEND, params).agent.id == "invoices"
-    error = rpc_error(lambda: matcher.choose("0.3", Op.STREAM, params))
-    assert error.data["closest"][0]["reason"] == (
-        "agent does not support streaming (capabilities.streaming)"
+    for op in (Op.SEND, Op.STREAM):
+        assert matcher.choose("0.3", op, params).agent.id == "invoices"
+    hinted = message(
+        "1.0", "invoice", file=("application/pdf", PNG), metadata=hint(agent="invoices")
     )
+    assert matcher.choose("1.0", Op.STREAM, hinted).agent.id == "invoices"
 
 
 async def test_the_interface_of_the_clients_version_is_chosen(catalog: Catalog) -> None:
@@ -646,8 +648,6 @@ async def test_malformed_hints_are_errors(demo: Catalog, value: Any) -> None:
         ("1.0", {"agent": "currency", "skill": "caption-image"}, Op.SEND, "no skill"),
         ("1.0", {"agent": "grpc"}, Op.SEND, "no JSON-RPC or HTTP+JSON interface for A2A"),
         ("1.0", {"skill": "caption-image"}, Op.SEND, "does not accept text/plain"),
-        ("1.0", {"agent": "invoices"}, Op.STREAM, "does not support streaming"),
-        ("0.3", {"agent": "invoices"}, Op.STREAM, "does not support streaming"),
     ],
 )
 async def test_unusable_hints_are_errors_never_a_fallback(
