@@ -51,6 +51,11 @@ class Query:
         """True if any skill-level filter is set."""
         return bool(self.skill or self.tags or self.input_mode or self.output_mode)
 
+    def agent_filters(self) -> bool:
+        """True if any agent-level filter is set."""
+        flags = (self.streaming, self.push, self.verified, self.verification)
+        return any(v is not None for v in flags) or bool(self.protocol_version)
+
 
 @dataclass(frozen=True)
 class AgentHit:
@@ -229,7 +234,7 @@ class Snapshot:
         """Skills matching ``query``: by score (with ``q``), then agent id and card order."""
         scores = self._skill_index.scores(query.q) if query.q else None
         rows = self._candidate_rows(query, scores)  # the skill-level filters hold for these
-        agent_level = _agent_filters(query)
+        agent_level = query.agent_filters()
         hits = []
         for row in range(len(self._skills)) if rows is None else rows:
             agent, position, skill = self._skills[row]
@@ -412,12 +417,6 @@ def skill_fields(agent: AgentRecord, skill: Skill) -> list[Field]:
 
 def _agent_fields(agent: AgentRecord) -> list[Field]:
     return [Field(agent.card.name, 3.0), Field(agent.card.description, 1.0)]
-
-
-def _agent_filters(query: Query) -> bool:
-    return any(
-        v is not None for v in (query.streaming, query.push, query.verified, query.verification)
-    ) or bool(query.protocol_version)
 
 
 def agent_ok(agent: AgentRecord, query: Query) -> bool:

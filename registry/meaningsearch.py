@@ -99,12 +99,20 @@ Usable = Callable[[str, str | None], bool]
 def skill_hits(scored: Scored, query: Query) -> list[SkillHit]:
     """The scored skills that pass ``query``'s filters, best first (then agent id and card
     order)."""
+    agents, skill_level, agent_level = (
+        scored.snapshot.agents,
+        query.skill_filters(),
+        query.agent_filters(),
+    )
     hits = []
     for (agent_id, position), score in scored.scores.items():
-        agent = scored.snapshot.agents[agent_id]
+        agent = agents[agent_id]
         skill = agent.card.skills[position]
-        if skill_ok(skill, query) and agent_ok(agent, query):
-            hits.append(SkillHit(agent, skill, position, score))
+        if (skill_level and not skill_ok(skill, query)) or (
+            agent_level and not agent_ok(agent, query)
+        ):
+            continue
+        hits.append(SkillHit(agent, skill, position, score))
     hits.sort(key=SKILLS.key)
     return hits
 
@@ -113,16 +121,24 @@ def agent_hits(scored: Scored, query: Query, usable: Usable | None = None) -> li
     """The agents with a scored skill that passes ``query``'s skill filters (and that the
     caller may use: ``usable``), best first (then id): an agent's score is its best such
     skill's, its ``skills`` all of them in card order."""
-    found: dict[str, dict[int, float]] = {}
+    agents, skill_level = scored.snapshot.agents, query.skill_filters()
+    found: dict[str, list[tuple[int, float]]] = {}
     for (agent_id, position), score in scored.scores.items():
-        skill = scored.snapshot.agents[agent_id].card.skills[position]
-        if skill_ok(skill, query) and (usable is None or usable(agent_id, skill.id)):
-            found.setdefault(agent_id, {})[position] = score
+        if skill_level or usable is not None:
+            skill = agents[agent_id].card.skills[position]
+            if (skill_level and not skill_ok(skill, query)) or (
+                usable is not None and not usable(agent_id, skill.id)
+            ):
+                continue
+        found.setdefault(agent_id, []).append((position, score))
+    agent_level = query.agent_filters()
     hits = []
     for agent_id, skills in found.items():
-        agent = scored.snapshot.agents[agent_id]
-        if agent_ok(agent, query):
-            matched = tuple(agent.card.skills[n].id for n in sorted(skills))
-            hits.append(AgentHit(agent, max(skills.values()), matched))
+        agent = agents[agent_id]
+        if agent_level and not agent_ok(agent, query):
+            continue
+        skills.sort()
+        matched = tuple(agent.card.skills[n].id for n, _ in skills)
+        hits.append(AgentHit(agent, max(score for _, score in skills), matched))
     hits.sort(key=AGENTS.key)
     return hits
