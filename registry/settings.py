@@ -111,7 +111,12 @@ class Settings(BaseSettings):
     public_url: str | None = None
     router_name: str = "Switchboard"
     router_description: str = "Routes each A2A message to the registered agent whose skill fits."
-    match_threshold: float = Field(0.5, ge=0)
+    # the threshold of the matcher in use (router/choose): the fused score on [0, 1] with
+    # the semantic one (over SWITCHBOARD_REFUSE's), the BM25 score with the lexical (0.5)
+    match_threshold: float | None = Field(None, ge=0)
+    # the operating point of matching by meaning: refuse below the calibrated threshold,
+    # a stricter one, or never (the default route, else the best candidate as tier guess)
+    refuse: Literal["calibrated", "strict", "never"] = "calibrated"
     default_agent: str | None = None
     default_skill: str | None = None
     upstream_connect_timeout: float = Field(5.0, gt=0)

@@ -6,15 +6,16 @@ evaluation set with the router's model, then
 1. picks the fusion weights (:class:`router.choose.semantic.Calibration`: skill, agent, example,
    lexical, lexical_k) that route the most in-domain dev messages to the right agent, on a
    grid (the skill document's weight is fixed at 1);
-2. with those weights, picks the floor and the margin that route the most in-domain dev
-   messages right while refusals stay at least 95% precise (refused messages that no agent
-   serves) and at least 60% of those are refused; without such a pair, the pair with the
-   most dev messages answered right (an in-domain message routed to its agent, or a message
-   no agent serves refused), so refusing costs what it gains.
+2. with those weights, picks each operating point of ``SWITCHBOARD_REFUSE``
+   (:data:`BUDGETS`): the threshold and the margin that refuse the most dev messages no
+   agent serves while losing at most the point's budget of top-1 (in-domain messages routed
+   to their agent) against never refusing (ties: more top-1, then the lower threshold).
+   ``calibrated`` may lose 0.02, ``strict`` 0.06; ``never`` refuses nothing below the
+   threshold, which stays the calibrated one.
 
 Nothing of the ``test`` half is looked at. ``--write`` stores the result in
-``router/calibration.json`` (what the router ships); the accuracy benchmark fits again on
-the same half and reports on the other.
+``router/choose/calibration.json`` (what the router ships); the accuracy benchmark fits
+again on the same half and reports on the other (:func:`curve` gives the trade-off there).
 """
 
 from __future__ import annotations
@@ -31,14 +32,15 @@ import numpy as np
 
 from bench.routing_eval.dataset import messages
 from bench.routing_eval.harness import Features, catalog, features
-from router.choose.semantic import CALIBRATION_FILE, Calibration, fuse
+from router.choose.semantic import CALIBRATION_FILE, REFUSE_POINTS, Calibration, fuse
 
 AGENT = (0.0, 0.1, 0.2, 0.35, 0.5)
 EXAMPLE = (0.0, 0.25, 0.5, 1.0)
-LEXICAL = (0.0, 0.1, 0.2, 0.35, 0.5, 0.75)
+LEXICAL = (0.0, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0, 1.5)
 LEXICAL_K = (1.0, 3.0, 10.0)
-MARGINS = (0.0, 0.0025, 0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05)
-MIN_PRECISION, MIN_RECALL = 0.95, 0.6
+MARGINS = (0.0, 0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02)
+BUDGETS = {"calibrated": 0.02, "strict": 0.06}
+"""Per operating point, the top-1 it may lose against never refusing (on the dev half)."""
 
 
 def decide(f: Features, cal: Calibration) -> tuple[str | None, float, float | None]:
@@ -69,11 +71,15 @@ def fit_weights(feats: Sequence[Features], *, lexical: bool = True) -> Calibrati
     return best[1]
 
 
+Decided = tuple[Features, str | None, float, float | None]
+
+
 def rates(
-    decided: Sequence[tuple[Features, str | None, float, float | None]], floor: float, margin: float
+    decided: Sequence[Decided], floor: float, margin: float
 ) -> tuple[float, float, float, float]:
-    """In-domain accuracy, refusal precision, refusal recall and overall accuracy (refusing
-    a message no agent serves counts as right) at a floor and margin."""
+    """In-domain accuracy (top-1), refusal precision, refusal recall (of the messages no
+    agent serves, those refused) and the share of in-domain messages refused (false
+    refusals) at a threshold and margin."""
     right = refused_out = refused_in = outside = inside = 0
     for f, agent, score, lead in decided:
         refused = agent is None or score < floor or (lead is not None and lead < margin)
@@ -86,24 +92,39 @@ def rates(
             refused_out += refused
     refused = refused_in + refused_out
     precision = refused_out / refused if refused else 1.0
-    overall = (right + refused_out) / max(inside + outside, 1)
-    return right / max(inside, 1), precision, refused_out / max(outside, 1), overall
+    return (
+        right / max(inside, 1), precision, refused_out / max(outside, 1),
+        refused_in / max(inside, 1),
+    )  # fmt: skip
+
+
+def fit_point(decided: Sequence[Decided], budget: float) -> tuple[float, float]:
+    """The threshold and margin refusing the most messages no agent serves while losing at
+    most ``budget`` of top-1 against never refusing (ties: more top-1, the lower threshold,
+    the smaller margin)."""
+    never = rates(decided, -np.inf, 0.0)[0]
+    scores = sorted(s for _, a, s, _ in decided if a is not None and np.isfinite(s))
+    floors = sorted(set(np.round(np.quantile(scores, np.linspace(0, 0.8, 161)), 4)))
+    best: tuple[tuple[float, float, float, float], float, float] | None = None
+    for floor, margin in itertools.product(floors, MARGINS):
+        top1, _, recall, _ = rates(decided, floor, margin)
+        if top1 < never - budget - 1e-9:
+            continue
+        key = (recall, top1, -floor, -margin)
+        if best is None or key > best[0]:
+            best = (key, float(floor), margin)
+    assert best is not None  # the lowest threshold and no margin refuse nothing
+    return best[1], best[2]
 
 
 def fit_thresholds(feats: Sequence[Features], cal: Calibration) -> Calibration:
-    """The floor and margin (see the module docs) for the given weights."""
+    """Each operating point's threshold and margin (see the module docs) for the weights."""
     decided = [(f, *decide(f, cal)) for f in feats]
-    scores = sorted(s for _, a, s, _ in decided if a is not None and np.isfinite(s))
-    floors = sorted(set(np.round(np.quantile(scores, np.linspace(0, 0.6, 61)), 4)))
-    best: tuple[tuple[bool, float], float, float] | None = None
-    for floor, margin in itertools.product(floors, MARGINS):
-        accuracy, precision, recall, overall = rates(decided, floor, margin)
-        feasible = precision >= MIN_PRECISION and recall >= MIN_RECALL
-        key = (feasible, accuracy if feasible else overall)
-        if best is None or key > best[0]:
-            best = (key, float(floor), margin)
-    assert best is not None
-    return replace(cal, floor=best[1], margin=best[2])
+    floor, margin = fit_point(decided, BUDGETS["calibrated"])
+    strict_floor, strict_margin = fit_point(decided, BUDGETS["strict"])
+    return replace(
+        cal, floor=floor, margin=margin, strict_floor=strict_floor, strict_margin=strict_margin
+    )
 
 
 def fit(feats: Sequence[Features], *, lexical: bool = True, note: str = "") -> Calibration:
@@ -112,6 +133,20 @@ def fit(feats: Sequence[Features], *, lexical: bool = True, note: str = "") -> C
     inside = sum(f.message.in_domain for f in feats)
     fitted = f"{len(feats)} dev messages ({inside} in domain){note}"
     return replace(cal, fitted_on=fitted)
+
+
+def curve(
+    feats: Sequence[Features], cal: Calibration, thresholds: Sequence[float]
+) -> list[tuple[float, float, float, float]]:
+    """Per threshold (with the calibrated margin): top-1, false refusals (in-domain messages
+    refused), refusals of messages no agent serves (out-of-domain recall), and refusal
+    precision."""
+    decided = [(f, *decide(f, cal)) for f in feats]
+    out = []
+    for threshold in thresholds:
+        top1, precision, recall, false = rates(decided, threshold, cal.margin)
+        out.append((top1, false, recall, precision))
+    return out
 
 
 async def _main(model: Path | None, write: bool) -> None:
@@ -124,10 +159,18 @@ async def _main(model: Path | None, write: bool) -> None:
     for lexical in (False, True):
         cal = fit(feats, lexical=lexical, note=f", model {embedder.model_id}")
         decided = [(f, *decide(f, cal)) for f in feats]
-        accuracy, precision, recall, _ = rates(decided, cal.floor, cal.margin)
         name = "hybrid" if lexical else "semantic"
         print(f"{name}: {json.dumps(cal.to_json())}")
-        print(f"  dev: top-1 {accuracy:.3f}, refusal precision {precision:.3f} recall {recall:.3f}")
+        for point in REFUSE_POINTS:
+            cut = cal.cutoff(point)
+            if point == "never":  # below the threshold and by the margin: routed anyway
+                top1, precision, recall, false = rates(decided, -np.inf, 0.0)
+            else:
+                top1, precision, recall, false = rates(decided, cut.threshold, cut.margin)
+            print(
+                f"  dev, {point}: top-1 {top1:.3f}, false refusals {false:.3f}, refusal "
+                f"precision {precision:.3f}, recall {recall:.3f}"
+            )
     if write:
         CALIBRATION_FILE.write_text(json.dumps(cal.to_json(), indent=2) + "\n")
         print(f"written to {CALIBRATION_FILE}")
@@ -139,7 +182,7 @@ def main() -> None:
     parser.add_argument(
         "--model", type=Path, help="a local model directory (default: the router's)"
     )
-    parser.add_argument("--write", action="store_true", help="write router/calibration.json")
+    parser.add_argument("--write", action="store_true", help="write router/choose/calibration.json")
     args = parser.parse_args()
     asyncio.run(_main(args.model, args.write))
 

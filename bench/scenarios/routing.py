@@ -182,13 +182,13 @@ async def measure(url: str, agents: list[AgentRecord], calls: int) -> dict[str, 
 
     def explain(i: int) -> Callable[[], object]:
         params = {"message": {"role": "ROLE_USER", "messageId": "m", "parts": [{"text": _text(i)}]}}
-        return lambda: matcher.explain("1.0", Op.SEND, params)
+        return lambda: matcher.decide("1.0", Op.SEND, params, complete=True)
 
     snapshot = registry.catalog.snapshot
     skill_ids = [s.id for a in agents[:: max(1, len(agents) // 200)] for s in a.card.skills]
     queries: dict[str, Callable[[int], Callable[[], object]]] = {
         "match decision (Matcher.choose)": decide,
-        "match explain (Matcher.explain)": explain,
+        "match explain's listing (Matcher.decide, every candidate)": explain,
         "agents by skill id": lambda i: (
             lambda: snapshot.agents_for(Query(skill=skill_ids[i % len(skill_ids)]))
         ),

@@ -15,12 +15,17 @@ from router.protocol.versions import Op, Version
 
 Via = Literal["hint", "task", "match", "pinned"]
 Tier = Literal[
-    "task", "pinned", "hint", "lexical", "lexical-fallback", "semantic", "llm", "default"
+    "task", "pinned", "hint", "lexical", "lexical-fallback", "semantic", "llm", "default", "guess"
 ]
 """Which tier of the choice decided: a task's owner, a pinned endpoint, a routing hint, words
 (BM25 alone: ``lexical`` by configuration, ``lexical-fallback`` while the model or the chosen
-skill's vectors are missing), meaning (embeddings fused with words), the LLM adjudicator, or
-the default route (``SWITCHBOARD_DEFAULT_AGENT``) when no other tier was confident."""
+skill's vectors are missing), meaning (embeddings fused with words), the LLM adjudicator, the
+default route (``SWITCHBOARD_DEFAULT_AGENT``) when no other tier was confident, or the best
+candidate below the threshold with ``SWITCHBOARD_REFUSE=never`` and no default route."""
+Filter = Literal["policy", "health", "interface", "streaming", "skills", "input", "output", "score"]
+"""What dropped a candidate: the signed-card policy, its agent's health, no interface the
+router can call, no streaming, no skills, the input modes, the output modes, or its score
+(below the threshold)."""
 CLOSEST = 5
 """How many of the closest skills a ``-32050`` error lists."""
 JSONRPC = "JSONRPC"
@@ -54,10 +59,16 @@ class Candidate:
     reason: str
     url: str | None = None
     version: Version | None = None
-    features: dict[str, float] | None = None
-    """What the semantic tier's score is made of (see :func:`router.choose.semantic.fuse`)."""
+    features: dict[str, float | None] | None = None
+    """What the semantic tier's score is made of, each on [0, 1] (None: absent; see
+    :func:`router.choose.semantic.fuse`)."""
     binding: str = JSONRPC
     """The binding of the agent's interface at ``url``."""
+    filter: Filter | None = None
+    """What dropped it (None: kept)."""
+    features_raw: dict[str, float] | None = None
+    """Deprecated: the features as explain showed them before (cosines, -1 for none, the
+    BM25 score)."""
 
     def but(self, **changes: Any) -> Candidate:
         """This candidate with ``changes`` (field names): :func:`dataclasses.replace` without
@@ -81,8 +92,12 @@ class Candidate:
             "version": self.version,
             "binding": self.binding if self.url is not None else None,
         }
+        if self.filter is not None:
+            out["filter"] = self.filter
         if self.features is not None:
             out["features"] = self.features
+        if self.features_raw is not None:
+            out["features_raw"] = self.features_raw
         return out
 
 
@@ -140,11 +155,31 @@ def ranked(candidates: list[Candidate]) -> list[Candidate]:
     return sorted(candidates, key=lambda c: (-c.score, not c.kept, c.agent_id, c.skill_id or ""))
 
 
+AGENT_FILTERS = frozenset({"policy", "health", "interface", "streaming", "skills"})
+"""The filters that drop an agent as a whole (every skill of it)."""
+
+
 def label(c: Candidate) -> str:
     """Who a reason is about: the agent alone for agent-wide reasons."""
-    if c.skill_id is None or c.reason.startswith("agent "):
+    if c.skill_id is None or c.filter in AGENT_FILTERS:
         return f"agent {c.agent_id!r}"
     return f"agent {c.agent_id!r} skill {c.skill_id!r}"
+
+
+def sentence(text: str) -> str:
+    """``text`` as a sentence: its first letter upper-case, a full stop at the end."""
+    text = text.strip()
+    if not text:
+        return text
+    text = text[0].upper() + text[1:]
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
+def phrase(text: str) -> str:
+    """A sentence (:func:`sentence`) as part of another: lower-case first letter, no full
+    stop."""
+    text = text.strip().removesuffix(".")
+    return text[:1].lower() + text[1:]
 
 
 def options(fitting: list[Candidate], k: int = CLOSEST) -> list[Candidate]:
@@ -182,12 +217,17 @@ def closest(
 
 
 class Evaluator(Protocol):
-    """What matching by meaning and the refusals (:mod:`router.choose.refusals`) need of the
-    matcher: its candidate checks and answers."""
+    """What matching by meaning and by words, and the refusals (:mod:`router.choose.refusals`)
+    need of the matcher: its candidate checks, thresholds and answers."""
 
     registry: Registry
     threshold: float
     """The lowest score by words a skill is chosen with."""
+
+    def cutoff(self) -> Any:
+        """The threshold in force for matching by meaning (a
+        :class:`router.choose.semantic.Cutoff`)."""
+        ...
 
     def evaluate(
         self,
@@ -223,8 +263,12 @@ class Evaluator(Protocol):
         candidates: list[Candidate],
         has_words: bool,
         *,
-        floor: float | None = None,
+        media: list[str],
+        accepted: list[str],
+        threshold: float | None = None,
         score: float | None = None,
+        hidden: bool = False,
+        semantic: bool = False,
     ) -> RpcError: ...
 
 

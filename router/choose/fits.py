@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import lru_cache
 from importlib.util import find_spec
+from typing import Literal
 
 from registry import mediatypes
 from registry.cards import Interface, canonical_version
@@ -96,17 +97,19 @@ def _accepts(media_type: str, modes: tuple[str, ...]) -> bool:
 
 def mode_problem(
     modes_in: Iterable[str], modes_out: Iterable[str], media: list[str], accepted: list[str]
-) -> str | None:
-    """Why a skill (or agent) with these modes cannot take the message, or None."""
+) -> tuple[Literal["input", "output"], str] | None:
+    """Why a skill (or agent) with these modes cannot take the message (which modes, and a
+    phrase to follow its subject), or None."""
     inputs, outputs = tuple(modes_in), tuple(modes_out)
     others = [m for m in media if mediatypes.normalize(m) != _TEXT]
     for media_type in dict.fromkeys(media):
         if media_type not in others and others:
             continue  # text next to other parts: the instruction for them
         if not _accepts(media_type, inputs):
-            return f"does not accept {media_type} (input modes: {', '.join(inputs)})"
+            return "input", f"does not accept {media_type} (it takes {', '.join(inputs)})"
     if accepted and outputs and not any(_accepts(a, outputs) for a in accepted):
-        return (
-            f"outputs {', '.join(outputs)}, none of the acceptedOutputModes ({', '.join(accepted)})"
+        return "output", (
+            f"outputs {', '.join(outputs)}, none of the accepted output modes "
+            f"({', '.join(accepted)})"
         )
     return None

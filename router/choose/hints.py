@@ -17,6 +17,7 @@ from router.choose.choice import (
     Decision,
     Evaluator,
     label,
+    phrase,
     rank_key,
     ranked,
 )
@@ -97,7 +98,7 @@ def by_hint(
     candidates = [c for _, c in evaluated]
     kept = [(n, c) for n, c in evaluated if c.kept]
     if not kept:
-        reasons = "; ".join(dict.fromkeys(f"{label(c)}: {c.reason}" for c in candidates))
+        reasons = "; ".join(dict.fromkeys(f"{label(c)}: {phrase(c.reason)}" for c in candidates))
         error = RpcError(
             BAD_ROUTING_HINT,
             f"the routing hint names {named}, which cannot take this call: {reasons}",
@@ -114,7 +115,7 @@ def by_hint(
         return Decision(None, error, ranked(candidates))
     n, best = min(kept, key=lambda item: rank_key(item, index, context_agents))
     return matcher.finish(
-        index, n, best, candidates, "hint", f"named by the routing hint ({named})", version
+        index, n, best, candidates, "hint", f"the routing hint names it ({named})", version
     )
 
 

@@ -9,19 +9,17 @@
 - **Matching**: every skill of every agent is a candidate, dropped by the hard filters of
   :mod:`router.choose.fits` (routable, an interface of the client's version or the other one,
   input media types, ``acceptedOutputModes``), the rest ranked by meaning fused
-  with words (:mod:`router.choose.meaning`), or by a BM25 score of the message text against
-  the skill's name (x3), id, tags (x2), description, examples and its agent's name and
-  description (x0.5): ``SWITCHBOARD_MATCHER=lexical``, or tier ``lexical-fallback`` while the
-  model or the vectors are missing. Ties go to an agent already serving the conversation.
+  with words (:mod:`router.choose.meaning`), or by words alone (:mod:`router.choose.words`:
+  ``SWITCHBOARD_MATCHER=lexical``, or tier ``lexical-fallback`` while the model or the vectors
+  are missing). Ties go to an agent already serving the conversation.
 
-Lexical threshold (``SWITCHBOARD_MATCH_THRESHOLD``, default 0.5): the best skill must score at
-least this much, or the call fails with ``-32050`` whose data lists the closest skills. Word
-rarity is judged as if the catalog held at least ``MIN_CORPUS`` skills, so one word in common
-with a skill scores 2 or more, while a word found in more than about two thirds of a large
-catalog's skills scores under 0.5: 0.5 means "shares at least one word that tells skills
-apart". Stop words and lone letters or digits (the ``s`` of ``what's``) never count. A message
-without any such words (an image alone) goes to the one agent accepting its media types, or
-the one of them already serving the conversation; more than one is ``-32050``.
+Thresholds: by meaning, the operating point of ``SWITCHBOARD_REFUSE`` in the calibration
+(:meth:`router.choose.semantic.Calibration.cutoff`), or ``SWITCHBOARD_MATCH_THRESHOLD`` when
+set; by words, the lexical threshold (``SWITCHBOARD_MATCH_THRESHOLD`` with the lexical
+matcher, default 0.5): word rarity is judged as if the catalog held at least ``MIN_CORPUS``
+skills, so one word in common with a skill scores 2 or more, while a word found in more than
+about two thirds of a large catalog's skills scores under 0.5: 0.5 means "shares at least one
+word that tells skills apart". Refusals name their decisive reason (:mod:`router.choose.reasons`).
 
 :meth:`Matcher.decide` returns a :class:`router.choose.choice.Decision` that an adjudicator
 may still settle (:mod:`router.choose.chooser`); :meth:`Matcher.choose` settles it at once.
@@ -35,24 +33,22 @@ from typing import Any
 import numpy as np
 from cachetools import LRUCache
 
-from registry import mediatypes
 from registry.cards import Interface
 from registry.records import AgentRecord
 from registry.service import Registry
-from registry.textsearch import tokenize
+from registry.settings import Settings
 from router.choose.choice import (
-    CLOSEST,
     ROUTING_EXTENSION,
     Candidate,
     Choice,
     Decision,
+    Filter,
     Target,
     Tier,
     Via,
-    closest,
-    error_view,
-    rank_key,
+    phrase,
     ranked,
+    sentence,
 )
 from router.choose.fits import (
     NOT_REACHABLE,
@@ -64,10 +60,12 @@ from router.choose.fits import (
 )
 from router.choose.grants import EVERYTHING, Grant, GrantedIndex
 from router.choose.hints import by_hint, parse_hint
-from router.choose.meaning import by_meaning, fell_back, pending_vectors, until_embedded
-from router.choose.refusals import closest_rows, content_type_refusal
-from router.choose.semantic import Semantic
+from router.choose.meaning import by_meaning, fell_back, until_embedded
+from router.choose.reasons import refusal
+from router.choose.refusals import content_type_refusal
+from router.choose.semantic import Calibration, Cutoff, Refuse, Semantic
 from router.choose.skillindex import MAX_QUERY_CHARS, SkillIndex, query_text
+from router.choose.words import by_words, content_words
 from router.protocol import payloads as wire
 from router.protocol.errors import (
     AGENT_UNAVAILABLE,
@@ -90,7 +88,8 @@ __all__ = [
 ]
 
 
-_CHUNK = 64  # scored skills looked at per step when only the choice is needed
+LEXICAL_THRESHOLD = 0.5
+"""The lexical threshold when ``SWITCHBOARD_MATCH_THRESHOLD`` does not set it."""
 _VIEWS = 256  # callers' views of the skill index kept
 
 
@@ -101,14 +100,25 @@ class Matcher:
         self,
         registry: Registry,
         *,
-        threshold: float,
+        threshold: float = LEXICAL_THRESHOLD,
         semantic: Semantic | None = None,
         status: str = "lexical (SWITCHBOARD_MATCHER=lexical)",
         by_meaning: bool = False,
+        refuse: Refuse = "calibrated",
+        operator: float | None = None,
+        threshold_source: str = "default",
     ) -> None:
         self.registry = registry
         self.by_meaning = by_meaning  # SWITCHBOARD_MATCHER=semantic: words are a fallback
         self.threshold = threshold
+        """The lexical threshold: the lowest score by words a skill is chosen with."""
+        self.threshold_source = threshold_source
+        """``operator`` when ``SWITCHBOARD_MATCH_THRESHOLD`` set :attr:`threshold`."""
+        self.refuse: Refuse = refuse
+        """``SWITCHBOARD_REFUSE``: the operating point of matching by meaning."""
+        self.operator = operator
+        """``SWITCHBOARD_MATCH_THRESHOLD`` with the semantic matcher: the threshold of matching
+        by meaning instead of the calibrated one."""
         self.default_agent: str | None = None
         """SWITCHBOARD_DEFAULT_AGENT: where a message no tier was confident about goes
         (:func:`router.choose.refusals.default_route`)."""
@@ -121,7 +131,37 @@ class Matcher:
         self._index: SkillIndex | None = None
         self._views: LRUCache[Hashable, SkillIndex] = LRUCache(_VIEWS)
 
+    @classmethod
+    def configured(cls, registry: Registry, settings: Settings) -> Matcher:
+        """The matcher ``settings`` ask for: the matcher kind, ``SWITCHBOARD_REFUSE``,
+        ``SWITCHBOARD_MATCH_THRESHOLD`` (the lexical threshold with the lexical matcher, the
+        threshold of matching by meaning with the semantic one) and the default route."""
+        lexical = settings.matcher == "lexical"
+        given = settings.match_threshold
+        matcher = cls(
+            registry,
+            threshold=given if lexical and given is not None else LEXICAL_THRESHOLD,
+            threshold_source="operator" if lexical and given is not None else "default",
+            by_meaning=not lexical,
+            refuse=settings.refuse,
+            operator=None if lexical else given,
+        )
+        matcher.default_agent = settings.default_agent
+        matcher.default_skill = settings.default_skill
+        return matcher
+
     # --- public ------------------------------------------------------------------------------
+
+    def cutoff(self) -> Cutoff:
+        """The threshold in force for matching by meaning, its source, the margin and the
+        operating point (the calibration's defaults before the model is loaded)."""
+        cal = self.semantic.calibration if self.semantic is not None else Calibration()
+        return cal.cutoff(self.refuse, self.operator)
+
+    def words_cutoff(self) -> Cutoff:
+        """The lexical threshold as a :class:`Cutoff` (no margin)."""
+        source = "operator" if self.threshold_source == "operator" else "default"
+        return Cutoff(self.threshold, 0.0, source, self.refuse)
 
     def hint(self, version: Version, params: Mapping[str, Any]) -> dict[str, str] | None:
         """The routing hint of a call (see :func:`router.choose.hints.parse_hint`)."""
@@ -163,9 +203,17 @@ class Matcher:
             grant=grant,
         )  # fmt: skip
 
-    def settle(self, decision: Decision, pick: Candidate | None = None) -> Choice:
-        """The final choice: ``pick`` (an adjudicator's pick among ``decision.options``),
-        else the decision's own; RpcError when it is a refusal."""
+    def settle(
+        self,
+        decision: Decision,
+        pick: Candidate | None = None,
+        *,
+        tier: Tier = "llm",
+        why: str | None = None,
+    ) -> Choice:
+        """The final choice: ``pick`` (one of ``decision.options``: an adjudicator's pick,
+        tier ``llm``, or a ``guess``, saying ``why``), else the decision's own; RpcError when
+        it is a refusal."""
         if pick is not None:
             index = self._current()
             rows = [
@@ -174,14 +222,15 @@ class Matcher:
                 if (skill := index.rows[n].skill) is not None and skill.id == pick.skill_id
             ]
             if rows:
-                why = "picked by the LLM adjudicator"
-                if decision.uncertain:
-                    why += f" ({decision.uncertain})"
-                margin = decision.choice.margin if decision.choice else None
+                if why is None:
+                    why = "the LLM adjudicator picked it"
+                    if decision.uncertain:
+                        why += f" ({decision.uncertain})"
+                margin = decision.context.get("margin")
                 version = decision.context["version"]
                 done = self.finish(
                     index, rows[0], pick, decision.candidates, "match", why, version,
-                    tier="llm", margin=margin,
+                    tier=tier, margin=margin,
                 )  # fmt: skip
                 assert done.choice is not None
                 return done.choice
@@ -195,43 +244,6 @@ class Matcher:
     ) -> Choice:
         """A :class:`Choice` of one known agent (e.g. a task's owner): like a pinned agent."""
         return self._pinned(version, agent_id, via, grant)
-
-    def explain(
-        self,
-        version: Version,
-        op: Op,
-        params: Mapping[str, Any],
-        *,
-        context_agents: Iterable[str] = frozenset(),
-        limit: int = 100,
-        grant: Grant = EVERYTHING,
-    ) -> dict[str, Any]:
-        """Why a call would go where it goes: the ranked candidates (at most ``limit``) with
-        their score and why each was kept or dropped, the choice and the error, if any."""
-        decision = self.decide(
-            version, op, params, context_agents=context_agents, complete=True, grant=grant
-        )
-        return self.explain_decision(decision, limit=limit)
-
-    def explain_decision(
-        self, decision: Decision, *, limit: int = 100, extra: Mapping[str, Any] | None = None
-    ) -> dict[str, Any]:
-        """The explain view of a decision (``extra``: what the adjudicator did)."""
-        error = decision.error
-        pending = pending_vectors(self.semantic, self._current()) if self.by_meaning else 0
-        return {
-            "catalog_version": self._current().snapshot.version,
-            "threshold": self.threshold,
-            "matcher": self.status,
-            **({"vectors": "pending", "vectors_pending": pending} if pending else {}),
-            **decision.context,
-            "uncertain": decision.uncertain,
-            **(extra or {}),
-            "candidates": [c.to_json() for c in decision.candidates[:limit]],
-            "total_candidates": len(decision.candidates),
-            "choice": decision.choice.to_json() if decision.choice else None,
-            "error": None if error is None else error_view(error),
-        }
 
     def skill_index(self, grant: Grant = EVERYTHING) -> SkillIndex:
         """The index of the current catalog snapshot (one row per skill of an agent), as
@@ -295,8 +307,8 @@ class Matcher:
         interface, agent_version = found
         binding = interface.binding
         target = Target(agent.id, interface.url, agent_version, binding=binding)
-        reason = "the owner of this task" if via == "task" else "pinned by the endpoint"
-        reason += via_note(version, agent_version, binding)
+        reason = "it owns this task" if via == "task" else "the endpoint names it"
+        reason = sentence(reason + via_note(version, agent_version, binding))
         candidate = Candidate(
             agent.id, None, 0.0, True, reason, interface.url, agent_version, binding=binding
         )
@@ -308,13 +320,16 @@ class Matcher:
 
     def _agent_problem(
         self, agent: AgentRecord, version: Version, op: Op
-    ) -> tuple[tuple[Interface, Version] | None, str | None]:
+    ) -> tuple[tuple[Interface, Version] | None, str | None, Filter | None]:
+        """The agent's interface for the call, or why it cannot take any (a sentence) and
+        which filter that is."""
         if not self.registry.routable(agent):
-            return None, f"agent not routable: {self._policy_reason(agent)}"
+            kind: Filter = "policy" if not self.registry.routable(agent, health=False) else "health"
+            return None, f"The agent is not routable: {self._policy_reason(agent)}.", kind
         found = route_interface(agent, version)
         if found is None:
-            return None, f"{NOT_REACHABLE} (it offers {offers(agent)})"
-        return found, None  # a streaming call reaches an agent that does not stream too
+            return None, sentence(f"{NOT_REACHABLE} (it offers {offers(agent)})"), "interface"
+        return found, None, None  # a streaming call reaches an agent that does not stream too
 
     def evaluate(
         self,
@@ -329,9 +344,11 @@ class Matcher:
         *,
         skill_less: bool,
     ) -> list[tuple[int, Candidate]]:
-        """A candidate per row. ``threshold`` None: the score does not decide; ``skill_less``:
-        an agent without skills may be taken (its default modes must fit)."""
-        agents: dict[str, tuple[tuple[Interface, Version] | None, str | None]] = {}
+        """A candidate per row, with why it was dropped (a sentence) and by which filter.
+        ``threshold`` None: the score does not decide; ``skill_less``: an agent without
+        skills may be taken (its default modes must fit)."""
+        agents: dict[str, tuple[tuple[Interface, Version] | None, str | None, Filter | None]]
+        agents = {}
         out = []
         for n in rows:
             if not index.allowed(n):
@@ -340,64 +357,40 @@ class Matcher:
             agent = row.agent
             if agent.id not in agents:
                 agents[agent.id] = self._agent_problem(agent, version, op)
-            interface, problem = agents[agent.id]
+            interface, problem, kind = agents[agent.id]
             score = round(scores.get(n, 0.0), 6)
             skill_id = row.skill.id if row.skill else None
             if problem is None:
                 if row.skill is not None:
-                    problem = mode_problem(
+                    found_problem = mode_problem(
                         row.skill.input_modes, row.skill.output_modes, media, accepted
                     )
-                    problem = f"skill {problem}" if problem else None
+                    who = "The skill"
                 elif not skill_less:
-                    problem = "agent declares no skills to match against"
+                    found_problem = ("skills", "declares no skills to match against")
+                    who = "The agent"
                 else:
                     card = agent.card
-                    problem = mode_problem(
+                    found_problem = mode_problem(
                         card.default_input_modes, card.default_output_modes, media, accepted
                     )
-                    problem = f"agent {problem}" if problem else None
+                    who = "The agent"
+                if found_problem is not None:
+                    kind, problem = found_problem[0], sentence(f"{who} {found_problem[1]}")
             if problem is None and threshold is not None and score < threshold:
+                kind = "score"
                 problem = (
-                    f"score {score:g} is below the threshold {threshold:g}"
+                    f"It scores {score:g} by words, below the threshold {threshold:g}."
                     if score > 0
-                    else f"no word of the message matches this skill (threshold {threshold:g})"
+                    else f"No word of the message matches this skill (threshold {threshold:g})."
                 )
             url, via = (interface[0].url, interface[1]) if interface else (None, None)
             binding = interface[0].binding if interface else "JSONRPC"
             found = Candidate(
-                agent.id, skill_id, score, problem is None, problem or "", url, via, binding=binding
-            )
-            out.append((n, found))
-        return out
-
-    def _best_scored(
-        self,
-        index: SkillIndex,
-        version: Version,
-        op: Op,
-        media: list[str],
-        accepted: list[str],
-        query: str,
-    ) -> list[tuple[int, Candidate]]:
-        """Candidates in descending score (at or above the threshold), evaluated until the
-        first one that can take the call, every other with its score and at least
-        :data:`CLOSEST` in all; none kept if none can take it."""
-        out: list[tuple[int, Candidate]] = []
-        best: float | None = None
-        for n, score in index.text.ranked(query):
-            score = round(score, 6)
-            if score < self.threshold:
-                break
-            if best is not None and score < best and len(out) >= CLOSEST:
-                break  # the choice and a few runners-up, for the record
-            found = self.evaluate(
-                index, [n], version, op, media, accepted, {n: score}, self.threshold,
-                skill_less=False,
+                agent.id, skill_id, score, problem is None, problem or "", url, via,
+                binding=binding, filter=kind if problem is not None else None,
             )  # fmt: skip
-            out += found
-            if best is None and found and found[0][1].kept:
-                best = found[0][1].score
+            out.append((n, found))
         return out
 
     def _decide(
@@ -422,7 +415,7 @@ class Matcher:
             hint = self.hint(version, params)
         except RpcError as error:
             return Decision(None, error, [])
-        words = tokenize(query)
+        words = content_words(query)
         context = {
             "version": version,
             "media_types": media,
@@ -441,16 +434,18 @@ class Matcher:
                 context_agents, complete,
             )  # fmt: skip
             if decision.choice is None and decision.context.get("skills_without_vector"):
-                words = self._by_match(
-                    index, query, True, version, op, media, accepted, context_agents, complete
-                )
-                decision = until_embedded(self.semantic, index, decision, words)
-                if decision is words:
+                lexical = by_words(
+                    self, index, query, True, version, op, media, accepted, context_agents,
+                    complete,
+                )  # fmt: skip
+                decision = until_embedded(self.semantic, index, decision, lexical)
+                if decision is lexical:
                     fell_back(decision)
         else:
-            decision = self._by_match(
-                index, query, bool(words), version, op, media, accepted, context_agents, complete
-            )
+            decision = by_words(
+                self, index, query, bool(words), version, op, media, accepted, context_agents,
+                complete,
+            )  # fmt: skip
             if self.by_meaning and words:  # no model (yet), or the message's vector failed
                 fell_back(decision)
         error = decision.error
@@ -460,108 +455,28 @@ class Matcher:
         decision.context = {**context, **decision.context}
         return decision
 
-    def _by_match(
-        self,
-        index: SkillIndex,
-        query: str,
-        has_words: bool,
-        version: Version,
-        op: Op,
-        media: list[str],
-        accepted: list[str],
-        context_agents: frozenset[str],
-        complete: bool = True,
-    ) -> Decision:
-        threshold = self.threshold if has_words else None
-        if has_words and self.threshold > 0 and not complete:
-            # only the best-scoring skills that can take the call, and those tied with the
-            # best of them, need a look: a choice costs no more than a few candidates
-            evaluated = self._best_scored(index, version, op, media, accepted, query)
-        else:
-            scores = index.text.scores(query) if has_words else {}
-            rows = range(len(index.rows))
-            evaluated = self.evaluate(
-                index, rows, version, op, media, accepted, scores, threshold, skill_less=False
-            )
-        kept = [(n, c) for n, c in evaluated if c.kept]
-        if not kept and not complete:
-            # no match: the error lists the closest skills, scored or not
-            found = closest_rows(self, index, version, op, media, accepted, query)
-            if found is None:  # a score the shortcut cannot order: every row
-                return self._by_match(
-                    index, query, has_words, version, op, media, accepted, context_agents, True
-                )
-            evaluated = found
-        candidates = [c for _, c in evaluated]
-        if not kept:
-            return Decision(None, self.no_match(index, candidates, has_words), ranked(candidates))
-        best_n, best = min(kept, key=lambda item: rank_key(item, index, context_agents))
-        if has_words:
-            rivals = [c for _, c in kept if c.agent_id != best.agent_id and c.score == best.score]
-            if not rivals:
-                why = "the best score"
-            elif best.agent_id in context_agents:
-                why = "the best score, tied; the agent already serves this conversation"
-            else:
-                why = "the best score, tied; first by agent id"
-            return self.finish(index, best_n, best, candidates, "match", why, version)
-        agents = sorted({c.agent_id for _, c in kept})
-        serving = [a for a in agents if a in context_agents]
-        if all(mediatypes.matches(m, "text/plain") for m in media):
-            # only text, and no word of it to match (e.g. "what is it?"): never a guess
-            error = RpcError(
-                NO_MATCHING_AGENT,
-                "the message has no words to match a skill with; say what you need, or name "
-                "a skill or agent with the routing extension",
-                {"reason": "no words", "extension": ROUTING_EXTENSION, "agents": agents},
-            )
-            return Decision(None, error, ranked(candidates))
-        if len(agents) == 1:
-            why = "the only agent accepting these media types (the message has no words to match)"
-        elif len(serving) == 1:
-            best_n, best = min(
-                ((n, c) for n, c in kept if c.agent_id == serving[0]),
-                key=lambda item: index.rows[item[0]].position,
-            )
-            why = "already serves this conversation (the message has no words to match)"
-        else:
-            error = RpcError(
-                NO_MATCHING_AGENT,
-                f"the message has no words to match and {len(agents)} agents accept its media "
-                "types; name a skill or agent with the routing extension",
-                {
-                    "reason": "ambiguous",
-                    "extension": ROUTING_EXTENSION,
-                    "agents": agents,
-                    "closest": closest(candidates, self.registry, index),
-                },
-            )
-            return Decision(None, error, ranked(candidates))
-        return self.finish(index, best_n, best, candidates, "match", why, version)
-
     def no_match(
         self,
         index: SkillIndex,
         candidates: list[Candidate],
         has_words: bool,
         *,
-        floor: float | None = None,
+        media: list[str],
+        accepted: list[str],
+        threshold: float | None = None,
         score: float | None = None,
+        hidden: bool = False,
+        semantic: bool = False,
     ) -> RpcError:
-        threshold = self.threshold if floor is None else floor
-        if has_words:
-            message = (
-                f"no agent can take this message: none has a skill that matches it well enough "
-                f"(score {threshold:g} or more) and fits its media types, output modes, "
-                "protocol version and the routing policy; data.closest says why for each"
-            )
-        else:
-            message = "no agent accepts the media types of this message"
-        data: dict[str, Any] = {"reason": "no match", "tier": "refused", "threshold": threshold}
-        if floor is not None:
-            data["score"] = score
-        data["closest"] = closest(candidates, self.registry, index)
-        return RpcError(NO_MATCHING_AGENT, message, data)
+        """The ``-32050`` of a message no candidate can take, naming the decisive reason
+        (:func:`router.choose.reasons.refusal`); ``threshold`` None: the lexical one (0 for
+        a message without words)."""
+        if threshold is None:
+            threshold = self.threshold if has_words else 0.0
+        return refusal(
+            self.registry, index, candidates, threshold=threshold, media=media,
+            accepted=accepted, hidden=hidden, score=score, semantic=semantic,
+        )  # fmt: skip
 
     def finish(
         self,
@@ -576,20 +491,26 @@ class Matcher:
         tier: Tier | None = None,
         margin: float | None = None,
     ) -> Decision:
+        """The decision for ``best`` (row ``row``) among ``candidates``: each kept one says
+        why it was not chosen; ``why`` (a phrase) is the choice's reason."""
         agent = index.rows[row].agent
         assert best.url is not None and best.version is not None
         marked = []
-        why += via_note(version, best.version, best.binding)
+        why = phrase(why) + via_note(version, best.version, best.binding)
         chosen = (best.agent_id, best.skill_id)
         for c in candidates:
             if c is best or (c.kept and (c.agent_id, c.skill_id) == chosen):
-                c = c.but(reason=f"chosen: {why}")
+                c = c.but(reason=sentence(f"chosen: {why}"))
             elif c.kept:
-                lower = "not the agent's best skill" if c.agent_id == agent.id else "ranked lower"
-                c = c.but(reason=f"kept, {lower}")
+                c = c.but(reason=_OTHER_SKILL if c.agent_id == agent.id else _RANKS_LOWER)
             marked.append(c)
         target = Target(agent.id, best.url, best.version, binding=best.binding)
         order = ranked(marked)
         tier = tier or ("hint" if via == "hint" else "lexical")
-        choice = Choice(agent, target, best.skill_id, via, order, best.score, why, tier, margin)
+        reason = sentence(why)
+        choice = Choice(agent, target, best.skill_id, via, order, best.score, reason, tier, margin)
         return Decision(choice, None, order)
+
+
+_OTHER_SKILL = "It could take the call too, but another skill of its agent fits better."
+_RANKS_LOWER = "It could take the call too, but the chosen skill ranks higher."

@@ -28,7 +28,7 @@ from router.choose.choice import (
     rank_key,
     ranked,
 )
-from router.choose.semantic import Semantic, fuse
+from router.choose.semantic import Cutoff, Semantic, fuse, saturate
 from router.choose.skillindex import SkillIndex
 from router.protocol.errors import NO_MATCHING_AGENT, RpcError
 from router.protocol.versions import Op, Version
@@ -48,16 +48,15 @@ def by_meaning(
     complete: bool,
 ) -> Decision:
     """Matching by meaning: skills ranked by the fused score (:mod:`router.choose.semantic`);
-    the best agent must reach the calibrated floor and lead the next by the margin."""
+    the best agent must reach the threshold in force (:meth:`Evaluator.cutoff`) and lead the
+    next by its margin."""
     cal = semantic.calibration
+    cut = matcher.cutoff()
+    floor, margin_needed = cut.threshold, cut.margin
     sindex = semantic.index_for(index.base, index.base.pairs)  # one per snapshot, not caller
     skill, agent, example, learned = sindex.features(vector)
     ranking = _Ranking(cal, index, query, fuse(cal, skill, agent, example, _zero(skill), learned))
-    context: dict[str, Any] = {
-        "model": semantic.model,
-        "floor": cal.floor,
-        "margin_needed": cal.margin,
-    }
+    context: dict[str, Any] = {"model": semantic.model, "cutoff": cut}
     if sindex.missing:
         context["skills_without_vector"] = sindex.missing
     rows: Iterable[tuple[int, float]] = ranking.every() if complete else ranking.descending()
@@ -67,23 +66,31 @@ def by_meaning(
     for n, exact in rows:
         score = round(exact, 6)
         if not complete and len(evaluated) >= CLOSEST:
-            if best is None and score < cal.floor - cal.llm_band:
-                break  # nothing left can reach the floor
-            if best is not None and (runner is not None or score < best[1].score - cal.margin):
+            if best is None and score < floor - cal.llm_band:
+                break  # nothing left can reach the threshold
+            if best is not None and (runner is not None or score < best[1].score - margin_needed):
                 break  # the choice, its margin and a few runners-up are known
         if not index.allowed(n):
             continue  # not the caller's to use
-        features = {
-            "skill": round(float(skill[n]), 4),
-            "agent": round(float(agent[n]), 4),
-            "example": round(float(example[n]), 4),
-            "lexical": round(ranking.lexical(n), 4),
-            "learned": round(float(learned[n]), 4),
+        lexical = ranking.lexical(n)
+        found_features = {
+            "skill": _unit(skill[n], sindex.has_vector[n]),
+            "agent": _unit(agent[n]),
+            "example": _unit(example[n]),
+            "learned": _unit(learned[n]),
+            "lexical": round(float(saturate(lexical, cal.lexical_k)), 4),
+        }
+        raw = {
+            "skill": _cosine(skill[n]),
+            "agent": _cosine(agent[n]),
+            "example": _cosine(example[n]),
+            "lexical": round(lexical, 4),
+            "learned": _cosine(learned[n]),
         }
         ((_, found),) = matcher.evaluate(
             index, [n], version, op, media, accepted, {n: score}, None, skill_less=False
         )
-        found = found.but(features=features)
+        found = found.but(features=found_features, features_raw=raw)
         evaluated.append((n, found))
         if not found.kept:
             continue
@@ -98,51 +105,92 @@ def by_meaning(
     if fitting:
         best = fitting[0]
         runner = next((c for _, c in fitting if c.agent_id != best[1].agent_id), None)
+    below = f"below the threshold {floor:g} ({cut.source})"
     candidates = [
-        c.but(kept=False, reason=f"score {c.score:g} is below the floor {cal.floor:g}")
-        if c.kept and c.score < cal.floor
+        c.but(kept=False, filter="score", reason=f"It scores {c.score:g}, {below}.")
+        if c.kept and c.score < floor
         else c
         for _, c in evaluated
     ]
     opts = options([c for _, c in fitting])
     if best is None:
-        error = matcher.no_match(index, candidates, True, floor=cal.floor)
+        hidden = _hidden_reaches(index, ranking, floor)
+        error = matcher.no_match(
+            index, candidates, True, media=media, accepted=accepted, threshold=floor,
+            hidden=hidden, semantic=True,
+        )  # fmt: skip
         return Decision(None, error, ranked(candidates), context)
     n, top = best
     margin = round(top.score - runner.score, 6) if runner is not None else None
     context["score"], context["margin"] = top.score, margin
-    near = abs(top.score - cal.floor) < cal.llm_band
-    if top.score < cal.floor:
-        error = matcher.no_match(index, candidates, True, floor=cal.floor, score=top.score)
-        uncertain = "near the floor" if near else None
+    near = abs(top.score - floor) < cal.llm_band
+    if top.score < floor:
+        error = matcher.no_match(
+            index, candidates, True, media=media, accepted=accepted, threshold=floor,
+            score=top.score, hidden=_hidden_reaches(index, ranking, floor), semantic=True,
+        )  # fmt: skip
+        uncertain = "near the threshold" if near else None
         return Decision(None, error, ranked(candidates), context, uncertain, opts)
-    if margin is not None and margin < cal.margin:
+    if margin is not None and margin < margin_needed:
+        assert runner is not None
         error = RpcError(
             NO_MATCHING_AGENT,
-            f"no agent can be chosen with confidence: the best two agents score "
-            f"{top.score:g} and {runner.score:g} (margin {margin:g}, needed "  # type: ignore[union-attr]
-            f"{cal.margin:g}); say more, or name a skill or agent with the routing extension",
+            f"no agent can take this message: agents {top.agent_id!r} and "
+            f"{runner.agent_id!r} fit it almost equally ({top.score:g} and {runner.score:g}, "
+            f"a margin of {margin:g} where {margin_needed:g} is needed); say more, or name a "
+            "skill or agent with the routing extension",
             {
                 "reason": "ambiguous",
                 "tier": "refused",
                 "extension": ROUTING_EXTENSION,
+                "threshold": floor,
                 "score": top.score,
                 "margin": margin,
-                "floor": cal.floor,
+                "marginNeeded": margin_needed,
+                "floor": floor,
                 "closest": closest(candidates, matcher.registry, index),
             },
         )
         return Decision(None, error, ranked(candidates), context, "small margin", opts)
-    why = f"the best score by meaning and words ({top.score:g}, floor {cal.floor:g})"
+    why = f"it has the best score by meaning and words ({top.score:g}; {_threshold(cut)})"
     if margin is not None:
-        why += f", ahead of the next agent by {margin:g}"
+        why += f", {margin:g} ahead of the next agent"
     decision = matcher.finish(
         index, n, top, candidates, "match", why, version, tier="semantic", margin=margin
     )
     decision.context = context
-    decision.uncertain = "near the floor" if near else None
+    decision.uncertain = "near the threshold" if near else None
     decision.options = opts
     return decision
+
+
+def _threshold(cut: Cutoff) -> str:
+    return f"threshold {cut.threshold:g}, {cut.source}"
+
+
+def _unit(value: Any, known: bool = True) -> float | None:
+    """A feature for explain: on [0, 1], rounded; None when absent (NaN, or no vector)."""
+    value = float(value)
+    return None if not known or np.isnan(value) else round(value, 4)
+
+
+def _cosine(value: Any) -> float:
+    """A feature as explain showed it before (deprecated ``features_raw``): the cosine, -1
+    for none."""
+    value = float(value)
+    return -1.0 if np.isnan(value) else round(2 * value - 1, 4)
+
+
+def _hidden_reaches(index: SkillIndex, ranking: _Ranking, floor: float) -> bool:
+    """Whether a skill the caller may not use scores at least ``floor``."""
+    if index.base is index:
+        return False  # the whole index: nothing hidden
+    for n, score in ranking.descending():
+        if round(score, 6) < floor:
+            return False
+        if not index.allowed(n) and index.rows[n].skill is not None:
+            return True
+    return False
 
 
 def _zero(like: np.ndarray) -> np.ndarray:

@@ -2,14 +2,17 @@
 
 A message is embedded once (:meth:`Semantic.query_vector`, cached by text; messages that
 wait together are embedded in one batch, :mod:`router.choose.batching`). Each row of the
-matcher's skill index (a skill of an agent) gets three cosine similarities with it
+matcher's skill index (a skill of an agent) gets four similarities with it, each on [0, 1]
+(:func:`similarity`: ``(cos + 1) / 2``) and NaN where there is nothing to compare
 (:meth:`SemanticIndex.features`): to the skill's document (name, description, tags,
-examples), to its agent's document (name, description), and the best of the skill's
-examples taken one by one, card examples and learned ones (:mod:`registry.examples`). The
-router's score of a row fuses them with the lexical (BM25) score, saturated into [0, 1)
-(:func:`fuse`); the weights, the refusal floor and the margin are a :class:`Calibration`
-fitted on a development set by ``bench/routing_eval/fit.py`` and shipped as
-``router/calibration.json``.
+examples), to its agent's document (name, description), to the best of the skill's card
+examples taken one by one, and to the best of its learned examples (:mod:`registry.examples`).
+The router's score of a row fuses them with the lexical (BM25) score saturated into [0, 1)
+(:func:`saturate`: ``bm25 / (bm25 + k)``): :func:`fuse`, a weighted mean, so every score is
+on [0, 1]. :meth:`Semantic.scores` is that score for every row of a skill index. The weights,
+the refusal thresholds of each operating point (``SWITCHBOARD_REFUSE``) and the margin are a
+:class:`Calibration` fitted on a development set by ``bench/routing_eval/fit.py`` and shipped
+as ``router/choose/calibration.json``; :meth:`Calibration.cutoff` is the threshold in force.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from cachetools import LRUCache
@@ -31,28 +34,66 @@ from registry.examples import Example, LearnedExamples
 from registry.records import AgentRecord
 from registry.vectors import SkillVectors, agent_document, embed_texts, skill_document
 from router.choose.batching import Batches
+from router.choose.skillindex import SkillIndex, query_text
 
 log = logging.getLogger(__name__)
 
 CALIBRATION_FILE = Path(__file__).with_name("calibration.json")
 
 
+Refuse = Literal["calibrated", "strict", "never"]
+"""``SWITCHBOARD_REFUSE``: the operating point. ``calibrated`` refuses below the calibrated
+threshold (at most 0.02 of top-1 lost against ``never`` on the evaluation set), ``strict``
+below a higher one (more refusals of messages no agent serves, more of top-1 lost), ``never``
+routes below the calibrated threshold too: to the default route if one is set, else to the
+best candidate, as tier ``guess``."""
+REFUSE_POINTS: tuple[Refuse, ...] = ("calibrated", "strict", "never")
+Source = Literal["calibrated", "operator", "default"]
+"""Where the threshold in force comes from: the shipped calibration, the operator
+(``SWITCHBOARD_MATCH_THRESHOLD``), or the lexical matcher's default (0.5)."""
+
+
+@dataclass(frozen=True)
+class Cutoff:
+    """The threshold that decides a refusal, the margin the best agent must lead by, where
+    the threshold comes from and the operating point (see :data:`Refuse`)."""
+
+    threshold: float
+    margin: float
+    source: Source
+    refuse: Refuse
+
+    def to_json(self) -> dict[str, Any]:
+        """The explain view: ``threshold``, ``threshold_source``, ``margin_needed``,
+        ``refuse``."""
+        return {
+            "threshold": self.threshold,
+            "threshold_source": self.source,
+            "margin_needed": self.margin,
+            "refuse": self.refuse,
+        }
+
+
 @dataclass(frozen=True)
 class Calibration:
-    """Fusion weights and refusal thresholds (see :func:`fuse`)."""
+    """Fusion weights and refusal thresholds (see :func:`fuse`); scores are on [0, 1]."""
 
     skill: float = 1.0
     agent: float = 0.2
     example: float = 0.5
     lexical: float = 0.3
     lexical_k: float = 5.0
-    floor: float = 0.4
-    """A best fused score below this is refused."""
+    floor: float = 0.6
+    """The ``calibrated`` operating point: a best fused score below this is refused."""
     margin: float = 0.0
     """The best agent must lead the next agent by at least this much, else refused (or,
     with an adjudicator, asked)."""
-    llm_band: float = 0.1
-    """With an adjudicator, decisions within this much above the floor are asked too."""
+    strict_floor: float | None = None
+    """The ``strict`` operating point's threshold (None: the calibrated one)."""
+    strict_margin: float | None = None
+    """The ``strict`` operating point's margin (None: the calibrated one)."""
+    llm_band: float = 0.05
+    """With an adjudicator, decisions within this much of the threshold are asked too."""
     fitted_on: str = "defaults"
 
     @classmethod
@@ -69,6 +110,28 @@ class Calibration:
         """The values, as written to ``calibration.json`` and shown by explain."""
         return asdict(self)
 
+    def cutoff(self, refuse: Refuse = "calibrated", operator: float | None = None) -> Cutoff:
+        """The threshold and margin in force at operating point ``refuse``; ``operator``
+        (``SWITCHBOARD_MATCH_THRESHOLD``), when set, is the threshold instead."""
+        floor, margin = self.floor, self.margin
+        if refuse == "strict":
+            floor = self.floor if self.strict_floor is None else self.strict_floor
+            margin = self.margin if self.strict_margin is None else self.strict_margin
+        if operator is not None:
+            return Cutoff(operator, margin, "operator", refuse)
+        return Cutoff(floor, margin, "calibrated", refuse)
+
+
+def similarity(cos: np.ndarray) -> np.ndarray:
+    """Cosine similarities on [0, 1]: ``(cos + 1) / 2`` (orthogonal texts: 0.5)."""
+    return np.clip((cos + 1.0) / 2.0, 0.0, 1.0).astype(np.float32)
+
+
+def saturate(bm25: np.ndarray | float, k: float) -> Any:
+    """A BM25 score on [0, 1): ``bm25 / (bm25 + k)`` (0 for no word in common, 0.5 at
+    ``k``)."""
+    return bm25 / (bm25 + k)
+
 
 def fuse(
     cal: Calibration,
@@ -78,18 +141,22 @@ def fuse(
     lexical: np.ndarray,
     learned: np.ndarray | None = None,
 ) -> np.ndarray:
-    """The fused score of every row: weighted cosine similarities plus the saturated BM25
-    score ``lex / (lex + k)``, divided by the sum of the weights. A skill without examples
-    counts its document for them. A learned example (an operator's feedback) stands for the
-    skill's document and examples when the message is closer to it, whatever the weights."""
+    """The fused score of every row, on [0, 1]: the weighted mean of the similarities (on
+    [0, 1], :func:`similarity`) and the saturated BM25 score (``lexical`` is the raw BM25
+    score, :func:`saturate` with ``cal.lexical_k``). A skill without examples (``example``
+    NaN) counts its document for them. A learned example (an operator's feedback; NaN: none)
+    stands for the skill's document and examples when the message is closer to it, whatever
+    the weights."""
     if learned is not None:
-        skill = np.maximum(skill, learned)
-        example = np.maximum(example, learned)
-    best_example = np.maximum(example, skill)
-    saturated = lexical / (lexical + cal.lexical_k)
+        skill = np.fmax(skill, learned)
+        example = np.fmax(example, learned)
+    best_example = np.fmax(example, skill)
     total = cal.skill + cal.agent + cal.example + cal.lexical
     fused = (
-        cal.skill * skill + cal.agent * agent + cal.example * best_example + cal.lexical * saturated
+        cal.skill * skill
+        + cal.agent * agent
+        + cal.example * best_example
+        + cal.lexical * saturate(lexical, cal.lexical_k)
     )
     return fused / total if total > 0 else fused
 
@@ -112,6 +179,7 @@ class SemanticIndex:
         self.has_vector = np.zeros(n, dtype=bool)
         agent_rows: dict[str, int] = {}
         agent_vectors: list[np.ndarray] = []
+        agent_known: list[bool] = []
         self.agent_of = np.zeros(n, dtype=np.int32)
         example_vectors: list[np.ndarray] = []
         owners: list[int] = []
@@ -122,6 +190,7 @@ class SemanticIndex:
                 agent_rows[agent.id] = len(agent_vectors)
                 found = vectors.get(agent_document(agent))
                 agent_vectors.append(found if found is not None else zero)
+                agent_known.append(found is not None)
             self.agent_of[i] = agent_rows[agent.id]
             if skill is None:
                 continue
@@ -145,27 +214,35 @@ class SemanticIndex:
                     learned_owners.append(i)
         # len(...), not -1: no vector known yet (dim 0) is a valid, empty shape
         self.agents = np.array(agent_vectors, dtype=np.float32).reshape(len(agent_vectors), dim)
+        self.agent_known = np.array(agent_known, dtype=bool)
         self.examples = _Owned(example_vectors, owners, dim)
         self.learned = _Owned(learned_vectors, learned_owners, dim)
         self.missing = int(n - self.has_vector.sum()) - sum(1 for _, s in rows if s is None)
 
     def features(self, query: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Cosine similarities of the (normalized) query vector with every row's skill
-        document, its agent's document, the best of its card's examples and the best of its
-        learned examples (-1: none). An index built before any of its texts had a vector
+        """The similarities (on [0, 1], :func:`similarity`) of the (normalized) query vector
+        with every row's skill document, its agent's document, the best of its card's
+        examples and the best of its learned examples (NaN: none). A row whose document has
+        no vector yet scores 0 for it. An index built before any of its texts had a vector
         (another process added the agents, this one is still reading or embedding their
-        vectors) matches nothing: 0 and -1 everywhere."""
+        vectors) matches nothing: 0, and NaN for the examples."""
+        rows = len(self.skills)
         if self.dim != len(query):
-            zero, none = np.zeros(len(self.skills), np.float32), np.full(len(self.skills), -1.0)
-            return zero, zero, none.astype(np.float32), none.astype(np.float32)
-        skill = self.skills @ query
-        agent = (self.agents @ query)[self.agent_of] if len(self.agents) else np.zeros_like(skill)
-        return (
-            skill,
-            agent,
-            self.examples.best(query, len(skill)),
-            self.learned.best(query, len(skill)),
-        )
+            zero, none = np.zeros(rows, np.float32), np.full(rows, np.nan, np.float32)
+            return zero, zero, none, none.copy()
+        skill = np.where(self.has_vector, similarity(self.skills @ query), 0.0).astype(np.float32)
+        if len(self.agents):
+            agent = np.where(self.agent_known, similarity(self.agents @ query), 0.0)
+            agent = agent.astype(np.float32)[self.agent_of]
+        else:
+            agent = np.zeros(rows, np.float32)
+        return skill, agent, self.examples.best(query, rows), self.learned.best(query, rows)
+
+    def scores(self, cal: Calibration, query: np.ndarray, lexical: np.ndarray) -> np.ndarray:
+        """The fused score (:func:`fuse`, on [0, 1]) of every row for a query vector and
+        the rows' raw BM25 scores."""
+        skill, agent, example, learned = self.features(query)
+        return fuse(cal, skill, agent, example, lexical, learned)
 
 
 class _Owned:
@@ -182,10 +259,11 @@ class _Owned:
         return len(self.vectors)
 
     def best(self, query: np.ndarray, rows: int) -> np.ndarray:
-        """Per row, the best cosine similarity of the query with its vectors (-1: none)."""
-        best = np.full(rows, -1.0, dtype=np.float32)
+        """Per row, the best similarity (on [0, 1]) of the query with its vectors (NaN:
+        none)."""
+        best = np.full(rows, np.nan, dtype=np.float32)
         if len(self.vectors):
-            best[self.rows] = np.maximum.reduceat(self.vectors @ query, self.starts)
+            best[self.rows] = similarity(np.maximum.reduceat(self.vectors @ query, self.starts))
         return best
 
 
@@ -272,6 +350,18 @@ class Semantic:
         index = SemanticIndex(rows, self.vectors, self.examples.all)
         self._index = (key, generation, version, index)
         return index
+
+    def scores(self, index: SkillIndex, vector: np.ndarray, text: str) -> np.ndarray:
+        """The fused score (on [0, 1], :func:`fuse` with this calibration) of every row of
+        ``index`` (a skill of an agent) for a message whose text is ``text`` and whose
+        vector is ``vector`` (:meth:`query_vector`): what routing ranks by, before the hard
+        filters and the threshold (:meth:`Calibration.cutoff`)."""
+        base = index.base
+        lexical = np.zeros(len(base.rows), dtype=np.float64)
+        dense = base.text.dense(query_text(text))
+        size = min(len(lexical), len(dense))
+        lexical[:size] = dense[:size]
+        return self.index_for(base, base.pairs).scores(self.calibration, vector, lexical)
 
     def clear_cache(self) -> None:
         """Forget the cached message vectors."""

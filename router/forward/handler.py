@@ -31,7 +31,7 @@ from registry.settings import Settings
 from router.card import card_for, router_card
 from router.cardsecurity import with_security
 from router.choose.adjudicator import Adjudicator
-from router.choose.chooser import Chooser
+from router.choose.chooser import Chooser, Scope
 from router.choose.grants import EVERYTHING, Grant
 from router.choose.matcher import Choice, Matcher
 from router.compat import codec, translate
@@ -50,7 +50,6 @@ from router.protocol import payloads as wire
 from router.protocol.envelope import Request
 from router.protocol.errors import (
     AGENT_UNAVAILABLE,
-    BAD_ROUTING_HINT,
     EXTENDED_CARD_NOT_CONFIGURED,
     INTERNAL,
     TASK_NOT_FOUND,
@@ -86,13 +85,7 @@ class Router:
         self.settings = settings
         self.ids = IdMap(registry.store)
         self.aliases = TaskAliases(registry.store)  # v0.1 clients' own task IDs
-        self.matcher = Matcher(
-            registry,
-            threshold=settings.match_threshold,
-            by_meaning=settings.matcher == "semantic",
-        )
-        self.matcher.default_agent = settings.default_agent
-        self.matcher.default_skill = settings.default_skill
+        self.matcher = Matcher.configured(registry, settings)
         adjudicator = None
         if settings.router_llm_url and settings.router_llm_model:
             adjudicator = Adjudicator(
@@ -175,10 +168,13 @@ class Router:
 
     def _who(self, call: Call) -> Caller:
         """The caller's ID space (its tasks and contexts) and grant (what it may use)."""
-        scope = self.scope_of(call.caller)
+        return self._caller(call.caller)
+
+    def _caller(self, principal: Principal) -> Caller:
+        scope = self.scope_of(principal)
         ids = self.ids.scoped(scope) if scope else self.ids
         aliases = self.aliases.scoped(scope) if scope else self.aliases
-        return Caller(ids, aliases, self.grants(call.caller))
+        return Caller(ids, aliases, self.grants(principal))
 
     def scope_of(self, principal: Principal) -> str:
         """The owner of the tasks ``principal`` creates and may see: ``""`` (one shared
@@ -273,35 +269,31 @@ class Router:
     async def _choose_for_message(
         self, who: Caller, rpc: Request, message: dict[str, Any], pinned: str | None
     ) -> Choice:
-        task_id = message.get("taskId")
-        if isinstance(task_id, str) and task_id:
-            owner = (await self._owner(who, task_id, pinned)).agent_id
-            self._check_hint_agrees(rpc, owner)
-            return self.matcher.target_for(rpc.version, owner, grant=who.grant)
-        context_id = message.get("contextId")
-        serving: set[str] = set()
-        if isinstance(context_id, str) and context_id:
-            serving = await who.ids.context_agents(context_id)
-        return await self.chooser.choose(
-            rpc.version, rpc.op, rpc.params, context_agents=serving, pinned_agent=pinned,
-            grant=who.grant,
-        )  # fmt: skip
+        """The agent for a message: :meth:`router.choose.chooser.Chooser.route`, as explain
+        runs it (:meth:`explain`)."""
+        scope = self._scope(who, pinned)
+        routed = await self.chooser.route(rpc.version, rpc.op, rpc.params, scope, pinned=pinned)
+        return routed.result()
 
-    def _check_hint_agrees(self, rpc: Request, owner: str) -> None:
-        """A message continuing a task goes to the task's owner; a routing hint naming
-        another agent (or a skill the owner lacks) is an error, not silently ignored."""
-        hint = self.matcher.hint(rpc.version, rpc.params)
-        if not hint:
-            return
-        agent, skill = hint.get("agent"), hint.get("skill")
-        owner_skills = {s.id for s in self.registry.get(owner).card.skills}
-        if (agent and agent != owner) or (skill and skill not in owner_skills):
-            raise RpcError(
-                BAD_ROUTING_HINT,
-                f"the routing hint does not fit task owner {owner!r}: a message that continues "
-                "a task goes to the agent that owns it",
-                {"hint": hint, "owner": owner},
-            )
+    def _scope(self, who: Caller, pinned: str | None) -> Scope:
+        """What routing needs of the caller: its grant, the owners of its tasks (on a
+        pinned endpoint, that agent's only) and the agents serving its conversations."""
+
+        async def owner(task_id: str) -> str:
+            return (await self._owner(who, task_id, pinned)).agent_id
+
+        return Scope(who.grant, owner, who.ids.context_agents)
+
+    async def explain(
+        self, principal: Principal, rpc: Request, *, header: str | None = None
+    ) -> dict[str, Any]:
+        """Where a message (``rpc``: a send or stream) from ``principal`` would go, and why:
+        the send's own choice (:meth:`_choose_for_message`), in the caller's ID space and
+        grant, with every candidate listed (``header``: the ``A2A-Version`` header)."""
+        who = self._caller(principal)
+        rpc, _ = await codec.open_codec(who.ids, who.aliases, rpc, header=header)
+        scope = self._scope(who, None)
+        return await self.chooser.explain(rpc.version, rpc.op, rpc.params, scope)
 
     async def _owner(self, who: Caller, task_id: str, pinned: str | None) -> TaskRef:
         """The mapping of one of the caller's router task ids, owned by a still registered

@@ -9,7 +9,8 @@
 - ``GET /.well-known/agent-card.json`` (and the legacy ``agent.json``): the router's card.
 - ``GET /agents/{agent_id}/.well-known/agent-card.json``: that agent's card with every URL
   pointing at the router. Both cards are re-signed with the router's key.
-- ``POST /api/v1/route/explain``: which agent a message would go to, and why.
+- ``POST /api/v1/route/explain``: which agent a message would go to, and why
+  (:mod:`router.transport.explain`).
 """
 
 from __future__ import annotations
@@ -24,26 +25,24 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from registry.api import REGISTRY, SETTINGS, caller, read_json
+from registry.api import REGISTRY, SETTINGS
 from registry.errors import RegistryError, agent_not_found
 from registry.jsonsafe import JsonLimitError, loads_limited
-from registry.openapi import documented
 from router.card import agent_card_via_router, card_for, router_card, without_paths
 from router.cardsecurity import with_security
-from router.choose.grants import EVERYTHING
 from router.forward.handler import Router
 from router.protocol.errors import RpcError
-from router.protocol.fieldnames import json_names
 from router.protocol.restpaths import ROUTES, TENANT, TENANT_ROUTES, RestRoute
-from router.protocol.versions import VERSION_HEADER, Op, Version, client_version
+from router.protocol.versions import VERSION_HEADER, Version
 from router.signing import CardSigner
 from router.transport import jsonrpc, rest
-from router.transport.apimodels import Explain, ExplainRequest
+from router.transport.explain import explain_handler
 from router.transport.gate import GATE, Refused
 from router.transport.jsonrpc import request_version
 
 ROUTER = web.AppKey("router", Router)
 SIGNER = web.AppKey("signer", CardSigner)
+explain = explain_handler(ROUTER)
 
 
 @dataclass
@@ -249,39 +248,3 @@ def _etag_matches(header: str | None, etag: str) -> bool:
         return False
     tags = [tag.strip() for tag in header.split(",")]
     return "*" in tags or any(tag.removeprefix("W/") == etag for tag in tags)
-
-
-@documented(
-    "Which agent a message would be routed to, and why",
-    "routing",
-    answer=Explain,
-    body=ExplainRequest,
-)
-async def explain(request: web.Request) -> web.Response:
-    """``{"message": {...}, "configuration"?: {...}, "stream"?: bool, "version"?: "0.3"|"1.0"}``
-    → the ranked candidates, each kept or dropped with its reason, and the choice."""
-    body = await read_json(request)
-    if not isinstance(body, dict) or not isinstance(body.get("message"), dict):
-        raise RegistryError(
-            'send {"message": {...}} with an A2A message, optionally "configuration", '
-            '"stream" and "version"',
-            code="invalid_body",
-        )
-    try:
-        version: Version = (
-            client_version(body["version"]) if body.get("version") else request_version(request)
-        )
-    except RpcError as error:
-        raise RegistryError(error.message, code="invalid_version", details=error.data) from None
-    params = {k: body[k] for k in ("message", "configuration", "metadata") if k in body}
-    op = Op.STREAM if body.get("stream") else Op.SEND
-    params, clashes = json_names(version, op.value, params)
-    if clashes:
-        raise RegistryError(
-            "; ".join(f"{field} {problem}" for field, problem in clashes),
-            code="invalid_body",
-            details={"fields": [field for field, _ in clashes]},
-        )
-    router = request.app[ROUTER]
-    grant = router.grants(caller(request)) if router.settings.client_auth != "none" else EVERYTHING
-    return web.json_response(await router.chooser.explain(version, op, params, grant=grant))

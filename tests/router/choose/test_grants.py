@@ -13,6 +13,7 @@ from registry.crawler import Crawler
 from registry.service import Registry
 from registry.signatures import StaticKeys, generate_key
 from registry.store import Store
+from router.choose.chooser import Chooser
 from router.choose.grants import EVERYTHING, Grant, GrantedIndex
 from router.choose.matcher import ROUTING_EXTENSION, Matcher
 from router.protocol.errors import RpcError
@@ -59,7 +60,12 @@ async def test_a_hidden_agent_is_no_candidate_and_never_named(matcher: Matcher) 
     assert matcher.choose("1.0", Op.SEND, _send(text)).agent.id == "currency"
     refused = _refusal(matcher, _send(text), NO_CURRENCY)
     assert "currency" not in json.dumps([refused.message, refused.data])
-    explained = matcher.explain("1.0", Op.SEND, _send(text), grant=NO_CURRENCY)
+    # the only skill that fits is one the caller may not use: the refusal says so, not which
+    assert (
+        refused.message == "no agent can take this message: no agent you may use offers this skill"
+    )
+    assert refused.data["reason"] == "not allowed"
+    explained = await Chooser(matcher).explain("1.0", Op.SEND, _send(text), grant=NO_CURRENCY)
     assert {c["agent_id"] for c in explained["candidates"]} == {"translate", "caption"}
     # other agents are still chosen as before
     chosen = matcher.choose("1.0", Op.SEND, _send("translate hello to french"), grant=NO_CURRENCY)

@@ -20,6 +20,7 @@ from registry.signatures import StaticKeys, generate_key, sign_card
 from registry.store import Store
 from registry.textsearch import tokenize
 from router.choose.choice import Target
+from router.choose.chooser import Chooser
 from router.choose.matcher import ROUTING_EXTENSION, Candidate, Matcher, query_text
 from router.protocol.errors import (
     AGENT_UNAVAILABLE,
@@ -149,6 +150,13 @@ def rpc_error(call: Callable[[], Any]) -> RpcError:
     return info.value
 
 
+async def explain(
+    matcher: Matcher, version: Version, op: Op, params: dict[str, Any], **kwargs: Any
+) -> dict[str, Any]:
+    """The explain view (:meth:`router.choose.chooser.Chooser.explain`) with this matcher."""
+    return await Chooser(matcher).explain(version, op, params, **kwargs)
+
+
 # --- matching the demo agents ----------------------------------------------------------------
 
 
@@ -174,7 +182,7 @@ async def test_demo_queries_pick_the_right_agent(
     assert choice.score is not None and choice.score >= 0.5
     record = demo.registry.get(agent)
     assert choice.target == Target(agent, record.card.interfaces[0].url, version)
-    chosen = [c for c in choice.candidates if c.reason.startswith("chosen")]
+    chosen = [c for c in choice.candidates if c.reason.startswith("Chosen: ")]
     assert [(c.agent_id, c.skill_id) for c in chosen] == [(agent, skill)]
 
 
@@ -182,15 +190,20 @@ async def test_no_match_lists_the_closest_skills(demo: Catalog) -> None:
     params = message("1.0", "what's the weather in Paris")
     error = rpc_error(lambda: demo.matcher().choose("1.0", Op.SEND, params))
     assert error.code == NO_MATCHING_AGENT
-    assert "well enough" in error.message
+    assert error.message == (
+        "no agent can take this message: no skill matches its words well enough (a score of "
+        "0.5 or more)"
+    )
     data = error.data
-    assert data["threshold"] == 0.5
+    assert (data["reason"], data["tier"], data["threshold"]) == ("no match", "refused", 0.5)
     closest = {c["skill"]: c for c in data["closest"]}
     assert set(closest) == {"convert-currency", "translate-text", "caption-image"}
     assert all(c["score"] == 0 and c["reason"] for c in data["closest"])
-    assert "no word of the message matches" in closest["convert-currency"]["reason"]
-    assert "does not accept text/plain" in closest["caption-image"]["reason"]
-    assert "no word of the message matches" in closest["translate-text"]["reason"]
+    assert "No word of the message matches" in closest["convert-currency"]["reason"]
+    assert closest["caption-image"]["reason"] == (
+        "The skill does not accept text/plain (it takes image/*)."
+    )
+    assert "No word of the message matches" in closest["translate-text"]["reason"]
 
 
 def test_lone_letters_do_not_count_as_words() -> None:
@@ -208,7 +221,7 @@ async def test_closest_skills_are_capped_and_ranked(catalog: Catalog) -> None:
     error = rpc_error(lambda: catalog.matcher().choose("1.0", Op.SEND, params))
     scores = [c["score"] for c in error.data["closest"]]
     assert len(scores) == 5 and scores == sorted(scores, reverse=True) and scores[0] > 0
-    assert all("acceptedOutputModes" in c["reason"] for c in error.data["closest"])
+    assert all("accepted output modes" in c["reason"] for c in error.data["closest"])
 
 
 async def test_image_alone_goes_to_the_only_agent_accepting_it(demo: Catalog) -> None:
@@ -227,6 +240,11 @@ async def test_text_alone_never_goes_to_an_image_only_skill(demo: Catalog) -> No
     caption = next(c for c in error.data["closest"] if c["agent"] == "caption")
     assert caption["score"] > 0.5
     assert "does not accept text/plain" in caption["reason"]
+    # the skill that fits the words was dropped by its input modes: the message says so
+    assert error.message == (
+        "no agent can take this message: the agents whose skills fit do not accept text/plain"
+    )
+    assert (error.data["reason"], error.data["filter"]) == ("filtered", "input")
 
 
 async def test_no_words_and_several_agents_is_an_error_unless_one_serves_the_context(
@@ -366,8 +384,9 @@ async def test_accepted_output_modes(catalog: Catalog) -> None:
     dropped = next(c for c in choice.candidates if c.skill_id == "radar-image")
     assert not dropped.kept
     assert dropped.reason == (
-        "skill outputs image/png, none of the acceptedOutputModes (application/json)"
+        "The skill outputs image/png, none of the accepted output modes (application/json)."
     )
+    assert dropped.filter == "output"
     error = rpc_error(
         lambda: matcher.choose("1.0", Op.SEND, message("1.0", text, accepted=["video/mp4"]))
     )
@@ -490,10 +509,11 @@ async def test_agents_without_skills_are_not_matched(catalog: Catalog) -> None:
     params = message("1.0", "weather oracle")
     error = rpc_error(lambda: catalog.matcher().choose("1.0", Op.SEND, params))
     assert error.data["closest"] == []  # only skills are listed
-    explained = catalog.matcher().explain("1.0", Op.SEND, params)
+    explained = await explain(catalog.matcher(), "1.0", Op.SEND, params)
     (candidate,) = explained["candidates"]
     assert candidate["skill_id"] is None
-    assert candidate["reason"] == "agent declares no skills to match against"
+    assert candidate["reason"] == "The agent declares no skills to match against."
+    assert candidate["filter"] == "skills"
     # a hint may still name it
     params = message("1.0", "hello", metadata=hint(agent="oracle"))
     assert catalog.matcher().choose("1.0", Op.SEND, params).agent.id == "oracle"
@@ -509,7 +529,9 @@ async def test_best_skill_wins_and_the_agent_takes_its_best_skill(catalog: Catal
     choice = catalog.matcher().choose("1.0", Op.SEND, params)
     assert (choice.agent.id, choice.skill_id) == ("weather", "radar-image")
     other = next(c for c in choice.candidates if c.skill_id == "forecast")
-    assert other.kept and other.reason == "kept, not the agent's best skill"
+    assert other.kept and other.reason == (
+        "It could take the call too, but another skill of its agent fits better."
+    )
     assert 0 < other.score < choice.score
     scores = [c.score for c in choice.candidates]
     assert scores == sorted(scores, reverse=True)
@@ -523,12 +545,16 @@ async def test_ties_prefer_the_agent_serving_the_context_then_the_id(catalog: Ca
     params = message("1.0", "echo this sentence")
     choice = matcher.choose("1.0", Op.SEND, params)
     assert choice.agent.id == "echo-a"
-    assert choice.reason == "the best score, tied; first by agent id"
+    assert choice.reason == (
+        "It has the best score by words (7.84385; threshold 0.5), tied, and its agent comes "
+        "first by id."
+    )
     choice = matcher.choose("1.0", Op.SEND, params, context_agents={"echo-c", "unknown"})
     assert choice.agent.id == "echo-c"
     assert "already serves this conversation" in choice.reason
     others = {c.agent_id: c.reason for c in choice.candidates if c.agent_id != "echo-c"}
-    assert others == {"echo-a": "kept, ranked lower", "echo-b": "kept, ranked lower"}
+    lower = "It could take the call too, but the chosen skill ranks higher."
+    assert others == {"echo-a": lower, "echo-b": lower}
 
 
 async def test_context_does_not_beat_a_better_score(demo: Catalog) -> None:
@@ -543,7 +569,10 @@ async def test_threshold_is_configurable(demo: Catalog) -> None:
     assert error.data["threshold"] == 50
     closest = error.data["closest"][0]
     assert closest["agent"] == "currency"
-    assert closest["reason"].startswith("score ") and "below the threshold 50" in closest["reason"]
+    assert (
+        closest["reason"].startswith("It scores ")
+        and "below the threshold 50." in closest["reason"]
+    )
     # zero: any candidate that passes the filters will do
     params = message("1.0", "unrelated words entirely")
     choice = demo.matcher(threshold=0).choose("1.0", Op.SEND, params)
@@ -599,7 +628,7 @@ async def test_hint_names_a_skill_or_an_agent(demo: Catalog) -> None:
     for value in ({"skill": "echo"}, {"agent": "echo"}, {"agent": "echo", "skill": "echo"}):
         choice = matcher.choose("1.0", Op.SEND, message("1.0", text, metadata=hint(**value)))
         assert (choice.agent.id, choice.skill_id, choice.via) == ("echo", "echo", "hint")
-        assert choice.reason.startswith("named by the routing hint")
+        assert choice.reason.startswith("The routing hint names it")
     # in the request's metadata too; the message's wins
     params = message("1.0", text, params_metadata=hint(agent="echo"))
     assert matcher.choose("1.0", Op.SEND, params).agent.id == "echo"
@@ -665,7 +694,7 @@ async def test_unusable_hints_are_errors_never_a_fallback(
     assert error.code == BAD_ROUTING_HINT, error
     assert expected in error.message
     assert error.data["hint"] == value
-    explained = demo.matcher().explain(version, op, params)
+    explained = await explain(demo.matcher(), version, op, params)
     assert explained["choice"] is None
     assert explained["error"]["code"] == BAD_ROUTING_HINT
 
@@ -706,9 +735,13 @@ async def test_pinned_agent_errors(demo: Catalog) -> None:
 
 async def test_explain_ranks_every_candidate_with_its_reason(demo: Catalog) -> None:
     params = message("1.0", "convert 100 USD to EUR", accepted=["text/plain"])
-    out = demo.matcher().explain("1.0", Op.SEND, params)
+    out = await explain(demo.matcher(), "1.0", Op.SEND, params)
     assert out["version"] == "1.0"
-    assert out["threshold"] == 0.5
+    assert (out["threshold"], out["threshold_source"], out["scale"]) == (
+        0.5,
+        "default",
+        "BM25 score",
+    )
     assert out["media_types"] == ["text/plain"]
     assert out["accepted_output_modes"] == ["text/plain"]
     assert out["words"] == ["convert", "100", "usd", "eur"]
@@ -720,26 +753,28 @@ async def test_explain_ranks_every_candidate_with_its_reason(demo: Catalog) -> N
         "tier": "lexical",
         "score": out["candidates"][0]["score"],
         "margin": None,
-        "reason": "the best score",
+        "reason": out["choice"]["reason"],
         "url": "http://127.0.0.1:9101/",
         "version": "1.0",
         "binding": "JSONRPC",
     }
+    assert out["choice"]["reason"].startswith("It has the best score by words (")
     assert out["matcher"].startswith("lexical") and out["uncertain"] is None
     by_agent = {c["agent_id"]: c for c in out["candidates"]}
     assert list(by_agent) == [c["agent_id"] for c in out["candidates"]]
     assert set(by_agent) == {"currency", "translate", "caption"}
-    assert by_agent["currency"]["kept"] and by_agent["currency"]["reason"].startswith("chosen")
+    assert by_agent["currency"]["kept"] and by_agent["currency"]["reason"].startswith("Chosen")
     assert not by_agent["caption"]["kept"]
     assert by_agent["translate"] == {
         "agent_id": "translate",
         "skill_id": "translate-text",
         "score": 0.0,
         "kept": False,
-        "reason": "no word of the message matches this skill (threshold 0.5)",
+        "reason": "No word of the message matches this skill (threshold 0.5).",
         "url": "http://127.0.0.1:9102/",
         "version": "0.3",  # the agent's version: a call would be translated
         "binding": "JSONRPC",
+        "filter": "score",
     }
     assert out["total_candidates"] == 3
     json.dumps(out)  # plain JSON
@@ -747,14 +782,14 @@ async def test_explain_ranks_every_candidate_with_its_reason(demo: Catalog) -> N
 
 async def test_explain_reports_errors_instead_of_raising(demo: Catalog) -> None:
     matcher = demo.matcher()
-    out = matcher.explain("1.0", Op.SEND, message("1.0", "what's the weather in Paris"))
+    out = await explain(matcher, "1.0", Op.SEND, message("1.0", "what's the weather in Paris"))
     assert out["choice"] is None
     assert out["error"]["code"] == NO_MATCHING_AGENT
     assert len(out["error"]["data"]["closest"]) == 3
     assert all(not c["kept"] for c in out["candidates"])
-    out = matcher.explain("1.0", Op.SEND, {"message": {"parts": "nope"}})
+    out = await explain(matcher, "1.0", Op.SEND, {"message": {"parts": "nope"}})
     assert out["error"]["code"] == INVALID_PARAMS and out["candidates"] == []
-    out = matcher.explain("1.0", Op.SEND, message("1.0", "convert 1 USD to EUR"), limit=1)
+    out = await explain(matcher, "1.0", Op.SEND, message("1.0", "convert 1 USD to EUR"), limit=1)
     assert len(out["candidates"]) == 1 and out["total_candidates"] == 3
 
 
