@@ -41,10 +41,12 @@ from router.compat.translate import (
 from router.protocol.errors import (
     BAD_REQUEST_TYPE,
     ERROR_INFO_TYPE,
+    NO_MATCHING_AGENT,
     STRUCT_TYPE,
     UNSUPPORTED,
     VALUE_TYPE,
     RpcError,
+    error_body,
 )
 from router.protocol.timestamps import parse_timestamp
 from router.protocol.versions import METHODS, ROLES, STATES, Op, equivalent_method
@@ -424,6 +426,23 @@ def test_errors_both_ways() -> None:
         error_to({"code": -32603, "message": "x", "data": "text"}, "0.3", "1.0")["data"][1]["value"]
         == "text"
     )
+
+
+def test_a_refusal_s_closest_skills_come_from_the_struct() -> None:
+    """A -32050 of A2A 1.0 (another Switchboard as the agent) keeps only scalar facts in its
+    ErrorInfo: the closest skills are read from the Struct, typed, for a 0.3 client; and a
+    0.3 refusal becomes such a 1.0 one."""
+    closest = [{"agent": "a", "skill": "s", "score": 0.51, "reason": "It scores 0.51."}]
+    facts = {"reason": "no match", "tier": "refused", "threshold": 0.54, "score": 0.51}
+    refusal = RpcError(
+        NO_MATCHING_AGENT, "no agent can take this message: ...", {**facts, "closest": closest}
+    )
+    new = error_body("1.0", 1, refusal)["error"]
+    info, struct = new["data"]
+    assert "closest" not in info["metadata"] and info["metadata"]["threshold"] == "0.54"
+    old = error_to(new, "1.0", "0.3")
+    assert old["data"] == {**facts, "closest": closest}  # typed, from the Struct
+    assert error_to(old, "0.3", "1.0")["data"] == [info, struct]
 
 
 def test_review_fixes() -> None:
