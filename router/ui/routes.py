@@ -31,6 +31,7 @@ ASSETS: dict[str, str] = {
     "agent.js": _JS,
     "skills.js": _JS,
     "playground.js": _JS,
+    "explainview.js": _JS,
     "admin.js": _JS,
 }
 

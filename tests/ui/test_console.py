@@ -272,6 +272,15 @@ def test_agent_page_shows_the_card_and_a_revision_diff(page: Any, live: Live) ->
     page.find_element(By.CSS_SELECTOR, "details.raw summary").click()
     raw = page.find_element(By.CSS_SELECTOR, "details.raw pre").text
     assert '"supportedInterfaces"' in raw
+    # would a message reach it: explain, in the playground's terms, its own skills' rows
+    page.find_element(By.CSS_SELECTOR, "form.reach textarea").send_keys("convert 100 USD to EUR")
+    page.find_element(By.CSS_SELECTOR, "form.reach button[type=submit]").click()
+    wait(page, ec.presence_of_element_located((By.CSS_SELECTOR, "form.reach ~ div a.chosen")))
+    line = page.find_element(By.CSS_SELECTOR, "form.reach ~ div p.threshold").text
+    assert line.startswith("Threshold 0.500 (the default of matching by words")
+    assert "Method: SendStreamingMessage." in line
+    rows = page.find_elements(By.CSS_SELECTOR, "form.reach ~ div table.candidates tbody tr")
+    assert [r.find_element(By.TAG_NAME, "td").text for r in rows] == ["currency"]
 
 
 def test_playground_explains_and_routes_for_real(page: Any, live: Live, artifacts: Path) -> None:
@@ -284,6 +293,10 @@ def test_playground_explains_and_routes_for_real(page: Any, live: Live, artifact
     assert page.find_element(By.CSS_SELECTOR, ".tier").text == "lexical"
     dropped = page.find_elements(By.CSS_SELECTOR, "table.candidates tr.dropped")
     assert any("image/*" in row.text for row in dropped)  # caption: why it was dropped
+    # explained with the method it is then sent with, one threshold and where it comes from
+    line = page.find_element(By.CSS_SELECTOR, "p.threshold").text
+    assert line.startswith("Threshold 0.500 (the default of matching by words")
+    assert "Method: SendStreamingMessage." in line
     page.find_element(By.XPATH, "//button[normalize-space()='Send it for real']").click()
     wait(page, ec.presence_of_element_located((By.CSS_SELECTOR, "section[data-done]")), 30)
     answer = page.find_element(By.CSS_SELECTOR, "output.answer").text

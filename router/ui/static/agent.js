@@ -1,10 +1,12 @@
-// One agent (/ui/agents/{id}): its card for people, signature, health, revisions with their
-// diffs side by side, the raw card, and how to call it through the router.
+// One agent (/ui/agents/{id}): its card for people, signature, health, whether a message would
+// reach it (explain, in the playground's terms), revisions with their diffs side by side, the
+// raw card, and how to call it through the router.
 
 import {api} from './api.js';
 import {
-  badge, chips, copyButton, errorNotice, facts, h, notice, outLink, replace, t, when,
+  badge, chips, copyButton, errorNotice, facts, field, h, notice, outLink, replace, t, when,
 } from './dom.js';
+import {candidatesTable, decision, explain, message, thresholdLine} from './explainview.js';
 
 export async function render(ctx) {
   const {main, arg: id} = ctx;
@@ -29,6 +31,7 @@ export async function render(ctx) {
     h('div', {class: 'long desc'}, t(agent.description)),
     h('div', {class: 'two'}, about(agent), signature(agent)),
     skillsSection(agent),
+    reaching(agent),
     h('div', {class: 'two'}, health(agent), interfaces(agent)),
     useIt(agent),
     revisions,
@@ -107,6 +110,28 @@ function skillsSection(agent) {
         s.examples?.length ? [h('h4', null, 'Examples'),
           h('ul', {class: 'examples'}, s.examples.slice(0, 20).map((e) => h('li', null, t(e, 500))))] : null,
         facts([['Accepts', chips(s.input_modes)], ['Produces', chips(s.output_modes)]])))));
+}
+
+function reaching(agent) {
+  const text = h('textarea', {name: 'message', rows: 2, required: true});
+  const out = h('div', {'aria-live': 'polite'});
+  const form = h('form', {class: 'reach'}, field('Message', text,
+    'What a user would ask: the router explains where it would go, as the playground does'),
+  h('div', {class: 'actions'}, h('button', {type: 'submit'}, 'Would it come here?')));
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    replace(out, h('p', {class: 'muted'}, 'Asking the router…'));
+    try {
+      const answer = await explain(message(text.value));
+      const mine = (answer.candidates || []).filter((c) => c.agent_id === agent.id);
+      replace(out, decision(answer), thresholdLine(answer),
+        mine.length ? candidatesTable(mine) : h('p', {class: 'muted'}, 'None of its skills was a candidate.'));
+    } catch (error) {
+      replace(out, errorNotice(error));
+    }
+  });
+  return h('section', {'aria-labelledby': 'h-reach'}, h('h2', {id: 'h-reach'}, 'Would a message reach it?'),
+    form, out);
 }
 
 function health(agent) {

@@ -1,27 +1,15 @@
-// Route playground: what would the router do with this message (POST /api/v1/route/explain),
-// and, on request, send it for real (POST / JSON-RPC SendStreamingMessage, A2A 1.0) and show
-// the streamed events as they arrive.
+// Route playground: what would the router do with this message (POST /api/v1/route/explain,
+// with the method it is then sent with), and, on request, send it for real (POST / JSON-RPC
+// SendStreamingMessage, A2A 1.0) and show the streamed events as they arrive.
 
-import {api, authHeaders} from './api.js';
+import {authHeaders} from './api.js';
 import {badge, errorNotice, field, h, notice, replace, t} from './dom.js';
+import {
+  SEND_METHOD, candidatesTable, decision, explain, message, thresholdLine,
+} from './explainview.js';
 
 function list(text) {
   return String(text || '').split(',').map((v) => v.trim()).filter(Boolean);
-}
-
-function message(text, attachments) {
-  const parts = [];
-  if (text.trim()) parts.push({text});
-  for (const mediaType of attachments) parts.push({raw: '', mediaType, filename: 'attachment'});
-  return {role: 'ROLE_USER', messageId: uuid(), parts};
-}
-
-function uuid() { // crypto.randomUUID needs a secure context; this does not
-  const b = crypto.getRandomValues(new Uint8Array(16));
-  b[6] = (b[6] & 0x0f) | 0x40;
-  b[8] = (b[8] & 0x3f) | 0x80;
-  const x = [...b].map((n) => n.toString(16).padStart(2, '0')).join('');
-  return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20)}`;
 }
 
 export async function render(ctx) {
@@ -41,10 +29,10 @@ export async function render(ctx) {
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
     replace(explained, h('p', {class: 'muted'}, 'Asking the router…'));
-    const body = {message: message(text.value, list(attach.value)), version: '1.0'};
-    if (list(accepted.value).length) body.configuration = {acceptedOutputModes: list(accepted.value)};
+    const modes = list(accepted.value);
+    const configuration = modes.length ? {acceptedOutputModes: modes} : null;
     try {
-      replace(explained, explanation(await api('/api/v1/route/explain', {method: 'POST', body})));
+      replace(explained, explanation(await explain(message(text.value, list(attach.value)), configuration)));
     } catch (error) {
       replace(explained, errorNotice(error));
     }
@@ -57,30 +45,13 @@ export async function render(ctx) {
 }
 
 function explanation(answer) {
-  const choice = answer.choice;
   const candidates = answer.candidates || [];
   return [
     h('h2', null, 'Decision'),
-    choice
-      ? notice('ok', 'Chosen: ', h('a', {href: `/ui/agents/${encodeURIComponent(choice.agent_id)}`, class: 'chosen'},
-        t(choice.agent_id, 120)), ' (skill ', h('code', null, t(choice.skill_id, 120)), '), decided by the ',
-      h('strong', {class: 'tier'}, t(choice.tier || choice.via, 40)), ' tier',
-      choice.score !== null && choice.score !== undefined ? `, score ${choice.score}` : '',
-      choice.margin !== null && choice.margin !== undefined ? `, margin ${choice.margin}` : '',
-      choice.reason ? [': ', t(choice.reason, 500)] : '')
-      : notice('error', 'No agent would be chosen: ', t(answer.error?.message || 'refused', 1000)),
-    h('p', {class: 'muted'}, `Matcher: ${answer.matcher}. Threshold ${answer.threshold}. `,
-      answer.uncertain ? `Unsure: ${answer.uncertain}. ` : '',
-      `${answer.total_candidates} candidate skill(s).`),
-    h('div', {class: 'scroll-x'}, h('table', {class: 'candidates'},
-      h('thead', null, h('tr', null, ['Agent', 'Skill', 'Score', 'Kept', 'Reason'].map((c) =>
-        h('th', {scope: 'col'}, c)))),
-      h('tbody', null, candidates.map((c) => h('tr', {class: c.kept ? 'kept' : 'dropped'},
-        h('td', null, h('a', {href: `/ui/agents/${encodeURIComponent(c.agent_id)}`}, t(c.agent_id, 120))),
-        h('td', null, t(c.skill_id, 120)),
-        h('td', {class: 'num'}, typeof c.score === 'number' ? c.score.toFixed(3) : '—'),
-        h('td', null, c.kept ? badge('kept') : badge('dropped')),
-        h('td', null, t(c.reason, 500))))))),
+    decision(answer),
+    thresholdLine(answer),
+    h('p', {class: 'muted'}, `${answer.total_candidates} candidate skill(s).`),
+    candidatesTable(candidates),
   ];
 }
 
@@ -102,7 +73,7 @@ async function stream(live, text, attachments, accepted) {
   replace(live, h('h2', null, 'Answer'), answer, h('h3', null, 'Events'), events);
   const params = {message: message(text, attachments)};
   if (accepted.length) params.configuration = {acceptedOutputModes: accepted};
-  const body = {jsonrpc: '2.0', id: 1, method: 'SendStreamingMessage', params};
+  const body = {jsonrpc: '2.0', id: 1, method: SEND_METHOD, params};
   let resp;
   try {
     resp = await fetch('/', {
