@@ -18,7 +18,17 @@ from pathlib import Path
 from bench.options import Options
 from bench.report import Section, write
 
-SCENARIOS = ("unary", "streaming", "routing", "crawl", "streams", "accuracy", "reload", "writes")
+SCENARIOS = (
+    "unary",
+    "streaming",
+    "routing",
+    "crawl",
+    "streams",
+    "accuracy",
+    "reload",
+    "writes",
+    "search",
+)
 
 
 def _parser() -> argparse.ArgumentParser:

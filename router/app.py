@@ -25,6 +25,7 @@ from registry.access.jwt import JwtVerifier
 from registry.access.policy import Policies
 from registry.access.secrets import SecretBox
 from registry.api import PASSIVE_HEALTH, POLICIES, REFRESHER, REGISTRY, SETTINGS
+from registry.appkeys import SEARCH_BY_MEANING
 from registry.bodies import RAW_BODIES
 from registry.clients_api import CLIENTS, add_client_routes
 from registry.crawler import Crawler
@@ -41,6 +42,7 @@ from registry.store import Store
 from registry.trust import TrustStore
 from registry.version import switchboard_version
 from router.choose.grants import policy_grants
+from router.choose.search import search_by_meaning
 from router.coherence.board import Board
 from router.coherence.notify import Announcer, new_origin
 from router.coherence.state import SharedState
@@ -137,6 +139,7 @@ def create_app(settings: Settings, siblings: Siblings | None = None) -> web.Appl
     app[EXAMPLES] = LearnedExamples(store)
     app[POLICIES] = Policies(store, settings)
     app[ROUTER].grants = policy_grants(app[POLICIES])
+    app[SEARCH_BY_MEANING] = search_by_meaning(app[ROUTER].matcher)  # match=semantic searches
     app[PASSIVE_HEALTH] = PassiveHealth(app[REGISTRY])
     app[ROUTER].upstream.health = app[PASSIVE_HEALTH]
     app[CREDENTIALS] = AgentCredentials(store)  # its key is read at start (SecretBox)

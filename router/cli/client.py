@@ -66,6 +66,11 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     search.add_argument("q", nargs="?", help="free text")
     _filters(search)
     search.add_argument("--skills", action="store_true", help="list matching skills instead")
+    search.add_argument(
+        "--match",
+        choices=("semantic", "lexical"),
+        help="rank the text by meaning or by words (default: the server's matcher)",
+    )
     _paging(search)
     search.set_defaults(func=cmd_search)
 
@@ -258,6 +263,8 @@ def _search(args: argparse.Namespace, *, skills: bool) -> int:
     params: list[tuple[str, str]] = []
     if getattr(args, "q", None):
         params.append(("q", args.q))
+    if getattr(args, "match", None):
+        params.append(("match", args.match))
     for name in _SEARCH_FILTERS:
         value = getattr(args, name)
         if value:

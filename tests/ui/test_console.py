@@ -215,6 +215,9 @@ def test_search_and_filters_are_in_the_url(page: Any, live: Live, artifacts: Pat
     wait(page, ec.url_contains("q=convert+money"))
     wait(page, text_in(".results", "Currency converter"))
     assert "Image captioner" not in page.find_element(By.CSS_SELECTOR, ".results").text
+    # the API's default mode: this server's matcher goes by words
+    assert page.find_element(By.CSS_SELECTOR, ".match-mode").text == "Found by words."
+    assert "word score " in page.find_element(By.CSS_SELECTOR, ".results").text
     page.save_screenshot(str(artifacts / "catalog-search.png"))
     page.get(f"{live.base}/ui/")
     wait(page, text_in(".results", "Hostile"))

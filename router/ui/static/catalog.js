@@ -46,7 +46,8 @@ export async function render(ctx) {
     agents.length === 0
       ? notice('info', searched ? 'No agent matches this search.' : 'No agent is registered yet.')
       : h('p', {class: 'muted'}, `${agents.length} agent${agents.length === 1 ? '' : 's'} on this page`),
-    h('ul', {class: 'cards'}, agents.map(agentCard)),
+    howFound(page),
+    h('ul', {class: 'cards'}, agents.map((agent) => agentCard(agent, page.match))),
     pager(params, page.next_cursor));
   return {title: params.get('q') ? `Search: ${params.get('q')}` : 'Catalog'};
 }
@@ -83,6 +84,15 @@ function searchForm(ctx) {
   return form;
 }
 
+/** How the text was ranked (the API's default: the router's matcher), and why by words when
+ * it was to go by meaning (the model is loading, say). */
+function howFound(page) {
+  if (!page.match) return null;
+  const how = page.match === 'semantic' ? 'Found by meaning.' : 'Found by words.';
+  const why = page.match_fallback ? ` Not by meaning: ${page.match_fallback}.` : '';
+  return h('p', {class: 'muted match-mode'}, how + why);
+}
+
 function pager(params, next) {
   const links = [];
   if (params.get('cursor')) {
@@ -99,8 +109,9 @@ function pager(params, next) {
   return links.length ? h('nav', {class: 'pager', 'aria-label': 'Pages'}, links) : null;
 }
 
-/** One agent in the results: name, badges, provider, description, skills and tags. */
-export function agentCard(agent) {
+/** One agent in the results: name, badges, provider, description, skills and tags; its score
+ * when the search ranked text (`match`: by meaning, 0 to 1; by words, a BM25 score). */
+export function agentCard(agent, match) {
   const skills = agent.skills || [];
   const tags = [...new Set(skills.flatMap((s) => s.tags || []))];
   const matched = new Set(agent.matched_skills || []);
@@ -119,5 +130,6 @@ export function agentCard(agent) {
         h(matched.has(s.id) ? 'mark' : 'span', null, t(s.name || s.id, 80))]),
       skills.length > 8 ? ` and ${skills.length - 8} more` : ''),
     tags.length ? chips(tags.slice(0, 12)) : null,
-    agent.score !== undefined ? h('p', {class: 'muted'}, `score ${agent.score}`) : null);
+    agent.score !== undefined ? h('p', {class: 'muted'}, match === 'semantic'
+      ? `match ${agent.score.toFixed(2)} of 1` : `word score ${agent.score}`) : null);
 }

@@ -57,6 +57,9 @@ async def test_add_list_show_search_refresh_remove(
 
     status, out, _ = await run(capsys, server, "search", "--output-mode", "image/*", "--json")
     assert [a["id"] for a in json.loads(out)["agents"]] == ["weather-agent"]
+    status, out, _ = await run(capsys, server, "search", "rain", "--match", "semantic", "--json")
+    answer = json.loads(out)  # asked by meaning; this server goes by words (no model)
+    assert answer["match"] == "lexical" and "MATCHER=lexical" in answer["match_fallback"]
 
     status, out, _ = await run(capsys, server, "agents", "refresh", "weather-agent")
     assert status == 0 and out.strip() == "refreshed weather-agent: card unchanged"
