@@ -104,7 +104,8 @@ def fit_point(decided: Sequence[Decided], budget: float) -> tuple[float, float]:
     the smaller margin)."""
     never = rates(decided, -np.inf, 0.0)[0]
     scores = sorted(s for _, a, s, _ in decided if a is not None and np.isfinite(s))
-    floors = sorted(set(np.round(np.quantile(scores, np.linspace(0, 0.8, 161)), 4)))
+    # rounded down: the lowest threshold refuses no message by its score
+    floors = sorted(set(np.floor(np.quantile(scores, np.linspace(0, 0.8, 161)) * 1e4) / 1e4))
     best: tuple[tuple[float, float, float, float], float, float] | None = None
     for floor, margin in itertools.product(floors, MARGINS):
         top1, _, recall, _ = rates(decided, floor, margin)

@@ -160,6 +160,12 @@ class Scores:
         return self._share(sum(o.correct for o in media), len(media))
 
     @property
+    def false_refusals(self) -> float | None:
+        """In-domain messages refused."""
+        inside = [o for o in self.outcomes if o.message.in_domain]
+        return self._share(sum(o.agent is None for o in inside), len(inside))
+
+    @property
     def refusal_precision(self) -> float | None:
         """Of the refused messages, those no agent serves."""
         refused = [o for o in self.outcomes if o.agent is None]

@@ -3,10 +3,13 @@ router's real choosing code, fitted on the ``dev`` half and reported on the ``te
 
 Rows: lexical (BM25 and its threshold, the router before meaning), semantic (embeddings
 alone, weights and thresholds fitted with no lexical part), hybrid (embeddings fused with
-BM25: what the router ships), and hybrid + learned examples (20% of the hybrid's mistakes
-on the dev half fed back as an operator would, then the test half scored). Then the same
-hybrid with each other model option found, for the choice of model. Decision times include
-the message's embedding (never cached here) and run in process on this machine.
+BM25: what the router ships) at each operating point of ``SWITCHBOARD_REFUSE`` (calibrated,
+the default; strict; never), and hybrid + learned examples (20% of the hybrid's mistakes on
+the dev half fed back as an operator would, then the test half scored). Then the trade-off
+curve of the hybrid's threshold on the test half (top-1 and false refusals against refusals
+of messages no agent serves), and the same hybrid with each other model option found, for
+the choice of model. Decision times include the message's embedding (never cached here) and
+run in process on this machine.
 """
 
 from __future__ import annotations
@@ -24,13 +27,15 @@ from typing import Any
 from bench.options import Options
 from bench.report import Check, Section, Table
 from bench.routing_eval.dataset import Message, messages
-from bench.routing_eval.fit import fit
+from bench.routing_eval.fit import curve, fit
 from bench.routing_eval.harness import Scores, catalog, evaluate, features, learn
 from registry.embedding.fetch import fetch_model
 from router.choose.models import data_dir, local_embedder
 from router.choose.semantic import Calibration
 
 FEEDBACK_SHARE = 0.2
+CURVE_STEPS = (-0.04, -0.03, -0.02, -0.01, 0.0, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.08)
+"""The thresholds of the curve: the calibrated one plus these."""
 
 
 def _row(name: str, s: Scores) -> list[Any]:
@@ -38,6 +43,7 @@ def _row(name: str, s: Scores) -> list[Any]:
         name,
         s.top1,
         s.media,
+        s.false_refusals,
         s.refusal_precision,
         s.refusal_recall,
         s.latency_ms(50),
@@ -65,7 +71,17 @@ async def _rows(
             scores = await evaluate(env, test)
             rows.append(_row(name, scores))
             data[name] = {"calibration": cal.to_json(), "test": rows[-1][1:]}
+        env.semantic.calibration = calibrations["hybrid"]
         if full:
+            for point in ("strict", "never"):
+                env.matcher.refuse = point
+                rows.append(_row(f"hybrid, SWITCHBOARD_REFUSE={point}", await evaluate(env, test)))
+                data[f"hybrid {point}"] = {"test": rows[-1][1:]}
+            env.matcher.refuse = "calibrated"
+            cal = calibrations["hybrid"]
+            thresholds = [round(cal.floor + step, 4) for step in CURVE_STEPS]
+            points = curve(await features(env, test), cal, thresholds)
+            data["curve"] = [[t, *p] for t, p in zip(thresholds, points, strict=True)]
             dev_scores = await evaluate(env, dev)
             mistakes = [o for o in dev_scores.outcomes if o.message.in_domain and not o.correct]
             chosen = sorted(mistakes, key=lambda o: _hash(o.message))
@@ -93,7 +109,10 @@ async def run(opts: Options) -> Section:
         f"{sum(m.media_decided for m in test)} decided by media type or output mode)"
     )
     directory = fetch_model(data_dir(), log=lambda line: section.notes.append(line))
-    columns = ["matcher", "top-1", "media top-1", "refusal P", "refusal R", "p50 ms", "p99 ms"]
+    columns = [
+        "matcher", "top-1", "media top-1", "false refusals", "refusal P", "refusal R",
+        "p50 ms", "p99 ms",
+    ]  # fmt: skip
     table = Table(f"test half ({len(test)} messages)", columns)
     async with catalog(None) as env:
         table.rows.append(_row("lexical (BM25, threshold 0.5)", await evaluate(env, test)))
@@ -106,6 +125,16 @@ async def run(opts: Options) -> Section:
     table.rows += rows
     section.tables.append(table)
     hybrid = next(r for r in rows if r[0] == "hybrid")
+    never = next(r for r in rows if r[0].endswith("=never"))
+    strict = next(r for r in rows if r[0].endswith("=strict"))
+    trade = Table(
+        "the hybrid's threshold on the test half, the calibrated margin (the calibrated "
+        f"threshold is {data['hybrid']['calibration']['floor']:g}, the strict one "
+        f"{data['hybrid']['calibration']['strict_floor']:g})",
+        ["threshold", "top-1", "false refusals", "out-of-domain refused", "refusal P"],
+    )
+    trade.rows += data["curve"]
+    section.tables.append(trade)
     models = Table(
         "model options, hybrid (fitted on dev for each), test half; load: time and resident memory "
         "added by loading the model (the static row finds its table next to the loaded MiniLM; "
@@ -128,15 +157,21 @@ async def run(opts: Options) -> Section:
         Calibration(**data["hybrid"]["calibration"]), fitted_on=""
     ):
         section.notes.append(
-            "router/calibration.json differs from this fit (refit with "
+            "router/choose/calibration.json differs from this fit (refit with "
             "`python -m bench.routing_eval.fit --write` after changing the set or the model)"
         )
     section.checks += [
         Check("hybrid top-1 accuracy (test half)", hybrid[1], 0.90, "", higher_is_better=True),
-        Check("refusal precision (test half)", hybrid[3], 0.95, "", higher_is_better=True),
-        Check("refusal recall (test half)", hybrid[4], 0.6, "", higher_is_better=True),
-        Check("decision p99, 42 agents (embedding included)", hybrid[6], 10.0, "ms"),
+        Check("top-1 lost against never refusing (test half)", never[1] - hybrid[1], 0.02, ""),
+        Check("refusal precision (test half)", hybrid[4], 0.95, "", higher_is_better=True),
+        Check("refusal recall (test half)", hybrid[5], 0.6, "", higher_is_better=True),
+        Check("decision p99, 42 agents (embedding included)", hybrid[7], 10.0, "ms"),
     ]
+    section.notes.append(
+        f"SWITCHBOARD_REFUSE=strict: top-1 {strict[1]:.3f} against {never[1]:.3f} never refusing "
+        f"(calibrated {hybrid[1]:.3f}), out-of-domain refused {strict[5]:.2f} (calibrated "
+        f"{hybrid[5]:.2f})"
+    )
     section.notes.append(
         f"BLAS threads: OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'default')}"
     )

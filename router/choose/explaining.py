@@ -48,8 +48,9 @@ def explain_view(
     }
     if pending:
         out.update(vectors="pending", vectors_pending=pending)
-    semantic = context.pop("cutoff", None) is not None
-    if semantic:
+    context.pop("cutoff", None)
+    context.pop("scored", None)
+    if scale == MEANING_SCALE:
         out["floor"] = cut.threshold  # deprecated: the threshold
     out.update(context)
     if routed.task is not None:
@@ -84,14 +85,18 @@ def explain_view(
 
 
 def _cutoff(matcher: Any, routed: Any, context: dict[str, Any]) -> tuple[Cutoff, str]:
-    """The threshold that decided: matching by meaning's, unless words decided (the lexical
-    matcher, or tier ``lexical-fallback``)."""
+    """The threshold that decided: the one the decision was held to (matching by meaning's,
+    or by words' for the lexical matcher and tier ``lexical-fallback``); when no score was (a
+    task's owner, a pinned agent, a hint, a message without content), the one that would
+    have been."""
     tier = routed.choice.tier if routed.choice is not None else None
-    meaning = context.get("cutoff")
-    if isinstance(meaning, Cutoff) and tier != "lexical-fallback":
-        return meaning, MEANING_SCALE
-    if meaning is None and routed.decision is None and matcher.semantic is not None:
-        return matcher.cutoff(), MEANING_SCALE  # no matching ran: the one that would decide
+    held = context.get("cutoff")
+    if tier == "lexical-fallback" or context.get("scored") == "words":
+        return matcher.words_cutoff(), WORDS_SCALE
+    if isinstance(held, Cutoff):
+        return held, MEANING_SCALE
+    if matcher.semantic is not None:
+        return matcher.cutoff(), MEANING_SCALE
     return matcher.words_cutoff(), WORDS_SCALE
 
 

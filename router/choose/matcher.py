@@ -37,6 +37,7 @@ from registry.cards import Interface
 from registry.records import AgentRecord
 from registry.service import Registry
 from registry.settings import Settings
+from registry.textsearch import tokenize
 from router.choose.choice import (
     ROUTING_EXTENSION,
     Candidate,
@@ -420,7 +421,7 @@ class Matcher:
             "version": version,
             "media_types": media,
             "accepted_output_modes": accepted,
-            "words": words,
+            "words": tokenize(query),  # what it is matched by (fillers too, when it has words)
             "hint": hint,
         }
         if hint is not None:

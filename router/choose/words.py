@@ -53,7 +53,9 @@ def content_words(query: str) -> list[str]:
 
 def no_content(candidates: list[Candidate]) -> Decision:
     """The refusal of a message of text only without content words (``-32050``, reason
-    ``no content``)."""
+    ``no content``): no candidate is taken, whatever it accepts."""
+    why = "The message has no words to route by."
+    candidates = [c.but(kept=False, reason=why) if c.kept else c for c in candidates]
     error = RpcError(
         NO_MATCHING_AGENT,
         f"no agent can take this message: {NO_CONTENT}; say what you need, or name a skill "
@@ -132,6 +134,27 @@ def by_words(
     text_only = all(mediatypes.matches(m, "text/plain") for m in media)
     if not has_words and text_only:
         return no_content(candidates)  # only text, and no word of it routes: never a guess
+    decision = _by_words(matcher, index, evaluated, kept, has_words, query, version, media,
+                         accepted, context_agents)  # fmt: skip
+    if has_words:
+        decision.context["scored"] = "words"  # explain: the lexical threshold decided
+    return decision
+
+
+def _by_words(
+    matcher: Evaluator,
+    index: SkillIndex,
+    evaluated: list[tuple[int, Candidate]],
+    kept: list[tuple[int, Candidate]],
+    has_words: bool,
+    query: str,
+    version: Version,
+    media: list[str],
+    accepted: list[str],
+    context_agents: frozenset[str],
+) -> Decision:
+    """The decision among the evaluated candidates (see :func:`by_words`)."""
+    candidates = [c for _, c in evaluated]
     if not kept:
         hidden = has_words and hidden_reaches(index, query, matcher.threshold)
         refusal = matcher.no_match(
@@ -141,7 +164,7 @@ def by_words(
     best_n, best = min(kept, key=lambda item: rank_key(item, index, context_agents))
     if has_words:
         rivals = [c for _, c in kept if c.agent_id != best.agent_id and c.score == best.score]
-        why = f"it has the best score by words ({best.score:g}; threshold {threshold:g})"
+        why = f"it has the best score by words ({best.score:g}; threshold {matcher.threshold:g})"
         if rivals and best.agent_id in context_agents:
             why += ", tied, and its agent already serves this conversation"
         elif rivals:
