@@ -92,8 +92,8 @@ OLD_MISTAKES = {
         '{"kind": "text", "text": "bonjour monde"}',
     ),
     "the old -32050 message": (
+        "no agent can take this message: no agent has a skill that matches it well enough",
         "no agent can take this message: none has a skill that matches it well enough",
-        "no agent has a skill that matches this message well enough",
     ),
 }
 
