@@ -43,7 +43,12 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     route = group.add_subparsers(title="route commands")
     explain = client_options(route.add_parser("explain", help="where a message would go, why"))
     explain.add_argument("text", help="the message text")
-    explain.add_argument("--version", choices=("0.3", "1.0"), default="1.0")
+    explain.add_argument(
+        "--method",
+        choices=("SendMessage", "SendStreamingMessage", "message/send", "message/stream"),
+        help="how it would be sent (default: SendMessage; message/send with --version 0.3)",
+    )
+    explain.add_argument("--version", choices=("0.3", "1.0"), default=None)
     explain.add_argument("--accept", action="append", default=[], help="an accepted output mode")
     explain.add_argument(
         "--file-type", action="append", default=[], help="a file part of this media type"
@@ -112,10 +117,12 @@ def _message(version: str, text: str, file_types: list[str]) -> dict[str, Any]:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     """``route explain``."""
-    body: dict[str, Any] = {
-        "version": args.version,
-        "message": _message(args.version, args.text, args.file_type),
-    }
+    version = args.version or ("0.3" if (args.method or "").startswith("message/") else "1.0")
+    body: dict[str, Any] = {"message": _message(version, args.text, args.file_type)}
+    if args.method:
+        body["method"] = args.method
+    if args.version or not args.method:
+        body["version"] = version
     if args.accept:
         body["configuration"] = {"acceptedOutputModes": args.accept}
     out = request(args, "POST", "/api/v1/route/explain", body)
@@ -123,6 +130,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
     def show() -> None:
         choice, error = out.get("choice"), out.get("error")
         print(f"matcher: {out.get('matcher')}")
+        print(
+            f"{out.get('method')}: threshold {out.get('threshold')} "
+            f"({out.get('threshold_source')}, SWITCHBOARD_REFUSE={out.get('refuse')}); "
+            f"scores: {out.get('scale')}"
+        )
         if choice:
             print(
                 f"-> {choice['agent_id']} / {choice['skill_id']} (tier {choice.get('tier')}, "

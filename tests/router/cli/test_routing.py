@@ -43,6 +43,15 @@ async def test_explain_feedback_and_examples(
     status, out, _ = await run(capsys, server, "route", "explain", "do I need an umbrella today")
     assert status == 0 and out.startswith("matcher: semantic")
     assert "-> weather / " in out and "tier semantic" in out
+    assert "SendMessage: threshold " in out and "(calibrated, SWITCHBOARD_REFUSE=calibrated)" in out
+    status, out, _ = await run(
+        capsys, server, "route", "explain", "--method", "message/stream", "umbrella today?"
+    )
+    assert status == 0 and "message/stream: threshold " in out, out
+    status, out, err = await run(
+        capsys, server, "route", "explain", "--method", "message/stream", "--version", "1.0", "x"
+    )
+    assert status == 1 and "invalid_body" in err  # the version contradicts the method
 
     status, out, _ = await run(
         capsys, server, "route", "feedback", "--agent", "weather", "--skill", "radar-image",
