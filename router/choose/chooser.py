@@ -33,6 +33,8 @@ from router.choose.grants import EVERYTHING, Grant
 from router.choose.matcher import MAX_QUERY_CHARS, Matcher
 from router.choose.refusals import default_route
 from router.choose.semantic import Semantic
+from router.choose.skillindex import query_text
+from router.choose.words import content_words
 from router.protocol import payloads as wire
 from router.protocol.errors import BAD_ROUTING_HINT, NO_MATCHING_AGENT, TASK_NOT_FOUND, RpcError
 from router.protocol.versions import Op, Version
@@ -191,8 +193,8 @@ class Chooser:
     ) -> tuple[Decision, str]:
         text = _text(version, params)
         vector: np.ndarray | None = None
-        if self.semantic is not None and text.strip():
-            vector = await self.semantic.query_vector(text)
+        if self.semantic is not None and content_words(query_text(text)):
+            vector = await self.semantic.query_vector(text)  # not for "hi": nothing to route
         decision = self.matcher.decide(
             version, op, params, context_agents=context_agents, vector=vector, complete=complete,
             grant=grant,

@@ -37,7 +37,6 @@ from registry.cards import Interface
 from registry.records import AgentRecord
 from registry.service import Registry
 from registry.settings import Settings
-from registry.textsearch import tokenize
 from router.choose.choice import (
     ROUTING_EXTENSION,
     Candidate,
@@ -66,7 +65,7 @@ from router.choose.reasons import refusal
 from router.choose.refusals import content_type_refusal
 from router.choose.semantic import Calibration, Cutoff, Refuse, Semantic
 from router.choose.skillindex import MAX_QUERY_CHARS, SkillIndex, query_text
-from router.choose.words import by_words, content_words
+from router.choose.words import by_words, content_words, search_words
 from router.protocol import payloads as wire
 from router.protocol.errors import (
     AGENT_UNAVAILABLE,
@@ -421,7 +420,7 @@ class Matcher:
             "version": version,
             "media_types": media,
             "accepted_output_modes": accepted,
-            "words": tokenize(query),  # what it is matched by (fillers too, when it has words)
+            "words": list(search_words(query)),  # what it is matched by (fillers too)
             "hint": hint,
         }
         if hint is not None:

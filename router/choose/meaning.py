@@ -72,25 +72,11 @@ def by_meaning(
                 break  # the choice, its margin and a few runners-up are known
         if not index.allowed(n):
             continue  # not the caller's to use
-        lexical = ranking.lexical(n)
-        found_features = {
-            "skill": _unit(skill[n], sindex.has_vector[n]),
-            "agent": _unit(agent[n]),
-            "example": _unit(example[n]),
-            "learned": _unit(learned[n]),
-            "lexical": round(float(saturate(lexical, cal.lexical_k)), 4),
-        }
-        raw = {
-            "skill": _cosine(skill[n]),
-            "agent": _cosine(agent[n]),
-            "example": _cosine(example[n]),
-            "lexical": round(lexical, 4),
-            "learned": _cosine(learned[n]),
-        }
         ((_, found),) = matcher.evaluate(
             index, [n], version, op, media, accepted, {n: score}, None, skill_less=False
         )
-        found = found.but(features=found_features, features_raw=raw)
+        if complete:  # explain's listing: what the score is made of
+            found = found.but(**_features(cal, sindex, n, skill, agent, example, learned, ranking))
         evaluated.append((n, found))
         if not found.kept:
             continue
@@ -162,6 +148,37 @@ def by_meaning(
     decision.uncertain = "near the threshold" if near else None
     decision.options = opts
     return decision
+
+
+def _features(
+    cal: Any,
+    sindex: Any,
+    n: int,
+    skill: np.ndarray,
+    agent: np.ndarray,
+    example: np.ndarray,
+    learned: np.ndarray,
+    ranking: _Ranking,
+) -> dict[str, Any]:
+    """Row ``n``'s features for explain: each on [0, 1] (None: absent), and the deprecated
+    raw ones (cosines, -1 for none, the BM25 score)."""
+    lexical = ranking.lexical(n)
+    return {
+        "features": {
+            "skill": _unit(skill[n], sindex.has_vector[n]),
+            "agent": _unit(agent[n]),
+            "example": _unit(example[n]),
+            "learned": _unit(learned[n]),
+            "lexical": round(float(saturate(lexical, cal.lexical_k)), 4),
+        },
+        "features_raw": {
+            "skill": _cosine(skill[n]),
+            "agent": _cosine(agent[n]),
+            "example": _cosine(example[n]),
+            "lexical": round(lexical, 4),
+            "learned": _cosine(learned[n]),
+        },
+    }
 
 
 def _threshold(cut: Cutoff) -> str:

@@ -13,6 +13,8 @@ conversation.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from registry import mediatypes
 from registry.textsearch import tokenize
 from router.choose.choice import (
@@ -45,10 +47,17 @@ message routable on their own ("hi", "thanks!", "hello, anyone there?")."""
 NO_CONTENT = "the message has no words to route by"
 
 
+@lru_cache(maxsize=4096)
+def search_words(query: str) -> tuple[str, ...]:
+    """The search words of a message text (:func:`registry.textsearch.tokenize`: stop words
+    and lone letters or digits left out), computed once for the chooser and the matcher."""
+    return tuple(tokenize(query))
+
+
 def content_words(query: str) -> list[str]:
-    """The words of a message text that can route it: its search words (stop words and lone
-    letters or digits left out) that are not :data:`FILLERS`."""
-    return [word for word in tokenize(query) if word not in FILLERS]
+    """The words of a message text that can route it: its search words that are not
+    :data:`FILLERS`."""
+    return [word for word in search_words(query) if word not in FILLERS]
 
 
 def no_content(candidates: list[Candidate]) -> Decision:
@@ -110,6 +119,9 @@ def by_words(
     """The decision by words alone (see the module docs); ``complete``: every skill is a
     candidate in the answer (explain), else only those the choice can fall on."""
     threshold = matcher.threshold if has_words else None
+    text_only = all(mediatypes.matches(m, "text/plain") for m in media)
+    if not has_words and text_only and not complete:
+        return no_content([])  # nothing to route by: no candidate needs a look
     if has_words and matcher.threshold > 0 and not complete:
         # only the best-scoring skills that can take the call, and those tied with the
         # best of them, need a look: a choice costs no more than a few candidates
@@ -131,7 +143,6 @@ def by_words(
             )  # fmt: skip
         evaluated = found
     candidates = [c for _, c in evaluated]
-    text_only = all(mediatypes.matches(m, "text/plain") for m in media)
     if not has_words and text_only:
         return no_content(candidates)  # only text, and no word of it routes: never a guess
     decision = _by_words(matcher, index, evaluated, kept, has_words, query, version, media,
