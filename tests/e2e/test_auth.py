@@ -72,7 +72,7 @@ async def test_api_key_callers_are_isolated_and_the_sdk_authenticates_from_the_c
         assert "apiKey" in card.security_schemes and card.capabilities.extended_agent_card
         factory = ClientFactory(ClientConfig(httpx_client=http, streaming=False))
         client = factory.create(card, [AuthInterceptor(Keys(apiKey=alice))])
-        task = await send(client, ask("hello there"))
+        task = await send(client, ask("echo hello there"))  # "hello there" alone: no content
         assert "hello there" in answer(task)
 
         # another principal: the task and its context do not exist for it
