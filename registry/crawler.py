@@ -5,7 +5,10 @@ resolver; IP-literal URLs and every redirect hop are checked with the same polic
 streamed under a byte limit and parsed with a nesting limit. Every failure is a
 :class:`~registry.errors.CrawlError` whose ``code`` says what went wrong and whose message is
 one sentence naming the URL; no aiohttp exception escapes. URLs with credentials
-(``user:password@``) are refused, and no message or detail ever shows them.
+(``user:password@``) are refused, and no message or detail ever shows them. With
+``SWITCHBOARD_OUTBOUND_PROXY`` every fetch (and every gRPC health probe) goes through the
+proxy unless ``SWITCHBOARD_OUTBOUND_NO_PROXY`` lists the host, the guard judging the host
+first (:mod:`registry.outbound`).
 """
 
 from __future__ import annotations
@@ -23,9 +26,17 @@ from typing import Any
 import aiohttp
 from yarl import URL
 
+from registry.egress import OutboundProxy, ProxyError, open_tunnel
 from registry.errors import CrawlError
 from registry.jsonsafe import JsonLimitError, loads_limited
-from registry.netguard import AddressPolicy, AddressRefused, GuardedResolver, redact_url
+from registry.netguard import (
+    AddressPolicy,
+    AddressRefused,
+    GuardedResolver,
+    check_host,
+    redact_url,
+)
+from registry.outbound import outbound_connector, outbound_middlewares
 from registry.settings import Settings
 
 __all__ = [
@@ -110,8 +121,8 @@ def card_candidates(base_url: str) -> list[str]:
 
 
 class Crawler:
-    """One shared aiohttp ClientSession (TCPConnector with the guarded resolver,
-    ``trust_env=False``, no cookies kept).
+    """One shared aiohttp ClientSession (TCPConnector with the guarded resolver, the outbound
+    proxy, ``trust_env=False``, no cookies kept).
 
     Use ``async with Crawler(settings) as crawler:`` or call :meth:`start` / :meth:`close`;
     a fetch on an unstarted crawler starts it.
@@ -120,6 +131,7 @@ class Crawler:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.policy = AddressPolicy(settings.allow_networks)
+        self.proxy = OutboundProxy.from_settings(settings)
         self._session: aiohttp.ClientSession | None = None
 
     async def start(self) -> None:
@@ -127,9 +139,9 @@ class Crawler:
         if self._session is not None:
             return
         s = self.settings
-        connector = aiohttp.TCPConnector(resolver=GuardedResolver(self.policy))
         self._session = aiohttp.ClientSession(
-            connector=connector,
+            connector=outbound_connector(self.policy, self.proxy),
+            middlewares=outbound_middlewares(self.proxy, self.policy),
             trust_env=False,
             cookie_jar=aiohttp.DummyCookieJar(),
             headers={"User-Agent": USER_AGENT},
@@ -258,11 +270,19 @@ class Crawler:
     async def probe_connect(self, url: str) -> None:
         """Check that a gRPC endpoint (``host:port``, or ``grpc(s)://``/``http(s)://`` with
         one) accepts a TCP connection, the address checked and resolved as for a fetch: a
-        gRPC server does not answer HTTP/1.1. :class:`CrawlError` as :meth:`probe`."""
+        gRPC server does not answer HTTP/1.1. :class:`CrawlError` as :meth:`probe`. Through
+        the outbound proxy: a ``CONNECT`` tunnel opened and closed."""
         scheme, _, rest = url.strip().rpartition("://")
         tls = scheme.lower() in ("grpcs", "https")
         target = self.policy.check_url(("https://" if tls else "http://") + rest)
         port = target.explicit_port or (443 if tls else 80)
+        if self.proxy is not None and self.proxy.via(target) is not None:
+            with _translate_errors(str(target)):
+                async with asyncio.timeout(self.settings.connect_timeout):
+                    await check_host(self.policy, target.raw_host or "", port)
+                    tunnel = await open_tunnel(self.proxy, target.raw_host or "", port)
+                tunnel.close()
+            return
         with _translate_errors(str(target)):
             found = await GuardedResolver(self.policy).resolve(
                 target.host or "", port, socket.AF_UNSPEC
@@ -485,6 +505,14 @@ def _translate_errors(url: str) -> Iterator[None]:
         raise CrawlError(
             f"Fetching {url} timed out.", code="timeout", details={"url": url}
         ) from None
+    except ProxyError as exc:
+        raise _connect_failed(url, exc.reason) from None
+    except aiohttp.ClientProxyConnectionError as exc:
+        reason = f"the outbound proxy cannot be reached ({_connect_reason(exc.os_error)})"
+        raise _connect_failed(url, reason) from None
+    except aiohttp.ClientHttpProxyError as exc:
+        reason = f"the outbound proxy refused the tunnel (HTTP {exc.status} {exc.message})"
+        raise _connect_failed(url, reason) from None
     except aiohttp.ClientConnectorError as exc:
         raise _connect_failed(url, _connect_reason(exc.os_error)) from None
     except aiohttp.InvalidURL as exc:

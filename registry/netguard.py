@@ -13,6 +13,8 @@ Two checkpoints share one :class:`AddressPolicy`:
   those); call it before every request and every redirect hop.
 * :class:`GuardedResolver` is given to ``aiohttp.TCPConnector(resolver=...)``: it drops refused
   addresses from every DNS answer, so the address aiohttp connects to is the address checked.
+* :func:`check_host` judges a target that the outbound proxy will resolve again: every
+  address the name has must be allowed.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ __all__ = [
     "AddressRefused",
     "GuardedResolver",
     "address_kind",
+    "check_host",
     "redact_url",
 ]
 
@@ -127,11 +130,22 @@ class AddressRefused(CrawlError):
     code = "address_refused"
 
     @classmethod
-    def build(cls, host: str, addresses: Iterable[str], url: str | None = None) -> AddressRefused:
-        """An error naming the host, the refused addresses and how to open them."""
+    def build(
+        cls, host: str, addresses: Iterable[str], url: str | None = None, *, also: bool = False
+    ) -> AddressRefused:
+        """An error naming the host, the refused addresses and how to open them (``also``:
+        the host resolves to allowed addresses too, but the outbound proxy may pick any)."""
         addrs = list(dict.fromkeys(addresses))
         shown = ", ".join(f"{a} ({address_kind(a) or 'not allowed'})" for a in addrs)
         subject = f"Refusing to fetch {url}" if url else f"Refusing to connect to {host}"
+        if also:
+            message = (
+                f"{subject} through the outbound proxy: {host} also resolves to {shown}, and "
+                f"the proxy may connect to any of its addresses; add the network to {ALLOW_ENV} "
+                "to allow it."
+            )
+            details = {"host": host, "addresses": addrs, "allow_env": ALLOW_ENV, "also": True}
+            return cls(message, details={**details, **({"url": url} if url else {})})
         if _parse_ip(host) is not None:
             reason = f"{shown} is not a publicly routable address"
         else:
@@ -148,7 +162,8 @@ class AddressRefused(CrawlError):
 
     def with_url(self, url: str) -> AddressRefused:
         """The same refusal, phrased for ``url`` (the resolver does not know the URL)."""
-        return self.build(self.details["host"], self.details["addresses"], url=url)
+        details = self.details
+        return self.build(details["host"], details["addresses"], url, also="also" in details)
 
 
 class AddressPolicy:
@@ -257,18 +272,28 @@ def _bad_url(url: str, reason: str) -> CrawlError:
 class GuardedResolver(AbstractResolver):
     """An aiohttp resolver that removes refused addresses from every answer.
 
-    Raises :class:`AddressRefused` when no address is left.
+    Raises :class:`AddressRefused` when no address is left. The ``(host, port)`` pairs of
+    ``exempt`` (the operator's outbound proxy) are resolved without the guard.
     """
 
-    def __init__(self, policy: AddressPolicy, inner: AbstractResolver | None = None) -> None:
+    def __init__(
+        self,
+        policy: AddressPolicy,
+        inner: AbstractResolver | None = None,
+        *,
+        exempt: Iterable[tuple[str, int]] = (),
+    ) -> None:
         self.policy = policy
         self._inner = inner if inner is not None else DefaultResolver()
+        self._exempt = frozenset((host.lower(), port) for host, port in exempt)
 
     async def resolve(
         self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
     ) -> list[ResolveResult]:
         """Resolve ``host`` with the wrapped resolver and keep only allowed addresses."""
         results = await self._inner.resolve(host, port, family)
+        if (host.lower(), port) in self._exempt:
+            return results
         allowed = [r for r in results if self.policy.is_allowed(r["host"])]
         if not allowed:
             raise AddressRefused.build(host, [r["host"] for r in results])
@@ -277,3 +302,36 @@ class GuardedResolver(AbstractResolver):
     async def close(self) -> None:
         """Close the wrapped resolver."""
         await self._inner.close()
+
+
+async def check_host(
+    policy: AddressPolicy, host: str, port: int, resolver: AbstractResolver | None = None
+) -> None:
+    """Judge a target another party will resolve again (the outbound proxy): an IP literal
+    must be allowed, and so must every address a host name resolves to now (``resolver``,
+    default aiohttp's). Raises :class:`AddressRefused`, or ``CrawlError`` (``connect_failed``)
+    when the name does not resolve here."""
+    literal = _parse_ip(host)
+    if literal is not None:
+        if not policy.is_allowed(literal):
+            raise AddressRefused.build(host, [str(literal)])
+        return
+    own = resolver is None
+    resolver = DefaultResolver() if resolver is None else resolver
+    try:
+        results = await resolver.resolve(host, port, socket.AF_UNSPEC)
+    except OSError:
+        raise CrawlError(
+            f"Cannot resolve {host}, which must be checked before the outbound proxy is asked "
+            "for it.",
+            code="connect_failed",
+            details={"host": host, "reason": f"cannot resolve {host}"},
+        ) from None
+    finally:
+        if own:
+            await resolver.close()
+    refused = [r["host"] for r in results if not policy.is_allowed(r["host"])]
+    if not results or len(refused) == len(results):
+        raise AddressRefused.build(host, refused)
+    if refused:  # some allowed: the proxy, resolving again, may pick a refused one
+        raise AddressRefused.build(host, refused, also=True)

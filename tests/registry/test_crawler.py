@@ -7,6 +7,7 @@ import json
 import socket
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from registry.crawler import USER_AGENT, Crawler, card_candidates, is_card_url
 from registry.errors import CrawlError
 from registry.netguard import ALLOW_ENV
 from registry.settings import Settings
+from tests.support.proxy import running_proxy
 
 CARD = {"name": "Echo", "url": "http://agent.example/a2a", "version": "1.0"}
 LIMIT = 4096
@@ -689,3 +691,41 @@ async def test_bad_url(crawler: Crawler, url: str) -> None:
     assert url in err.message
     err = await crawl_error(crawler.discover(url))
     assert err.code == "bad_url"
+
+
+async def test_through_the_outbound_proxy(serve, tmp_path: Path) -> None:
+    """Every fetch through ``SWITCHBOARD_OUTBOUND_PROXY`` (each redirect hop judged by the
+    guard before the proxy is asked: a hop to a refused address never reaches it), health
+    probes too (a gRPC one as a CONNECT tunnel); the proxy's refusal is a ``connect_failed``
+    that names it without its credentials."""
+    server = await serve(
+        {
+            "/.well-known/agent-card.json": redirect("/card.json"),
+            "/card.json": card(),
+            "/away": redirect("http://127.0.0.6/card.json"),
+        }
+    )
+    base = str(server.make_url("")).rstrip("/")
+    async with running_proxy(tmp_path, user="sb", password="s3cret", source="127.0.0.9") as proxy:
+        proxied = proxy.url.replace("://", "://sb:s3cret@")
+        allowed = ["127.0.0.1/32"]
+        async with Crawler(settings(allow_networks=allowed, outbound_proxy=proxied)) as crawler:
+            assert (await crawler.discover(base)).data == CARD
+            refused = await crawl_error(crawler.fetch_card(f"{base}/away"))
+            assert refused.code == "address_refused" and "127.0.0.6" in refused.message
+            assert await crawler.probe(f"{base}/card.json") == 200
+            await crawler.probe_connect(f"127.0.0.1:{server.port}")
+        wrong = proxy.url.replace("://", "://sb:wrong@")
+        async with Crawler(settings(allow_networks=allowed, outbound_proxy=wrong)) as crawler:
+            failed = await crawl_error(crawler.probe_connect(f"grpcs://127.0.0.1:{server.port}"))
+        assert failed.code == "connect_failed" and "HTTP 407" in failed.message
+        assert "wrong" not in failed.message
+        logged = [(e["method"], e["target"], e["status"]) for e in proxy.entries()]
+    assert logged == [
+        ("GET", f"{base}/.well-known/agent-card.json", 302),
+        ("GET", f"{base}/card.json", 200),
+        ("GET", f"{base}/away", 302),
+        ("GET", f"{base}/card.json", 200),
+        ("CONNECT", f"127.0.0.1:{server.port}", 200),
+        ("CONNECT", f"127.0.0.1:{server.port}", 407),
+    ]

@@ -14,6 +14,7 @@ from registry.netguard import (
     AddressPolicy,
     AddressRefused,
     GuardedResolver,
+    check_host,
     redact_url,
 )
 
@@ -250,3 +251,36 @@ async def test_real_resolution_of_localhost() -> None:
     )
     assert results
     assert all(r["host"].startswith("127.") for r in results)
+
+
+async def test_the_outbound_proxys_own_address_is_not_judged() -> None:
+    inner = StaticResolver("10.0.0.3")
+    guarded = GuardedResolver(AddressPolicy(), inner, exempt=[("Proxy.corp", 3128)])
+    assert [r["host"] for r in await guarded.resolve("proxy.corp", 3128)] == ["10.0.0.3"]
+    with pytest.raises(AddressRefused):  # the same host on another port is an agent's
+        await guarded.resolve("proxy.corp", 8080)
+
+
+async def test_check_host_wants_every_address_allowed() -> None:
+    """A target the outbound proxy resolves again: every address the name has now must be
+    allowed (the proxy may pick any), an IP literal must be; a name that does not resolve
+    here is refused too."""
+    policy = AddressPolicy(["10.0.0.0/8"])
+    await check_host(policy, "agent.example", 443, StaticResolver("10.1.1.1", "93.184.216.34"))
+    await check_host(policy, "10.2.2.2", 80)
+    with pytest.raises(AddressRefused) as info:
+        await check_host(policy, "rebind.example", 80, StaticResolver("10.1.1.1", "127.0.0.1"))
+    assert info.value.details == {
+        "host": "rebind.example",
+        "addresses": ["127.0.0.1"],
+        "allow_env": ALLOW_ENV,
+        "also": True,
+    }
+    assert "also resolves to 127.0.0.1 (loopback)" in info.value.message
+    shown = info.value.with_url("http://rebind.example/").message
+    assert shown.startswith("Refusing to fetch http://rebind.example/ through the outbound proxy")
+    with pytest.raises(AddressRefused, match=r"192\.168\.1\.1 \(private\)"):
+        await check_host(policy, "192.168.1.1", 80)
+    with pytest.raises(CrawlError, match=r"Cannot resolve nowhere\.invalid") as failed:
+        await check_host(policy, "nowhere.invalid", 80)
+    assert failed.value.code == "connect_failed"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from registry.access.idpkeys import REFETCH_INTERVAL, REFRESH_INTERVAL
 from registry.access.jwt import JwtVerifier
 from tests.support.helpers import make_settings
 from tests.support.issuer import Issuer, Ticker, compact, refused
+from tests.support.proxy import running_proxy
 
 Make = Callable[..., Awaitable[JwtVerifier]]
 
@@ -187,3 +189,18 @@ async def test_unreachable_issuer(unused_tcp_port: int, ticker: Ticker) -> None:
         await refused(verifier, token, "unavailable")
     finally:
         await verifier.close()
+
+
+async def test_the_issuer_is_asked_through_the_outbound_proxy(
+    issuer: Issuer, make: Make, tmp_path: Path
+) -> None:
+    """``SWITCHBOARD_OUTBOUND_PROXY``: discovery and the JWKS through it (the issuer is the
+    operator's choice: not judged by the address guard); the no-proxy list takes it off."""
+    async with running_proxy(tmp_path, user="sb", password="s3cret") as proxy:
+        proxied = proxy.url.replace("://", "://sb:s3cret@")
+        verifier = await make(outbound_proxy=proxied, allow_networks=[])
+        assert (await verifier.verify(issuer.token())).subject == "alice"
+        assert proxy.targets() == [issuer.discovery_url, issuer.jwks_url]
+        assert {entry["auth"] for entry in proxy.entries()} == {"ok"}
+        direct = await make(outbound_proxy=proxied, outbound_no_proxy=["127.0.0.1"])
+        assert direct.ready and len(proxy.entries()) == 2
