@@ -149,6 +149,7 @@ def create_app(settings: Settings, siblings: Siblings | None = None) -> web.Appl
         policy=app[ROUTER].upstream.policy,
         connect_timeout=settings.upstream_connect_timeout,
         read_timeout=settings.upstream_timeout,
+        proxy=app[ROUTER].upstream.proxy,  # token endpoints through the outbound proxy too
     )
     app[SIGNER] = CardSigner()
     app[MODEL] = ModelLoader(settings, app[REGISTRY], app[ROUTER].chooser, app[EXAMPLES])

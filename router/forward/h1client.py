@@ -4,8 +4,8 @@ aiohttp's client builds request, response, reader and timer objects and runs its
 hooks for every call; a routed call needs none of that. :class:`H1Pool` keeps keep-alive
 connections per origin (scheme, host, port) as :class:`~router.forward.h1conn.H1Conn` objects,
 which read answers with aiohttp's C HTTP parser: whole (:meth:`H1Pool.post`) or as they
-arrive (:meth:`H1Pool.stream`). No ``Accept-Encoding`` is sent and a compressed answer is
-refused, never inflated. A connection is reused only when its answer ended cleanly and
+arrive (:meth:`H1Pool.stream`). ``Accept-Encoding: identity`` is sent and a compressed answer
+is refused, never inflated. A connection is reused only when its answer ended cleanly and
 nothing came after it.
 
 What it keeps from the aiohttp session it stands in for: the per-origin and total connection
@@ -13,13 +13,21 @@ limits, the wait for a free connection (``pool_timeout``), the connect and read 
 read timeout bounds every silence while an answer is awaited or read, not the whole call),
 the SSRF guard (a host name is resolved and only the addresses the :class:`AddressPolicy`
 allows are dialled; IP literals were checked with the URL), TLS with the system's verified
-defaults, no redirects followed, no cookies, no proxies. A request is never retried: a
-connection that fails is closed, never returned to the pool, and the call fails.
+defaults, no redirects followed, no cookies. A request is never retried: a connection that
+fails is closed, never returned to the pool, and the call fails.
+
+With an :class:`~registry.egress.OutboundProxy` (``SWITCHBOARD_OUTBOUND_PROXY``), an origin
+that ``SWITCHBOARD_OUTBOUND_NO_PROXY`` does not list is reached through it: its host judged
+by the guard first (every address it resolves to must be allowed: the proxy resolves it
+again), then an https origin through a ``CONNECT`` tunnel (TLS to the agent inside it, the
+certificate checked against the agent's name), an http one with requests in absolute form
+(``POST http://host/path``) on a keep-alive connection to the proxy. The proxy's own address
+is never judged; its credentials go in ``Proxy-Authorization``.
 
 Failures are raised as the exceptions :class:`router.forward.upstream.Upstream` already turns
 into reasons (``TimeoutError``, ``aiohttp.ServerDisconnectedError``,
 ``aiohttp.ClientPayloadError``, :class:`OSError`, ``AddressRefused``) or as :class:`H1Error`
-carrying the reason line itself.
+or :class:`~registry.egress.ProxyError` carrying the reason line itself.
 """
 
 from __future__ import annotations
@@ -36,7 +44,8 @@ from typing import Any
 
 from yarl import URL
 
-from registry.netguard import AddressPolicy, AddressRefused
+from registry.egress import OutboundProxy, ProxyError, open_tunnel
+from registry.netguard import AddressPolicy, AddressRefused, check_host
 from router.forward.h1conn import H1Conn, H1Error, H1Response, SilenceWatch, TooLarge
 
 __all__ = ["H1Error", "H1Pool", "H1Response", "H1Stream", "TooLarge"]
@@ -46,14 +55,17 @@ _FORBIDDEN = ("\r", "\n", "\x00")
 
 
 class _Origin:
-    """The connections of one origin: idle ones and how many exist."""
+    """The connections of one origin: idle ones and how many exist, and whether they go
+    through the outbound proxy (``proxied``; ``absolute``: http requests in absolute form)."""
 
-    __slots__ = ("count", "idle", "waiters")
+    __slots__ = ("absolute", "count", "idle", "proxied", "waiters")
 
-    def __init__(self) -> None:
+    def __init__(self, proxied: bool = False, absolute: bool = False) -> None:
         self.idle: collections.deque[H1Conn] = collections.deque()
         self.count = 0  # open or opening connections, idle or busy
         self.waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self.proxied = proxied
+        self.absolute = absolute
 
 
 class H1Stream:
@@ -83,7 +95,8 @@ class H1Pool:
 
     ``per_origin_limit`` and ``total_limit`` bound the open connections (0: no bound); a call
     waits at most ``pool_timeout`` for a free one, then ``connect_timeout`` to connect.
-    ``ssl_context`` replaces :func:`ssl.create_default_context` for https origins.
+    ``ssl_context`` replaces :func:`ssl.create_default_context` for https origins (and an
+    https ``proxy``).
     """
 
     def __init__(
@@ -98,6 +111,7 @@ class H1Pool:
         policy: AddressPolicy | None = None,
         user_agent: str = "Switchboard",
         ssl_context: ssl.SSLContext | None = None,
+        proxy: OutboundProxy | None = None,
     ) -> None:
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
@@ -107,6 +121,7 @@ class H1Pool:
         self.max_body_bytes = max_body_bytes
         self.policy = policy
         self.user_agent = user_agent
+        self.proxy = proxy
         self._origins: dict[tuple[str, str, int], _Origin] = {}
         self._total = 0
         self._ssl = ssl_context  # None: the system's verified defaults, made when first needed
@@ -123,7 +138,8 @@ class H1Pool:
     async def post(self, url: URL, headers: Iterable[tuple[str, str]], body: bytes) -> H1Response:
         """POST ``body`` to ``url`` (http or https, already checked) with ``headers`` (the
         framing ones excepted: Host, Content-Length, Connection are set here)."""
-        origin, data = self._origin(url), _request(url, headers, body, self.user_agent)
+        origin = self._origin(url)
+        data = _request(url, headers, body, self.user_agent, self._proxied(origin))
         conn = await self._acquire(origin, url)
         try:
             answer = await conn.request(data, self.read_timeout)
@@ -136,7 +152,8 @@ class H1Pool:
     ) -> tuple[H1Response, H1Stream]:
         """POST ``body`` to ``url`` as :meth:`post` does; the answer's head (its body empty)
         as soon as it arrives, and its body to read as it arrives."""
-        origin, data = self._origin(url), _request(url, headers, body, self.user_agent)
+        origin = self._origin(url)
+        data = _request(url, headers, body, self.user_agent, self._proxied(origin))
         conn = await self._acquire(origin, url)
         try:
             head = await conn.open(data, self.read_timeout)
@@ -161,8 +178,14 @@ class H1Pool:
         key = (url.scheme, url.raw_host or "", url.port or 0)
         origin = self._origins.get(key)
         if origin is None:
-            origin = self._origins[key] = _Origin()
+            proxied = self.proxy is not None and self.proxy.via(url) is not None
+            origin = _Origin(proxied, proxied and url.scheme == "http")
+            self._origins[key] = origin
         return origin
+
+    def _proxied(self, origin: _Origin) -> OutboundProxy | None:
+        """The proxy an origin's requests are written for (absolute form), else None."""
+        return self.proxy if origin.absolute else None
 
     async def _acquire(self, origin: _Origin, url: URL) -> H1Conn:
         while origin.idle:
@@ -180,6 +203,8 @@ class H1Pool:
         origin.count += 1
         self._total += 1
         try:
+            if origin.proxied:
+                return await self._connect_through_proxy(url)
             return await self._connect(url)
         except BaseException:
             self._drop(origin)
@@ -309,6 +334,60 @@ class H1Pool:
         reason = _os_text(failure)
         raise H1Error(f"cannot connect to {host}:{port}: {reason}")
 
+    async def _connect_through_proxy(self, url: URL) -> H1Conn:
+        """A connection to ``url``'s origin through the outbound proxy (the module docs)."""
+        loop, proxy = asyncio.get_running_loop(), self.proxy
+        assert proxy is not None
+        host, port = url.raw_host or "", url.port or (443 if url.scheme == "https" else 80)
+        step = f"resolving {host}"
+        try:
+            async with asyncio.timeout(self.connect_timeout):
+                if self.policy is not None:
+                    await check_host(self.policy, host, port)
+                step = f"connecting to {host}:{port} through the outbound proxy {proxy.shown}"
+                if url.scheme == "http":
+                    return await self._dial_proxy(loop, proxy)
+                tunnel = await open_tunnel(
+                    proxy, host, port, proxy_ssl=self._context(), user_agent=self.user_agent
+                )
+                conn = H1Conn(loop, self.max_body_bytes)
+                try:
+                    tls = await loop.start_tls(tunnel, conn, self._context(), server_hostname=host)
+                except ssl.SSLCertVerificationError:
+                    tunnel.close()
+                    raise H1Error("TLS certificate verification failed") from None
+                except BaseException:
+                    tunnel.close()
+                    raise
+                conn.connection_made(tls)
+                _nodelay(tls)
+                return conn
+        except TimeoutError:
+            limit = f"connect timeout {self.connect_timeout:g} s"
+            raise H1Error(f"timed out {step} ({limit})") from None
+
+    async def _dial_proxy(self, loop: asyncio.AbstractEventLoop, proxy: OutboundProxy) -> H1Conn:
+        """A keep-alive connection to the proxy itself, for requests in absolute form."""
+        tls = self._context() if proxy.tls else None
+        try:
+            _, conn = await loop.create_connection(
+                lambda: H1Conn(loop, self.max_body_bytes),
+                proxy.host,
+                proxy.port,
+                ssl=tls,
+                server_hostname=proxy.host if tls is not None else None,
+            )
+        except ssl.SSLCertVerificationError:
+            raise ProxyError(
+                f"the outbound proxy {proxy.shown}: TLS certificate verification failed"
+            ) from None
+        except OSError as exc:
+            raise ProxyError(
+                f"cannot connect to the outbound proxy {proxy.shown}: {_os_text(exc)}"
+            ) from None
+        _nodelay(conn.transport)
+        return conn
+
     async def _addresses(
         self, loop: asyncio.AbstractEventLoop, host: str, port: int
     ) -> list[tuple[int, str]]:
@@ -339,10 +418,21 @@ class H1Pool:
         return self._ssl
 
 
-def _request(url: URL, headers: Iterable[tuple[str, str]], body: bytes, agent: str) -> bytes:
-    """The request's bytes: ``POST`` with ``headers`` (checked for line breaks) and ``body``."""
+def _request(
+    url: URL,
+    headers: Iterable[tuple[str, str]],
+    body: bytes,
+    agent: str,
+    proxy: OutboundProxy | None = None,
+) -> bytes:
+    """The request's bytes: ``POST`` with ``headers`` (checked for line breaks) and ``body``;
+    for a ``proxy`` (plain http through it), in absolute form with its credentials."""
     target = url.raw_path_qs or "/"
+    if proxy is not None:
+        target = f"http://{_host_header(url)}{target}"
     lines = [f"POST {target} HTTP/1.1", f"Host: {_host_header(url)}"]
+    if proxy is not None and proxy.authorization:
+        lines.append(f"Proxy-Authorization: {proxy.authorization}")
     has_agent = False
     for name, value in headers:
         if any(c in name or c in value for c in _FORBIDDEN) or not name:
@@ -351,6 +441,7 @@ def _request(url: URL, headers: Iterable[tuple[str, str]], body: bytes, agent: s
         lines.append(f"{name}: {value}")
     if not has_agent:
         lines.append(f"User-Agent: {agent}")
+    lines.append("Accept-Encoding: identity")
     lines.append(f"Content-Length: {len(body)}\r\n\r\n")
     return "\r\n".join(lines).encode("utf-8") + body
 

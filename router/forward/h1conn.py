@@ -1,13 +1,15 @@
 """One keep-alive HTTP/1.1 connection to an agent (an :class:`asyncio.Protocol`): a request
 written whole, its answer read with httptools' parser (llhttp, the parser aiohttp and Node.js
 use, with the leniencies aiohttp's client allows: a missing CR before LF, spaces after a chunk
-size, lenient header values). Head limits as aiohttp's client: 128 fields of at most 8,190
-bytes; and at most 64 KiB of input that makes no progress (a head, trailers) at a time.
+size, lenient header values, but no NUL in them). Head limits as aiohttp's client: 128 fields of
+at most 8,190 bytes; and at most 64 KiB of input that makes no progress (a head, trailers) at a
+time. The head must be whole within the silence allowed (a head dripped a byte at a time, or an
+endless run of interim 1xx answers, fails then; more than 16 interim answers fail at once).
 
 An answer is read either whole (:meth:`H1Conn.request`, unary calls: the body gathered into
 one buffer as it arrives, bounded as it grows) or as it arrives (:meth:`H1Conn.open`, then
-:meth:`H1Conn.read`: streams; the transport pauses while more than 128 KiB wait unread). No
-``Accept-Encoding`` is sent by the pool, and a compressed answer is refused, never inflated.
+:meth:`H1Conn.read`: streams; the transport pauses while more than 128 KiB wait unread). The pool
+sends ``Accept-Encoding: identity``, and a compressed answer is refused, never inflated.
 The connection is reusable only when the answer ended cleanly and nothing came after it.
 
 The parser hands over each header, body piece and the answer's end as callbacks, so nothing
@@ -29,6 +31,7 @@ _HIGH_WATER = 1 << 17  # unread bytes of a streamed answer above which the trans
 _MAX_FIELDS = 128  # header fields of an answer (aiohttp's client: the same)
 _MAX_FIELD = 8190  # bytes of a header's name or value, or of the reason phrase (the same)
 _MAX_STALLED = 1 << 16  # bytes fed in a row without a head, body or end coming of them
+_MAX_INTERIM = 16  # interim (1xx) answers before the final one
 _SWITCHED = "malformed HTTP answer (a protocol switch, not asked for)"
 
 
@@ -70,11 +73,13 @@ class H1Conn(asyncio.Protocol):
 
     __slots__ = (
         "_answered",
+        "_began",
         "_body",
         "_ended",
         "_failure",
         "_fields",
         "_head",
+        "_interims",
         "_last",
         "_parser",
         "_paused",
@@ -123,6 +128,8 @@ class H1Conn(asyncio.Protocol):
         self._reusable = False
         self._stalled = 0  # bytes fed since the parser last made progress
         self._last = 0.0  # loop time of the last bytes received (read timeout)
+        self._began = 0.0  # loop time the request was written (the head's deadline)
+        self._interims = 0  # interim (1xx) answers to this request
         self._timer: asyncio.TimerHandle | None = None
         self._timeout = 0.0
 
@@ -191,6 +198,8 @@ class H1Conn(asyncio.Protocol):
             return  # a trailer: not read
         if len(name) > _MAX_FIELD or len(value) > _MAX_FIELD or len(fields) >= _MAX_FIELDS:
             raise _Refused(H1Error("malformed HTTP answer (a header too large or too many)"))
+        if b"\x00" in value:  # llhttp's lenient values let it through; aiohttp refuses it too
+            raise _Refused(H1Error("malformed HTTP answer (a NUL in a header value)"))
         fields.append((name.decode("latin-1"), value.decode("utf-8", "surrogateescape")))
 
     def on_headers_complete(self) -> None:
@@ -202,6 +211,11 @@ class H1Conn(asyncio.Protocol):
             raise _Refused(H1Error(_SWITCHED))
         if 100 <= status < 200:
             self._fields = None  # an interim answer (100 Continue, 103 Early Hints)
+            self._interims += 1
+            if self._interims > _MAX_INTERIM:
+                raise _Refused(
+                    H1Error(f"malformed HTTP answer (more than {_MAX_INTERIM} interim 1xx answers)")
+                )
             return
         headers = CIMultiDictProxy(CIMultiDict(self._fields or ()))
         self._fields, self._answered = None, True
@@ -321,9 +335,9 @@ class H1Conn(asyncio.Protocol):
         self._body = bytearray()
         self._streamed = streamed
         self._answered = self._ended = self._reusable = self._until_eof = False
-        self._stalled = 0
+        self._stalled = self._interims = 0
         self._timeout = silence
-        self._last = self.loop.time()
+        self._last = self._began = self.loop.time()
         self._timer = self.loop.call_at(self._last + silence, self._check_silence)
         self.transport.write(data)
 
@@ -367,11 +381,23 @@ class H1Conn(asyncio.Protocol):
         self._timer = None
         if self._waiter is None or self._waiter.done():
             return  # answered: a stream's reads are timed by their SilenceWatch
-        due = self._last + self._timeout
-        if self.loop.time() >= due:
-            self._fail(TimeoutError())
+        if not self._answered:  # the head, however it trickles in, is due within the silence
+            due = self._began + self._timeout
+            if self.loop.time() >= due:
+                silent = self._last == self._began
+                self._fail(TimeoutError() if silent else H1Error(self._slow_head()))
+                return
         else:
-            self._timer = self.loop.call_at(due, self._check_silence)
+            due = self._last + self._timeout
+            if self.loop.time() >= due:
+                self._fail(TimeoutError())
+                return
+        self._timer = self.loop.call_at(due, self._check_silence)
+
+    def _slow_head(self) -> str:
+        if self._interims:
+            return f"{self._interims} interim answers but no final one within {self._timeout:g} s"
+        return f"the head of the agent's answer was not whole within {self._timeout:g} s"
 
     def _stop_timer(self) -> None:
         if self._timer is not None:
@@ -431,7 +457,7 @@ def _unframed(headers: CIMultiDictProxy[str]) -> bool:
 
 def _content_coding(headers: CIMultiDictProxy[str]) -> str | None:
     """The answer's ``Content-Encoding`` unless it is none or identity (none is asked for:
-    the pool sends no ``Accept-Encoding``, and a body is never inflated here)."""
+    the pool sends ``Accept-Encoding: identity``, and a body is never inflated here)."""
     codings = [c.strip() for v in headers.getall("Content-Encoding", ()) for c in v.split(",")]
     codings = [c for c in codings if c and c.lower() != "identity"]
     return f"Content-Encoding: {', '.join(codings)}"[:100] if codings else None

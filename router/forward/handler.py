@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from registry.access.principal import Principal
+from registry.egress import OutboundProxy
 from registry.errors import NotFound
 from registry.netguard import AddressPolicy
 from registry.records import iso
@@ -86,6 +87,7 @@ class Router:
         self.ids = IdMap(registry.store)
         self.aliases = TaskAliases(registry.store)  # v0.1 clients' own task IDs
         self.matcher = Matcher.configured(registry, settings)
+        proxy = OutboundProxy.from_settings(settings)  # every request out, unless NO_PROXY
         adjudicator = None
         if settings.router_llm_url and settings.router_llm_model:
             adjudicator = Adjudicator(
@@ -93,6 +95,7 @@ class Router:
                 settings.router_llm_model,
                 settings.router_llm_api_key,
                 timeout=settings.router_llm_timeout,
+                proxy=proxy,
             )
         self.chooser = Chooser(self.matcher, adjudicator=adjudicator)
         self.upstream = Upstream(
@@ -103,6 +106,7 @@ class Router:
             stream_limit=settings.max_streams,
             policy=AddressPolicy(settings.allow_networks),  # agents' cards choose the address
             lean_calls=settings.upstream_client == "lean",
+            proxy=proxy,
         )
         unary = UnaryStreams(
             self.upstream, poll_interval=settings.push_poll_interval,
@@ -115,7 +119,7 @@ class Router:
             push_policy,
             backoff=Backoff(settings.push_retry_base, settings.push_retry_cap,
                             settings.push_max_attempts),
-            timeout=settings.push_timeout,
+            timeout=settings.push_timeout, proxy=proxy,
         )  # fmt: skip
         self.push = PushRelay(
             PushConfigs(registry.store), self.outbox, self.ids, self.upstream, push_policy,

@@ -114,12 +114,18 @@ def forward_headers(incoming: Mapping[str, str], target_version: Version) -> For
 
 def reply_extensions(headers: Mapping[str, str]) -> list[str]:
     """The extension URIs of an agent's ``A2A-Extensions``/``X-A2A-Extensions`` response
-    headers (several headers, comma lists), deduplicated in order."""
+    headers (several headers, comma lists), deduplicated in order. A token that is not a URI's
+    visible ASCII (a control character, a space, non-ASCII) is dropped: the router would
+    write it into its own answer's headers."""
     found: list[str] = []
     for name, value in headers.items():
         if name.lower() in _EXTENSION_NAMES:
             for token in value.split(","):
                 uri = token.strip()
-                if uri and uri not in found:
+                if uri and uri not in found and _visible(uri):
                     found.append(uri)
     return found
+
+
+def _visible(token: str) -> bool:
+    return token.isascii() and token.isprintable() and " " not in token

@@ -34,9 +34,11 @@ import aiohttp
 from multidict import CIMultiDict
 from yarl import URL
 
+from registry.egress import OutboundProxy
 from registry.errors import RegistryError
-from registry.netguard import AddressPolicy, GuardedResolver, redact_url
+from registry.netguard import AddressPolicy, redact_url
 from router.choose.choice import GRPC, Target
+from router.forward.aiohttpclient import agent_session, answer_head, coding_problem, releasing
 from router.forward.answers import NotJson, Unacceptable, is_response, parse_answer
 from router.forward.call import Frames
 from router.forward.credentials import OutboundAuth
@@ -82,6 +84,7 @@ DEFAULT_MAX_DEPTH = 64
 
 _TRANSPORT_ERRORS = (aiohttp.ClientError, TimeoutError, OSError, RegistryError)
 _REFUSED = "the agent refused the call: it needs an outbound credential, or another one"
+_SWITCHED = "malformed HTTP answer (a protocol switch, not asked for)"
 
 
 class HealthObserver(Protocol):
@@ -104,7 +107,9 @@ class Upstream:
     the per-agent or total limit is reached (aiohttp bounds both together). ``read_timeout``
     bounds every silence while waiting for the response headers, a call's body, or the next
     bytes of a stream (never a whole stream). With a ``policy`` the agent URL is checked and
-    DNS answers filtered (SSRF guard, as in the crawler).
+    DNS answers filtered (SSRF guard, as in the crawler). With a ``proxy`` every agent that
+    ``SWITCHBOARD_OUTBOUND_NO_PROXY`` does not list is reached through it, on every binding
+    (the guard judges the agent's host first).
 
     With :attr:`auth` set, every call carries the agent's outbound credential, or the
     client's ``Authorization`` for an agent configured with ``forward_client_auth`` (no other
@@ -128,6 +133,7 @@ class Upstream:
         policy: AddressPolicy | None = None,
         user_agent: str = "Switchboard",
         lean_calls: bool = True,
+        proxy: OutboundProxy | None = None,
     ) -> None:
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
@@ -139,6 +145,7 @@ class Upstream:
         self.max_depth = max_depth
         self.policy = policy
         self.user_agent = user_agent
+        self.proxy = proxy
         self.health: HealthObserver | None = None  # passive health reports, if set
         self.auth: OutboundAuth | None = None  # outbound credentials, if set
         self._session: aiohttp.ClientSession | None = None
@@ -162,32 +169,31 @@ class Upstream:
                 connect_timeout=self.connect_timeout, read_timeout=self.read_timeout,
                 pool_timeout=self.pool_timeout, per_origin_limit=self.per_agent_limit,
                 total_limit=self.total_limit, max_body_bytes=self.max_body_bytes,
-                policy=self.policy, user_agent=self.user_agent,
+                policy=self.policy, user_agent=self.user_agent, proxy=self.proxy,
             )  # fmt: skip
             self._h1s = H1Pool(
                 connect_timeout=self.connect_timeout, read_timeout=self.read_timeout,
                 pool_timeout=self.pool_timeout, per_origin_limit=0,
                 total_limit=self.stream_limit, max_body_bytes=self.max_body_bytes,
-                policy=self.policy, user_agent=self.user_agent,
+                policy=self.policy, user_agent=self.user_agent, proxy=self.proxy,
             )  # fmt: skip
         if self.auth is not None:
             await self.auth.start()
 
     def _new_session(self, limit: int, per_host: int) -> aiohttp.ClientSession:
-        resolver = GuardedResolver(self.policy) if self.policy is not None else None
-        connector = aiohttp.TCPConnector(limit=limit, limit_per_host=per_host, resolver=resolver)
-        timeout = aiohttp.ClientTimeout(
-            total=None,
-            connect=self.connect_timeout + self.pool_timeout,
-            sock_connect=self.connect_timeout,
-            sock_read=self.read_timeout,
-        )
-        return aiohttp.ClientSession(
-            connector=connector,
-            timeout=timeout,
-            trust_env=False,
-            cookie_jar=aiohttp.DummyCookieJar(),
-            headers={"User-Agent": self.user_agent},
+        return agent_session(
+            limit, per_host, connect_timeout=self.connect_timeout,
+            pool_timeout=self.pool_timeout, read_timeout=self.read_timeout,
+            policy=self.policy, proxy=self.proxy, user_agent=self.user_agent,
+        )  # fmt: skip
+
+    async def _head(
+        self, session: aiohttp.ClientSession, out: Leg, sent: CIMultiDict[str]
+    ) -> aiohttp.ClientResponse:
+        """aiohttp's answer to ``out``, its head whole in time (:func:`answer_head`)."""
+        waits = self.connect_timeout + self.pool_timeout
+        return await answer_head(
+            session, out.verb, out.url, out.body, sent, waits=waits, read_timeout=self.read_timeout
         )
 
     async def close(self) -> None:
@@ -250,14 +256,14 @@ class Upstream:
                     if extensions is not None:
                         extensions.extend(reply_extensions(answer.headers))
                     return self._response_object(target, answer, answer.body, out)
-                async with session.request(
-                    out.verb, out.url, data=out.body, headers=sent, allow_redirects=False
-                ) as resp:
+                async with await self._head(session, out, sent) as resp:
                     if self._refused_token(target, resp, sent, retried):
                         retried = True
                         continue
                     if extensions is not None:
                         extensions.extend(reply_extensions(resp.headers))
+                    if (problem := coding_problem(resp.headers)) is not None:
+                        raise self._error(target, AGENT_UNAVAILABLE, problem)
                     raw = await self._read_all(target, resp.headers, resp.content.readany)
                     return self._response_object(target, resp, raw, out)
             except TooLarge:
@@ -315,11 +321,12 @@ class Upstream:
                         head, body = await self._h1s.stream(out.url, sent.items(), out.body)  # type: ignore[union-attr,arg-type]
                         read, done = body.read, body.close
                     else:
-                        resp = await session.request(
-                            out.verb, out.url, data=out.body, headers=sent, allow_redirects=False
-                        )
-                        head, read, done = resp, resp.content.readany, _releasing(resp)
+                        resp = await self._head(session, out, sent)
+                        head, read, done = resp, resp.content.readany, releasing(resp)
                         del resp
+                        if (problem := coding_problem(head.headers)) is not None:
+                            done(False)
+                            raise self._error(target, AGENT_UNAVAILABLE, problem)
                 except _TRANSPORT_ERRORS as exc:
                     raise self._unreachable(target, exc) from None
                 if self._refused_token(target, head, sent, retried):
@@ -492,6 +499,10 @@ class Upstream:
         self, target: Target, resp: aiohttp.ClientResponse | H1Response, raw: bytes, out: Leg
     ) -> dict[str, Any]:
         status = f"HTTP {resp.status} {resp.reason or ''}".rstrip()
+        if resp.status == 101:  # aiohttp hands a protocol switch over (the lean client refuses it)
+            raise self._error(target, AGENT_UNAVAILABLE, _SWITCHED)
+        if resp.status == 407 and self.proxy is not None:
+            raise self._error(target, AGENT_UNAVAILABLE, f"{status}: the outbound proxy refused it")
         if self.health is not None:
             if resp.status >= 500:
                 self.health.failed(target.agent_id, status)
@@ -566,16 +577,3 @@ def media_type(headers: Mapping[str, str]) -> str:
 
 def _kept(finished: bool) -> None:
     """Nothing to release (no answer yet)."""
-
-
-def _releasing(resp: aiohttp.ClientResponse) -> Callable[[bool], None]:
-    """Release an aiohttp answer: its connection back to the pool once read to the end,
-    else closed at once."""
-
-    def done(finished: bool) -> None:
-        if finished:
-            resp.release()
-        else:
-            resp.close()
-
-    return done

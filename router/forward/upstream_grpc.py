@@ -11,7 +11,11 @@ error its ``google.rpc.ErrorInfo`` reason names (the status table read backwards
 :class:`GrpcEdge` keeps one ``grpc.aio`` channel per agent URL (``host:port``, plaintext;
 ``grpcs://`` or ``https://`` for TLS). With an address policy the host is resolved and checked
 before the channel connects (to the checked address, never a name resolved again later);
-a channel whose agent became unreachable is dropped, so the next call resolves again.
+a channel whose agent became unreachable is dropped, so the next call resolves again. Through
+the outbound proxy (``SWITCHBOARD_OUTBOUND_PROXY``, unless ``SWITCHBOARD_OUTBOUND_NO_PROXY``
+lists the agent) grpcio opens an HTTP ``CONNECT`` tunnel to the agent's name, every address
+of which the guard accepted first; grpcio speaks plain HTTP to a proxy, so an ``https://``
+proxy refuses gRPC agents (-32052) unless the no-proxy list names them.
 Failures have :class:`~router.forward.upstream.Upstream`'s shapes: -32052 when the call does
 not get through (``UNAVAILABLE``, ``DEADLINE_EXCEEDED``, a refused address, a refused
 credential), -32053 when a stream breaks after its first event, -32006 for an answer over
@@ -33,8 +37,9 @@ from google.protobuf import json_format
 from multidict import CIMultiDict
 from yarl import URL
 
+from registry.egress import OutboundProxy
 from registry.errors import RegistryError
-from registry.netguard import AddressPolicy, GuardedResolver
+from registry.netguard import AddressPolicy, GuardedResolver, check_host
 from router.choose.choice import GRPC, Target
 from router.forward.credentials import OutboundAuth
 from router.forward.headers import reply_extensions
@@ -85,6 +90,7 @@ class Owner(Protocol):
     read_timeout: float
     max_body_bytes: int
     policy: AddressPolicy | None
+    proxy: OutboundProxy | None
     user_agent: str
     health: _Health | None
     auth: OutboundAuth | None
@@ -275,7 +281,9 @@ class GrpcEdge:
         except ValueError as exc:
             raise self._failure(target, AGENT_UNAVAILABLE, str(exc)) from None
         connect = target_of(where)
-        policy = self.owner.policy
+        policy, proxy = self.owner.policy, self.owner.proxy
+        if proxy is not None and proxy.via(where.url()) is not None:
+            return await self._proxied_channel(target, where, proxy)
         if policy is not None:
             try:
                 policy.check_url(where.url())
@@ -294,6 +302,40 @@ class GrpcEdge:
             ("grpc.enable_http_proxy", 0),
             ("grpc.default_authority", target_of(where)),
         ]
+        return await self._keep(target, where, connect, options)
+
+    async def _proxied_channel(
+        self, target: Target, where: Address, proxy: OutboundProxy
+    ) -> grpc.aio.Channel:
+        """A channel through the outbound proxy: grpcio's own HTTP CONNECT (``grpc.http_proxy``,
+        the credentials in its URL) to the agent's name, once the guard accepted every
+        address of it."""
+        if proxy.tls:
+            reason = (
+                f"gRPC cannot go through the https:// outbound proxy {proxy.shown} (grpcio speaks "
+                "plain HTTP to a proxy): list the agent in SWITCHBOARD_OUTBOUND_NO_PROXY, or use "
+                "an http:// proxy"
+            )
+            raise self._failure(target, AGENT_UNAVAILABLE, reason)
+        policy = self.owner.policy
+        if policy is not None:
+            try:
+                policy.check_url(where.url())
+                await check_host(policy, where.host, where.port)
+            except RegistryError as exc:
+                raise self._failure(target, AGENT_UNAVAILABLE, exc.message) from None
+        options: list[tuple[str, Any]] = [
+            ("grpc.max_receive_message_length", self.owner.max_body_bytes),
+            ("grpc.primary_user_agent", self.owner.user_agent),
+            ("grpc.enable_http_proxy", 1),
+            ("grpc.http_proxy", proxy.with_credentials()),
+        ]
+        return await self._keep(target, where, f"dns:///{target_of(where)}", options)
+
+    async def _keep(
+        self, target: Target, where: Address, connect: str, options: list[tuple[str, Any]]
+    ) -> grpc.aio.Channel:
+        """A channel to ``connect``, kept for the agent's URL (the first one made wins)."""
         if where.tls:
             options.append(("grpc.ssl_target_name_override", where.host))
             channel = grpc.aio.secure_channel(connect, grpc.ssl_channel_credentials(), options)

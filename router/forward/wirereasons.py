@@ -1,6 +1,7 @@
 """What went wrong on the wire to an agent, in one line: the ``reason`` of -32052 and -32053
 errors (no traceback, no exception repr). Raised by aiohttp's client, the lean client
-(:mod:`router.forward.h1client`) or the address guard."""
+(:mod:`router.forward.h1client`), the outbound proxy (:mod:`registry.egress`) or the address
+guard."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import errno as errno_mod
 import os
 
 import aiohttp
+from aiohttp.http_exceptions import ContentEncodingError
 
+from registry.egress import ProxyError
 from registry.errors import RegistryError
 from router.forward.h1conn import H1Error
 
@@ -21,8 +24,12 @@ def wire_reason(
     """The reason line for ``exc`` (the timeouts: the client's, for the timeout reasons)."""
     if isinstance(exc, RegistryError):
         return exc.message
-    if isinstance(exc, H1Error):
+    if isinstance(exc, H1Error | ProxyError):
         return exc.reason
+    if isinstance(exc, aiohttp.ClientProxyConnectionError):
+        return f"cannot connect to the outbound proxy: {os_reason(exc.os_error)}"
+    if isinstance(exc, aiohttp.ClientHttpProxyError):
+        return f"the outbound proxy refused the tunnel: HTTP {exc.status} {_line(exc.message)}"
     if isinstance(exc, aiohttp.ConnectionTimeoutError):
         return (
             f"timed out connecting (connect timeout {connect_timeout:g} s, plus up to"
@@ -39,14 +46,33 @@ def wire_reason(
     if isinstance(exc, aiohttp.ServerDisconnectedError):
         return "the agent closed the connection"
     if isinstance(exc, aiohttp.ClientPayloadError):
+        if isinstance(exc.__cause__, ContentEncodingError):
+            return f"the agent's compressed answer cannot be decoded ({_coding(exc.__cause__)})"
         return "the connection closed before the answer was complete"
     if isinstance(exc, aiohttp.ClientResponseError):
-        return f"malformed HTTP answer ({exc.message})"
+        message = _line(exc.message)
+        if message.lower().startswith(_UNDECODED):
+            coding = message[len(_UNDECODED) :].split(". ", 1)[0].strip()
+            return f"the agent sent a compressed answer it was not asked for ({coding})"
+        return f"malformed HTTP answer ({message})"
     if isinstance(exc, ConnectionResetError):
         return "the connection was reset"
     if isinstance(exc, OSError):
         return os_reason(exc)
     return f"connection failed ({type(exc).__name__})"
+
+
+_UNDECODED = "can not decode content-encoding:"
+
+
+def _line(text: object) -> str:
+    """aiohttp's message in one line (its parser's show the bytes on more), at most 200
+    characters."""
+    return " ".join(str(text).split())[:200]
+
+
+def _coding(exc: ContentEncodingError) -> str:
+    return _line(exc.message).removeprefix("Can not decode content-encoding: ") or "unknown"
 
 
 def os_reason(exc: OSError | None) -> str:

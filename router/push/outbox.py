@@ -8,9 +8,10 @@ after an exponential backoff with jitter, or ``dead`` once the retry budget is s
 by :meth:`Outbox.dead`, the admin route ``GET /api/v1/push/dead``). Of one task only the
 oldest pending row is ever due, so a task's notifications arrive in order. Redirects are not
 followed (a 3xx is a failed attempt); addresses are checked as they are connected to
-(``SWITCHBOARD_PUSH_ALLOW_NETWORKS``); at most ``per_webhook`` deliveries run at once per
-webhook host. With :attr:`Outbox.box` set (``SWITCHBOARD_SECRET_KEY``) the headers that carry
-the client's token and credentials are stored encrypted, as the configs are.
+(``SWITCHBOARD_PUSH_ALLOW_NETWORKS``), or judged before a delivery goes through the outbound
+proxy (``proxy``); at most ``per_webhook`` deliveries run at once per webhook host. With
+:attr:`Outbox.box` set (``SWITCHBOARD_SECRET_KEY``) the headers that carry the client's token
+and credentials are stored encrypted, as the configs are.
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ from sqlmodel import col, select
 from yarl import URL
 
 from registry.access.secrets import SecretBox, SecretError
-from registry.netguard import AddressPolicy, GuardedResolver, redact_url
+from registry.egress import OutboundProxy
+from registry.netguard import AddressPolicy, redact_url
+from registry.outbound import outbound_connector, outbound_middlewares
 from registry.records import as_utc, iso, utcnow
 from registry.store import Store
 from router.push.configs import PushConfig, seal, unseal
@@ -89,6 +92,7 @@ class Outbox:
         lease: float = 60.0,
         timeout: float = 10.0,
         per_webhook: int = 4,
+        proxy: OutboundProxy | None = None,
     ) -> None:
         self.store = store
         self.policy = policy
@@ -98,6 +102,7 @@ class Outbox:
         self.lease = lease
         self.timeout = timeout
         self.per_webhook = per_webhook
+        self.proxy = proxy  # SWITCHBOARD_OUTBOUND_PROXY (webhooks judged by the push guard)
         self.holder = uuid.uuid4().hex
         self.box: SecretBox | None = None  # set at start from SWITCHBOARD_SECRET_KEY
         self.wake = asyncio.Event()  # set by enqueue: the loop delivers at once
@@ -106,10 +111,11 @@ class Outbox:
         self._limits: dict[str, asyncio.Semaphore] = {}
 
     async def start(self) -> None:
-        """Open the HTTP client (guarded resolver, no proxies, no cookies)."""
-        connector = aiohttp.TCPConnector(resolver=GuardedResolver(self.policy))
+        """Open the HTTP client (guarded resolver, the outbound proxy, no proxy variables of
+        the environment, no cookies)."""
         self._session = aiohttp.ClientSession(
-            connector=connector,
+            connector=outbound_connector(self.policy, self.proxy),
+            middlewares=outbound_middlewares(self.proxy, self.policy),
             timeout=aiohttp.ClientTimeout(total=self.timeout),
             trust_env=False,
             cookie_jar=aiohttp.DummyCookieJar(),

