@@ -36,6 +36,14 @@ def test_bench_quick_runs_unary_crawl_and_reload() -> None:
     assert "keep-alive" in done.stdout and "calls lost during reloads" in done.stdout
 
 
+def test_egress_runs_its_four_contestants() -> None:
+    args = [sys.executable, "-m", "bench.egress", "--seconds", "0.1", "--rounds", "1"]
+    done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for name in ("lean direct", "lean proxied", "aiohttp direct", "aiohttp proxied"):
+        assert name in done.stdout, done.stdout
+
+
 def test_bench_rejects_unknown_scenario() -> None:
     args = [sys.executable, "-m", "bench", "--only", "nope", "--no-save"]
     done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=30)
