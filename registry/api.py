@@ -48,7 +48,7 @@ from registry.appkeys import SEARCH_BY_MEANING
 from registry.appkeys import SETTINGS as SETTINGS
 from registry.bodies import ACCEPTED_ENCODINGS, UNREADABLE, BodyError, read_body
 from registry.catalog import AGENTS, SKILLS, Query
-from registry.errors import RegistryError, number
+from registry.errors import NotFound, RegistryError, number
 from registry.health import MAX_REFRESH_INTERVAL, MIN_REFRESH_INTERVAL
 from registry.jsonsafe import JsonLimitError, loads_limited
 from registry.meaningsearch import (
@@ -61,6 +61,7 @@ from registry.meaningsearch import (
 )
 from registry.openapi import PREFIX, documented, openapi_document
 from registry.paging import paginate
+from registry.plainview import plain_card, plain_revisions, plain_view, plain_views, sees_addresses
 from registry.queryparams import AgentsQuery, ListingQuery, Q, SkillsQuery, read_query
 from registry.records import AgentRecord, iso
 from registry.service import Registry
@@ -281,6 +282,8 @@ async def list_agents(request: web.Request) -> web.Response:
         if query.skill_filters() or query.q:
             view["matched_skills"] = list(hit.skills)
         agents.append(view)
+    if not sees_addresses(request):
+        agents = await plain_views(request, [hit.agent for hit in page.items], agents)
     answer = {"agents": agents, "next_cursor": page.next_cursor, **_mode_view(mode)}
     return web.json_response(answer)
 
@@ -359,7 +362,11 @@ async def _set_tenant(request: web.Request, agent_id: str, tenant: str) -> None:
 async def get_agent(request: web.Request) -> web.Response:
     """One agent: the normalized view plus the raw card."""
     registry = request.app[REGISTRY]
-    return web.json_response(await _full_view(registry, request.match_info["agent_id"]))
+    view = await _full_view(registry, request.match_info["agent_id"])
+    if not sees_addresses(request):  # the card as the router serves it, not the agent's
+        record = registry.get(view["id"])
+        view = plain_view(view, await plain_card(request, record))
+    return web.json_response(view)
 
 
 async def _full_view(registry: Registry, agent_id: str) -> dict[str, Any]:
@@ -374,8 +381,20 @@ async def _full_view(registry: Registry, agent_id: str) -> dict[str, Any]:
 
 @documented("The card as fetched or pushed", "agents", answer=Card, errors=(404,), params=_AGENT)
 async def get_card(request: web.Request) -> web.Response:
-    """The agent's card exactly as fetched (or pushed)."""
-    raw = await request.app[REGISTRY].raw_card(request.match_info["agent_id"])
+    """The agent's card exactly as fetched (or pushed); to a caller that may not see agents'
+    addresses, the card as the router serves it (404 ``no_card`` when it serves none)."""
+    registry = request.app[REGISTRY]
+    agent_id = request.match_info["agent_id"]
+    if not sees_addresses(request):
+        card = await plain_card(request, registry.get(agent_id))
+        if card is None:
+            raise NotFound(
+                f"the router serves no card of agent {agent_id!r}",
+                code="no_card",
+                details={"id": agent_id},
+            )
+        return web.json_response(card)
+    raw = await registry.raw_card(agent_id)
     return web.Response(body=raw, content_type="application/json")
 
 
@@ -515,6 +534,8 @@ async def list_revisions(request: web.Request) -> web.Response:
         }
         for n, row in enumerate(rows)
     ]
+    if not sees_addresses(request):
+        revisions = plain_revisions(revisions)
     return web.json_response({"revisions": revisions})
 
 

@@ -5,6 +5,8 @@ Writes need the admin role; so do the reads of API keys and the audit log. Catal
 a caller when ``SWITCHBOARD_READ_TOKEN`` is set or client authentication is on; then a caller
 without the reader or admin role sees only the agents and skills its access policies let it
 use (:func:`usable_for`), and an agent it may not use answers 404 as an unknown one does.
+Failed authentications count against the client address's budget (:data:`AUTH_FAILURES`,
+shared with the A2A endpoints): beyond it, 429 ``rate_limited`` with ``Retry-After``.
 """
 
 from __future__ import annotations
@@ -14,14 +16,17 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from registry.access.authenticate import Authenticator
+from registry.access.clientaddr import client_address
 from registry.access.errors import AuthError
 from registry.access.principal import ANONYMOUS, PRINCIPAL_KEY, Principal
+from registry.access.throttle import FailureThrottle, retry_after
 from registry.appkeys import AUTHENTICATOR, POLICIES, SETTINGS
 from registry.errors import RegistryError, agent_not_found
 from registry.openapi import PREFIX, Access
 
 __all__ = [
     "ADMIN_READS",
+    "AUTH_FAILURES",
     "PUBLIC",
     "PUBLIC_PREFIX",
     "READ_POSTS",
@@ -42,6 +47,9 @@ ADMIN_READS = (f"{PREFIX}/clients", f"{PREFIX}/audit", f"{PREFIX}/policies", f"{
 #: Routes that never need a token: the API's description and its page.
 PUBLIC = frozenset({f"{PREFIX}/openapi.json", f"{PREFIX}/docs"})
 PUBLIC_PREFIX = f"{PREFIX}/docs/static/"
+AUTH_FAILURES = web.AppKey("auth_failures", FailureThrottle)
+"""The failed-authentication throttle (``SWITCHBOARD_RATE_LIMIT_AUTH_FAILURES``; absent: off),
+the one the A2A endpoints' Gate counts in too."""
 
 
 def access(method: str, path: str) -> Access:
@@ -91,10 +99,12 @@ async def _authorized(request: web.Request, handler: Handler, needed: str) -> we
         try:
             found = await authenticator.authenticate(request.headers)
         except AuthError as error:
-            raise _unauthorized(authenticator, error.message) from None
+            if error.reason == "unavailable":
+                raise _unauthorized(authenticator, error.message) from None
+            return _failed(request, authenticator, error.message)
         if found is None:
-            raise _unauthorized(
-                authenticator, "missing credentials: send 'Authorization: Bearer <token>'"
+            return _failed(
+                request, authenticator, "missing credentials: send 'Authorization: Bearer <token>'"
             )
         principal = found
         if needed != "read" and not principal.is_admin:
@@ -113,6 +123,22 @@ async def _authorized(request: web.Request, handler: Handler, needed: str) -> we
 def caller(request: web.Request) -> Principal:
     """The principal of an admin API request (:data:`ANONYMOUS` where none was needed)."""
     return request.get(PRINCIPAL_KEY, ANONYMOUS)
+
+
+def _failed(request: web.Request, authenticator: Authenticator, message: str) -> web.Response:
+    """401 for credentials that failed; 429 once the client address failed too often."""
+    throttle = request.app.get(AUTH_FAILURES)
+    wait = throttle.failed(client_address(request)) if throttle is not None else None
+    if wait is None:
+        raise _unauthorized(authenticator, message)
+    seconds = retry_after(wait)
+    refused = RegistryError(
+        f"too many failed authentications from this address; retry in {seconds} s",
+        code="rate_limited",
+        status=429,
+        details={"retry_after": seconds},
+    )
+    return web.json_response(refused.to_json(), status=429, headers={"Retry-After": str(seconds)})
 
 
 def _unauthorized(authenticator: Authenticator, message: str) -> web.HTTPUnauthorized:

@@ -191,10 +191,18 @@ async def list_clients(request: web.Request) -> web.Response:
     )
 
 
-@documented("Create a client API key", "clients", answer=NewApiKey, status=201, body=NewClient)
+@documented(
+    "Create a client API key",
+    "clients",
+    answer=NewApiKey,
+    status=201,
+    body=NewClient,
+    errors=(422,),
+)
 async def create_client(request: web.Request) -> web.Response:
     """Make an API key for a principal (subject, tenant, groups, roles); 201 with the key in
-    ``key``, shown this once: only its SHA-256 is kept."""
+    ``key``, shown this once: only its SHA-256 is kept. 422 ``reserved_subject`` for a
+    built-in principal's name (``admin-token``, ``read-token``)."""
     body = await _object(request, _FIELDS, empty=False)
     subject = body.get("subject")
     if not isinstance(subject, str):

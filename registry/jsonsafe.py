@@ -12,7 +12,9 @@ Also refused, because they make one document mean different things to different 
 - an object with the same member twice (``{"url": "a", "url": "b"}``): Python keeps the last
   value, other parsers the first, so a signature checked on one reading would vouch for content
   a client reads differently from the stored bytes;
-- strings holding NUL or an unpaired surrogate (no database stores them).
+- strings holding NUL or an unpaired surrogate (no database stores them). With
+  ``allow_nul`` (A2A bodies, whose content passes through) NUL is accepted, and the caller
+  keeps it out of what it stores.
 """
 
 from __future__ import annotations
@@ -77,14 +79,20 @@ def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
-def loads_limited(data: bytes | str, *, max_depth: int) -> Any:
-    """Parse ``data`` as strict JSON nested at most ``max_depth`` levels (a scalar is level 0)."""
+def loads_limited(
+    data: bytes | str, *, max_depth: int, allow_nul: bool = False, finite: bool = True
+) -> Any:
+    """Parse ``data`` as strict JSON nested at most ``max_depth`` levels (a scalar is level 0).
+
+    ``allow_nul``: strings may hold NUL (unpaired surrogates are still refused). ``finite``
+    False: a number beyond a double's range parses to an infinity instead of being refused,
+    for a caller that judges where it is (a JSON-RPC ``id``)."""
     text = _decode(data)
     try:
         value = json.loads(
             text,
             parse_constant=_reject_constant,
-            parse_float=_finite_float,
+            parse_float=_finite_float if finite else float,
             object_pairs_hook=_unique_object,
         )
     except _BadConstant as exc:
@@ -121,18 +129,20 @@ def loads_limited(data: bytes | str, *, max_depth: int) -> Any:
         raise JsonLimitError("invalid_json", str(exc), {"problem": str(exc)}) from None
     if json_depth(value, stop_after=max_depth) > max_depth:
         raise _too_deep(max_depth)
-    if _SUSPECT_ESCAPE.search(text):
-        _check_strings(value)
+    if (_SURROGATE_ESCAPE if allow_nul else _SUSPECT_ESCAPE).search(text):
+        _check_strings(value, allow_nul)
     return value
 
 
 # Escapes that decode to text no database can store: NUL, and UTF-16 surrogates (a pair is
 # decoded to one character by json; a lone one survives as an unencodable code point).
 _SUSPECT_ESCAPE = re.compile(r"\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2})")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
-def _check_strings(value: Any) -> None:
-    """Refuse strings (keys included) holding NUL or an unpaired surrogate."""
+def _check_strings(value: Any, allow_nul: bool = False) -> None:
+    """Refuse strings (keys included) holding NUL (unless ``allow_nul``) or an unpaired
+    surrogate."""
     stack = [value]
     while stack:
         node = stack.pop()
@@ -142,7 +152,7 @@ def _check_strings(value: Any) -> None:
         elif isinstance(node, list):
             stack.extend(node)
         elif isinstance(node, str):
-            if "\x00" in node:
+            if not allow_nul and "\x00" in node:
                 raise JsonLimitError(
                     "invalid_json", "strings must not contain NUL (\\u0000)", {"problem": "NUL"}
                 )

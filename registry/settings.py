@@ -86,6 +86,13 @@ class Settings(BaseSettings):
     rate_limit_rps: float | None = Field(None, gt=0)
     rate_limit_burst: int | None = Field(None, gt=0)
     rate_limit_streams: int | None = Field(None, gt=0)
+    # failed authentications per second per client address (registry.access.throttle); 0: off
+    rate_limit_auth_failures: float = Field(5.0, ge=0)
+    # proxies whose X-Forwarded-For names the client (registry.access.clientaddr)
+    trusted_proxies: Annotated[list[Network], NoDecode] = Field(default_factory=list)
+    # seconds an idle keep-alive connection stays open (announced as Keep-Alive: timeout=N);
+    # above clients' and load balancers' own idle timeouts, so that they close first
+    keepalive_timeout: int = Field(3630, ge=1, le=86400)
     secret_key: str | None = None
     secret_key_file: str | None = None
     seeds: Annotated[list[str], NoDecode] = Field(default_factory=list)
@@ -303,6 +310,7 @@ class Settings(BaseSettings):
         "seeds",
         "jwt_algorithms",
         "outbound_no_proxy",
+        "trusted_proxies",
         mode="before",
     )
     @classmethod
@@ -311,7 +319,8 @@ class Settings(BaseSettings):
         bits set (``10.0.0.1/8`` means ``10.0.0.0/8``)."""
         if isinstance(value, str):
             value = [part.strip() for part in value.split(",") if part.strip()]
-        if info.field_name in ("allow_networks", "push_allow_networks") and isinstance(value, list):
+        networks = ("allow_networks", "push_allow_networks", "trusted_proxies")
+        if info.field_name in networks and isinstance(value, list):
             return [ipaddress.ip_network(item, strict=False) for item in value]
         return value
 

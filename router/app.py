@@ -20,12 +20,15 @@ from registry import api
 from registry.access.apikeys import ApiKeys
 from registry.access.audit import AUDIT, Audit, audit_middleware
 from registry.access.authenticate import Authenticator
+from registry.access.clientaddr import TRUSTED_PROXIES, TrustedProxies
 from registry.access.credentials import AgentCredentials
 from registry.access.jwt import JwtVerifier
 from registry.access.policy import Policies
 from registry.access.secrets import SecretBox
+from registry.access.throttle import FailureThrottle
 from registry.api import PASSIVE_HEALTH, POLICIES, REFRESHER, REGISTRY, SETTINGS
-from registry.appkeys import SEARCH_BY_MEANING
+from registry.apiauth import AUTH_FAILURES
+from registry.appkeys import ROUTED_CARD, SEARCH_BY_MEANING
 from registry.bodies import RAW_BODIES
 from registry.clients_api import CLIENTS, add_client_routes
 from registry.crawler import Crawler
@@ -59,7 +62,14 @@ from router.transport.feedback import EXAMPLES, add_feedback_routes
 from router.transport.fresh import COHERENCE, fresh_state
 from router.transport.gate import GATE, Gate
 from router.transport.ratelimit import CallerLimits
-from router.transport.routes import GRPC_ENDPOINT, ROUTER, SIGNER, GrpcEndpoint, add_router_routes
+from router.transport.routes import (
+    GRPC_ENDPOINT,
+    ROUTER,
+    SIGNER,
+    GrpcEndpoint,
+    add_router_routes,
+    routed_card,
+)
 from router.transport.webhooks import add_push_routes
 from router.ui.routes import add_ui_routes
 
@@ -111,7 +121,16 @@ def create_app(settings: Settings, siblings: Siblings | None = None) -> web.Appl
     app[api.AUTHENTICATOR] = Authenticator(settings, keys=app[CLIENTS], tokens=jwt)
     limits = CallerLimits.from_settings(settings)
     limited = limits.limits_requests or limits.limits_streams
-    app[GATE] = Gate(app[api.AUTHENTICATOR], limits if limited else None)
+    app[TRUSTED_PROXIES] = TrustedProxies(settings.trusted_proxies)
+    failures = settings.rate_limit_auth_failures
+    if failures:  # one budget per client address for the A2A endpoints and the admin API
+        app[AUTH_FAILURES] = FailureThrottle(failures)
+    app[GATE] = Gate(
+        app[api.AUTHENTICATOR],
+        limits if limited else None,
+        failures=app.get(AUTH_FAILURES),
+        proxies=app[TRUSTED_PROXIES],
+    )
     trust = TrustStore(store, crawler, settings.trusted_jku)
     app[TRUST] = trust
     app[AUDIT] = Audit(store)
@@ -140,6 +159,7 @@ def create_app(settings: Settings, siblings: Siblings | None = None) -> web.Appl
     app[POLICIES] = Policies(store, settings)
     app[ROUTER].grants = policy_grants(app[POLICIES])
     app[SEARCH_BY_MEANING] = search_by_meaning(app[ROUTER].matcher)  # match=semantic searches
+    app[ROUTED_CARD] = routed_card  # the catalog's cards for callers who may not see addresses
     app[PASSIVE_HEALTH] = PassiveHealth(app[REGISTRY])
     app[ROUTER].upstream.health = app[PASSIVE_HEALTH]
     app[CREDENTIALS] = AgentCredentials(store)  # its key is read at start (SecretBox)

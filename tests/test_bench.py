@@ -44,6 +44,20 @@ def test_egress_runs_its_four_contestants() -> None:
         assert name in done.stdout, done.stdout
 
 
+def test_keepalive_fuzz_sees_no_reset_in_a_sample() -> None:
+    """A sample of ``bench.keepalive`` (docs/benchmarks.md has the 200,000-request run): every
+    fuzzed request on a reused connection answered, every keep-alive answer announcing the
+    server's idle timeout."""
+    args = [sys.executable, "-m", "bench.keepalive", "--requests", "600", "--connections", "4"]
+    args += ["--pause-rate", "0.01", "--pause-max", "1.4", "--keepalive", "2"]
+    args += ["--client-idle", "1.5"]
+    done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "resets on reused connections: 0" in done.stdout, done.stdout
+    assert "keep-alive answers without Keep-Alive: timeout=2: 0" in done.stdout, done.stdout
+    assert "closes announced by the server: 0" not in done.stdout  # bad requests: closed
+
+
 def test_bench_rejects_unknown_scenario() -> None:
     args = [sys.executable, "-m", "bench", "--only", "nope", "--no-save"]
     done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=30)

@@ -8,8 +8,12 @@ principal it stands for (subject, tenant, groups, admin roles) and its lifetime.
 itself is never stored nor logged.
 
 :meth:`ApiKeys.authenticate` reads the key's row on every call (one primary-key read, at
-once on a SQLite file: :mod:`registry.quickread`) and caches nothing: a key revoked through
-any replica is refused at once by all of them.
+once on a SQLite file: :mod:`registry.quickread`) and caches no key: a key revoked through
+any replica is refused at once by all of them. It remembers only, for :data:`UNKNOWN_TTL`
+seconds, the key ids that have no row (at most :data:`UNKNOWN_MAX`), so that a flood of
+unknown keys costs no read after the first; a key created by this process is forgotten there
+at once. A key id is random (48 bits) and named only once its key exists, so no other process
+can have remembered an id as unknown before it was made.
 """
 
 from __future__ import annotations
@@ -21,17 +25,19 @@ import hmac
 import json
 import re
 import secrets
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from cachetools import TTLCache
 from sqlalchemy import and_, bindparam, or_
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select, update
 
 from registry.access.errors import AuthError
-from registry.access.principal import ROLES, Principal
+from registry.access.principal import BUILT_IN, ROLES, Principal
 from registry.errors import Conflict, NotFound, RegistryError, number
 from registry.paging import Page, decode_cursor, encode_cursor
 from registry.records import as_utc, iso, utcnow
@@ -52,6 +58,10 @@ MAX_GRACE = 30 * 86400.0
 MAX_TEXT = 256  # characters of a subject, tenant or group
 MAX_DESCRIPTION = 1024
 MAX_GROUPS = 64
+UNKNOWN_TTL = 10.0
+"""Seconds a key id without a row is remembered as unknown (no read for it meanwhile)."""
+UNKNOWN_MAX = 10_000
+"""Unknown key ids remembered at most (the oldest forgotten first)."""
 
 KeyStatus = Literal["active", "revoked", "expired"]
 
@@ -179,13 +189,22 @@ class ApiKeys:
     """The ``api_keys`` table: create, list, show, revoke and rotate keys; authenticate one.
 
     ``clock`` gives the current time (aware UTC; tests move it); every replica reads the same
-    table, nothing is cached.
+    table, no key is cached (only ids without a key, for ``unknown_ttl`` seconds of
+    ``timer``'s: see the module docstring).
     """
 
-    def __init__(self, store: Store, *, clock: Callable[[], datetime] = utcnow) -> None:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        clock: Callable[[], datetime] = utcnow,
+        unknown_ttl: float = UNKNOWN_TTL,
+        timer: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.store = store
         self.clock = clock
         self._reading: dict[str, asyncio.Future[Any]] = {}  # key id -> the read in flight
+        self._unknown: TTLCache[str, bool] = TTLCache(UNKNOWN_MAX, unknown_ttl, timer=timer)
 
     # --- operators ----------------------------------------------------------------------------
 
@@ -202,10 +221,11 @@ class ApiKeys:
     ) -> tuple[ApiKeyInfo, str]:
         """A new key for ``subject`` (in ``tenant``, with ``groups`` and admin ``roles``),
         made by ``by`` (an actor label); the key's info and the key itself, which is shown
-        this once. 400 ``invalid_client`` for a bad value."""
+        this once. 400 ``invalid_client`` for a bad value, 422 ``reserved_subject`` for a
+        built-in principal's name (``admin-token``, ``read-token``)."""
         now = self.clock()
         values = {
-            "subject": _text("subject", subject),
+            "subject": _subject(subject),
             "tenant": None if tenant is None else _text("tenant", tenant),
             "groups": _groups(groups),
             "roles": _roles(roles),
@@ -342,14 +362,17 @@ class ApiKeys:
     async def authenticate(self, key: str) -> Principal:
         """The principal of ``key``; :class:`AuthError` ``malformed``, ``unknown_key`` (no such
         key: a wrong secret says the same), ``revoked`` or ``expired``. Reads the table every
-        time: one primary-key read."""
+        time (one primary-key read), but for an id found unknown a moment ago."""
         match = _KEY.fullmatch(key) if isinstance(key, str) else None
         if match is None:
             raise AuthError(
                 "malformed",
                 "the API key is malformed: send the whole key as it was given (sbk_<id>_<secret>)",
             )
-        row = await self._row(match.group(1))
+        key_id = match.group(1)
+        row = None if key_id in self._unknown else await self._row(key_id)
+        if row is None:
+            self._unknown[key_id] = True  # no read for it for a while (module docstring)
         if row is None or not hmac.compare_digest(digest(key), row.key_sha256):
             raise AuthError("unknown_key", "the API key is not valid")
         info = _info(row)
@@ -358,6 +381,12 @@ class ApiKeys:
             raise AuthError("revoked", f"the API key {info.prefix} was revoked")
         if status == "expired":
             raise AuthError("expired", f"the API key {info.prefix} has expired")
+        if info.subject in BUILT_IN:  # made by an older replica during an upgrade
+            raise AuthError(
+                "revoked",
+                f"the API key {info.prefix} names a built-in principal ({info.subject}): "
+                "it is refused; make a key for another subject",
+            )
         return info.principal()
 
     # --- internals ----------------------------------------------------------------------------
@@ -412,6 +441,7 @@ class ApiKeys:
                 if attempt == _ID_ATTEMPTS - 1:
                     raise
                 continue
+            self._unknown.pop(key_id, None)  # known from now on, here at once
             return _info(row), key
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -422,6 +452,24 @@ def _is_id(key_id: str) -> bool:
 
 def _not_found(key_id: str) -> NotFound:
     return NotFound(f"no client key with id {key_id!r}", details={"id": key_id})
+
+
+def _subject(subject: object) -> str:
+    """A key's subject: any name but a built-in principal's (422 ``reserved_subject``)."""
+    name = _text("subject", subject)
+    if name in BUILT_IN:
+        problem = (
+            f"{name!r} is the name of a built-in principal (the "
+            f"{name.replace('-', ' ')} of SWITCHBOARD_{name.upper().replace('-', '_')}): "
+            "choose another subject"
+        )
+        raise RegistryError(
+            f"subject: {problem}",
+            code="reserved_subject",
+            status=422,
+            details=[{"field": "subject", "problem": problem}],
+        )
+    return name
 
 
 def _groups(groups: Iterable[str]) -> list[str]:

@@ -7,7 +7,8 @@ A token is accepted when it is a compact JWS (never a JWE) of at most
 EC P-256/P-384/P-521, EdDSA: OKP Ed25519/Ed448), and its claims hold: ``exp`` (required),
 ``nbf`` and ``iat`` within ``SWITCHBOARD_JWT_LEEWAY``, ``iss`` equal to
 ``SWITCHBOARD_JWT_ISSUER``, ``aud`` naming ``SWITCHBOARD_JWT_AUDIENCE`` (when set), a
-subject. Its claims become a :class:`~registry.access.principal.Principal` (``method="jwt"``).
+subject that is not a built-in principal's name (``admin-token``, ``read-token``). Its claims
+become a :class:`~registry.access.principal.Principal` (``method="jwt"``).
 
 A token naming a key the JWKS lacks makes it be fetched again (within a rate limit); with no
 keys at all tokens are refused with reason ``unavailable``. Header members that name other
@@ -31,7 +32,7 @@ from jwcrypto.jwk import JWK
 
 from registry.access.errors import AuthError
 from registry.access.idpkeys import REFETCH_INTERVAL, REFRESH_INTERVAL, IssuerKeys
-from registry.access.principal import ROLES, Principal
+from registry.access.principal import BUILT_IN, ROLES, Principal
 from registry.jsonsafe import JsonLimitError, loads_limited
 from registry.jwkeys import b64url_decode, key_problem
 from registry.settings import Settings
@@ -215,13 +216,24 @@ class JwtVerifier:
                 f"the token's {s.jwt_subject_claim} claim is not a non-empty string "
                 "(it names the caller)",
             )
+        if subject in BUILT_IN:  # never the admin or read token's principal
+            raise AuthError(
+                "bad_claims",
+                f"the token's {s.jwt_subject_claim} claim names a built-in principal "
+                f"({subject}): no token may stand for it",
+            )
         tenant = _claim(claims, s.jwt_tenant_claim)
         if tenant is not None and (not isinstance(tenant, str) or _CONTROL.search(tenant)):
             raise AuthError("bad_claims", f"the token's {s.jwt_tenant_claim} claim is not a string")
         groups = _names(_claim(claims, s.jwt_groups_claim), s.jwt_groups_claim)
         roles = _names(_claim(claims, s.jwt_roles_claim), s.jwt_roles_claim) & ROLES
         return Principal(
-            subject=subject, tenant=tenant or None, groups=groups, roles=roles, method="jwt"
+            subject=subject,
+            tenant=tenant or None,
+            groups=groups,
+            roles=roles,
+            method="jwt",
+            issuer=self.issuer,
         )
 
 

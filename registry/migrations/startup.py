@@ -33,7 +33,7 @@ from registry.migrations.errors import SchemaTooNew
 from registry.migrations.legacy import OLD_NAMES, seed_counters
 from registry.migrations.locking import locked
 
-HEAD = "0001"
+HEAD = "0002"
 """The revision this version's code needs: the newest script in ``versions/`` (a test keeps
 them equal)."""
 

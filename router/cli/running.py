@@ -22,6 +22,14 @@ waits until no connection is expected to send more of a request (``arrivals``: a
 ``arrival_wait`` seconds, ``idle_wait`` for connections between keep-alive calls), then shuts
 down as ``run_app`` does (``on_shutdown``, up to ``shutdown_timeout`` seconds for the requests
 in progress, the cleanup).
+
+While it serves, every answer on a connection it keeps open says for how long it keeps it
+idle (``Keep-Alive: timeout=N``, aiohttp's keep-alive timeout), and every answer after which
+it closes the connection says ``Connection: close`` (``connection_headers``): once stopping,
+and when the request's body has not all arrived (aiohttp would read and drop the rest for
+up to 10 s, then close without a word; a client that waits for ``100 Continue`` and got a
+final answer instead never sends it). A client whose idle timeout is below ``N`` then never
+sends a request on a connection the server is closing.
 """
 
 from __future__ import annotations
@@ -41,7 +49,7 @@ __all__ = [
     "CANCEL_WAIT",
     "IDLE_WAIT",
     "arrivals",
-    "close_once_stopped",
+    "connection_headers",
     "run",
     "serve_until",
 ]
@@ -53,6 +61,9 @@ ARRIVAL_WAIT = 1.0
 IDLE_WAIT = 0.25
 """Seconds a connection idle between keep-alive requests when the stop begins gets to send its
 next request (a busy client sends it within milliseconds of its previous answer)."""
+KEEPALIVE_TIMEOUT = 3630
+"""Seconds an idle keep-alive connection is kept by default (aiohttp's server's own;
+``SWITCHBOARD_KEEPALIVE_TIMEOUT``)."""
 CANCEL_WAIT = 5.0
 """Seconds the tasks still running at the end get to finish once cancelled; a task that
 ignores its cancellation is logged and left, so that the process ends."""
@@ -70,18 +81,22 @@ def run(
     arrival_wait: float = ARRIVAL_WAIT,
     idle_wait: float = IDLE_WAIT,
     cancel_wait: float = CANCEL_WAIT,
+    keepalive_timeout: int = KEEPALIVE_TIMEOUT,
     **runner_kwargs: Any,
 ) -> None:
     """Serve ``app`` on ``sock``, or on ``host``:``port``, until SIGTERM or SIGINT, then stop
     (module docstring). ``print`` gets ``run_app``'s banner once the server accepts requests;
+    ``keepalive_timeout``: seconds an idle connection is kept (and announced);
     ``runner_kwargs`` go to ``web.AppRunner`` (access log, ``shutdown_timeout``, ...). A signal
     during the start cancels it, and a second signal during the stop ends it at once (the
     requests still in progress and the app's cleanup cut short), as with ``run_app``."""
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     stop = asyncio.Event()
-    close_once_stopped(app, stop)
-    runner = web.AppRunner(app, handle_signals=False, **runner_kwargs)
+    connection_headers(app, stop, keepalive_timeout)
+    runner = web.AppRunner(
+        app, handle_signals=False, keepalive_timeout=keepalive_timeout, **runner_kwargs
+    )
     serving = False
 
     def sites() -> list[web.BaseSite]:
@@ -137,7 +152,7 @@ async def serve_until(
 ) -> None:
     """Set up ``runner`` (unless it is), start its ``sites``, serve until ``stop`` is set, then
     stop: stop listening, wait for the requests on their way in, clean the runner up. The app
-    should answer ``Connection: close`` once ``stop`` is set (``close_once_stopped``)."""
+    should answer ``Connection: close`` once ``stop`` is set (``connection_headers``)."""
     if runner.server is None:
         await runner.setup()
     try:
@@ -154,17 +169,27 @@ async def serve_until(
         await runner.cleanup()
 
 
-def close_once_stopped(app: web.Application, stop: asyncio.Event) -> None:
-    """Make every answer of ``app`` prepared once ``stop`` is set say ``Connection: close``
-    (and close its connection once sent), so that a client's next call opens a new connection,
-    to a process that still listens. Before ``app`` starts."""
+def connection_headers(
+    app: web.Application, stop: asyncio.Event, keepalive_timeout: int | None = None
+) -> None:
+    """Make every answer of ``app`` say what becomes of its connection. Before ``app`` starts.
 
-    async def closing(_request: web.BaseRequest, response: web.StreamResponse) -> None:
-        if stop.is_set():
+    ``Connection: close`` (and the connection closed once the answer is sent) once ``stop``
+    is set, so that a client's next call opens a new connection, to a process that still
+    listens; and for a request whose body has not all arrived (module docstring). Otherwise
+    ``Keep-Alive: timeout=<keepalive_timeout>`` (the server's; None: no such header)."""
+    announced = f"timeout={keepalive_timeout}" if keepalive_timeout else None
+
+    async def connection(request: web.BaseRequest, response: web.StreamResponse) -> None:
+        if not response.keep_alive:
+            return  # aiohttp said close (a client's Connection: close, HTTP/1.0, an error)
+        if stop.is_set() or not request.content.is_eof():
             response.force_close()  # the connection closes once the answer is sent
             response.headers[hdrs.CONNECTION] = "close"  # the head was made before this hook
+        elif announced is not None:
+            response.headers[hdrs.KEEP_ALIVE] = announced
 
-    app.on_response_prepare.append(closing)
+    app.on_response_prepare.append(connection)
 
 
 async def arrivals(server: web.Server, wait: float, idle_wait: float = IDLE_WAIT) -> int:

@@ -386,6 +386,7 @@ def _serve(
             access_log_class=RequestAccessLogger,  # the request's id on its access log line
             handler_cancellation=True,  # a client that goes away closes its upstream stream
             shutdown_timeout=settings.shutdown_grace,  # open streams' time to finish
+            keepalive_timeout=settings.keepalive_timeout,  # announced as Keep-Alive: timeout=N
         )
     except SQLAlchemyError as exc:
         raise CliError(

@@ -5,7 +5,8 @@ A v0.1 client names its own tasks, so two callers may both choose ``task-1``: a 
 belongs to the owner scope it was made in (:mod:`router.ids.owners`), and
 :meth:`TaskAliases.scoped` gives the view of one scope (the object itself is the anonymous
 scope's). In another scope an alias is as unknown as one nobody chose, and can be bound
-there again to that scope's task.
+there again to that scope's task. For one version a view also finds the aliases of the
+scope earlier versions gave its caller (``old``: :mod:`router.ids.oldscope`).
 
 Bindings are in ``router_task_alias_bindings`` (:class:`router.tables.TaskAliasBinding`, key:
 owner, alias); those of earlier versions were moved there, in the anonymous scope, by the
@@ -40,17 +41,21 @@ class TaskAliases:
         self.store = store
         self.scope = ""
         self._owner = ""  # the stored form of the scope
+        self._old: TaskAliases | None = None  # the caller's scope in earlier versions
         # (scope, alias) -> router task ID; unknown (scope, alias) pairs, briefly
         self._aliases: LRUCache[tuple[str, str], str] = LRUCache(cache_size)
         self._alias_misses: TTLCache[tuple[str, str], bool] = TTLCache(cache_size, _ALIAS_MISS_TTL)
 
-    def scoped(self, scope: str) -> TaskAliases:
-        """The aliases of owner scope ``scope`` (``""``: the anonymous one): the same store and
+    def scoped(self, scope: str, old: str | None = None) -> TaskAliases:
+        """The aliases of owner scope ``scope`` (``""``: the anonymous one), which also finds
+        those of ``old`` (the same caller's scope in earlier versions): the same store and
         caches. Cheap, so made per request."""
-        if scope == self.scope:
+        if scope == self.scope and old is None and self._old is None:
             return self
         view = copy.copy(self)  # shares the caches
-        view.scope, view._owner = scope, owner_key(scope)
+        view.scope, view._owner, view._old = scope, owner_key(scope), None
+        if old is not None and old != scope:
+            view._old = view.scoped(old)
         return view
 
     async def alias(self, client_task_id: str) -> str | None:
@@ -63,12 +68,12 @@ class TaskAliases:
         if task_id is not None:
             return task_id
         if key in self._alias_misses:
-            return None
+            return None if self._old is None else await self._old.alias(client_task_id)
         async with self.store.session() as session:
             row = await session.get(TaskAliasBinding, (self._owner, client_task_id))
         if row is None:
             self._alias_misses[key] = True
-            return None
+            return None if self._old is None else await self._old.alias(client_task_id)
         self._aliases[key] = row.task_id
         return row.task_id
 

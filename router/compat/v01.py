@@ -31,6 +31,7 @@ from router.protocol.payloads import (
     missing_or,
     params_error,
 )
+from router.protocol.stored import NUL, NUL_RULE, nul_fields
 from router.protocol.versions import ROLES, TASK_STATES, V01_METHODS, Op, task_state
 
 __all__ = [
@@ -110,6 +111,9 @@ def _client_task_id(params: Mapping[str, Any], violations: list[tuple[str, str]]
     if len(value) > MAX_ID_LENGTH:
         violations.append(("id", f"must be at most {MAX_ID_LENGTH} characters long"))
         return ""
+    if NUL in value:  # stored (the client's task ID), see router.protocol.stored
+        violations.append(("id", NUL_RULE))
+        return ""
     return value
 
 
@@ -142,7 +146,11 @@ def _send_params(params: dict[str, Any], violations: list[tuple[str, str]]) -> d
     ):
         violations.append(("sessionId", f"must be a string of 1 to {MAX_ID_LENGTH} characters"))
         session = None
+    elif session is not None and NUL in session:
+        violations.append(("sessionId", NUL_RULE))
+        session = None
     push = params.pop("pushNotification", None)
+    violations += [(field, NUL_RULE) for field in nul_fields(push, "pushNotification")]
     config: dict[str, Any] = {}
     if push is not None:
         if not isinstance(push, dict):

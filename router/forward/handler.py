@@ -38,12 +38,14 @@ from router.choose.matcher import Choice, Matcher
 from router.compat import codec, translate
 from router.compat.aliases import TaskAliases
 from router.compat.codec import ClientCodec
+from router.forward.addresses import hides_addresses
 from router.forward.call import Call, EventStream, Reply
 from router.forward.push import PushRelay, SendPush
 from router.forward.relay import Relay, extensions_header, one_event
 from router.forward.unarystream import UnaryStreams
 from router.forward.upstream import Upstream, forward_headers
 from router.ids.idmap import IdMap
+from router.ids.oldscope import settle
 from router.ids.refs import TaskRef
 from router.ids.rewrite import Rewriter, owner_forgot_task
 from router.observe.metrics import observed_choice, observed_handle, translated
@@ -132,6 +134,7 @@ class Router:
         """What a caller may use (the app sets the access policies' grants)."""
 
     @observed_handle
+    @hides_addresses
     async def handle(self, call: Call) -> Reply | EventStream:
         """Answer one call: a JSON-RPC body, or a stream of them, in the client's dialect.
 
@@ -145,6 +148,7 @@ class Router:
                 self._check_pinned(who.grant, call.pinned)
             header = call.headers.get(VERSION_HEADER)
             rpc, client = await codec.open_codec(who.ids, who.aliases, rpc, header=header)
+            who = Caller(await settle(who.ids, rpc), who.aliases, who.grant)
             spans.on_request(rpc, call.pinned)
             if rpc.op is Op.CARD:  # v0.1 agent/getCard
                 base, pinned = call.base_url, call.pinned
@@ -175,10 +179,18 @@ class Router:
         return self._caller(call.caller)
 
     def _caller(self, principal: Principal) -> Caller:
-        scope = self.scope_of(principal)
-        ids = self.ids.scoped(scope) if scope else self.ids
-        aliases = self.aliases.scoped(scope) if scope else self.aliases
+        ids = self.id_space(principal)
+        aliases = self.aliases.scoped(ids.scope, ids.old)
         return Caller(ids, aliases, self.grants(principal))
+
+    def id_space(self, principal: Principal) -> IdMap:
+        """The view of the ID map ``principal`` finds and makes IDs in: its scope
+        (:meth:`scope_of`) and, for one version, its scope of earlier versions
+        (:mod:`router.ids.oldscope`)."""
+        scope = self.scope_of(principal)
+        if not scope:
+            return self.ids
+        return self.ids.scoped(scope, principal.old_scope(self.settings.task_scope))
 
     def scope_of(self, principal: Principal) -> str:
         """The owner of the tasks ``principal`` creates and may see: ``""`` (one shared
@@ -296,6 +308,7 @@ class Router:
         grant, with every candidate listed (``header``: the ``A2A-Version`` header)."""
         who = self._caller(principal)
         rpc, _ = await codec.open_codec(who.ids, who.aliases, rpc, header=header)
+        who = Caller(await settle(who.ids, rpc), who.aliases, who.grant)
         scope = self._scope(who, None)
         return await self.chooser.explain(rpc.version, rpc.op, rpc.params, scope)
 
@@ -517,7 +530,7 @@ class Router:
             return fallback  # a finished task does not change: no need to ask its owner
         try:
             choice = self.matcher.target_for(rpc.version, ref.agent_id, grant=who.grant)
-            rewriter = Rewriter(who.ids, rpc.version, ref.agent_id, ref.context_id)
+            rewriter = Rewriter(who.ids.view_of(ref), rpc.version, ref.agent_id, ref.context_id)
             params = await rewriter.request_to_upstream(Op.GET, get)
             answer = await asyncio.wait_for(
                 self._call_upstream(call, rpc, choice, Op.GET, params),

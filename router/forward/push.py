@@ -31,7 +31,12 @@ from router.ids.refs import TaskRef, valid_id
 from router.ids.rewrite import Rewriter
 from router.protocol import payloads as wire
 from router.protocol.envelope import Request
-from router.protocol.errors import PUSH_NOT_SUPPORTED, TASK_NOT_FOUND, RpcError
+from router.protocol.errors import (
+    INVALID_AGENT_RESPONSE,
+    PUSH_NOT_SUPPORTED,
+    TASK_NOT_FOUND,
+    RpcError,
+)
 from router.protocol.events import event_payload, result_task_states, stream_event_kind
 from router.protocol.versions import Op, Version, equivalent_method
 from router.push.configs import PushConfig, PushConfigs, new_receiver
@@ -362,7 +367,9 @@ class PushRelay:
         if token is None or not hmac.compare_digest(token.encode(), expected):
             raise ReceiverRefused(401, f"wrong or missing {TOKEN_HEADER}")
         try:
-            event = loads_limited(body, max_depth=self.max_depth)
+            # content may hold NUL (as clients' messages may): the outbox keeps the event as
+            # JSON, escaped; IDs with NUL are never looked up (router.ids.refs.valid_id)
+            event = loads_limited(body, max_depth=self.max_depth, allow_nul=True)
         except JsonLimitError as exc:
             raise ReceiverRefused(
                 400, f"the notification is not valid JSON: {exc.message}"
@@ -379,7 +386,12 @@ class PushRelay:
             raise ReceiverRefused(403, "the notification is about a task this config is not for")
         if config.task_id is None and known is not None:
             config = await self.configs.bind(receiver_key, known.task_id) or config
-        await self._queue(config, event, source, upstream_task, target_of)
+        try:
+            await self._queue(config, event, source, upstream_task, target_of)
+        except RpcError as error:
+            if error.code != INVALID_AGENT_RESPONSE:
+                raise
+            raise ReceiverRefused(400, f"the notification is invalid: {error.message}") from None
 
     async def _queue(
         self,
@@ -467,7 +479,7 @@ def _task_of(version: Version, event: dict[str, Any]) -> str | None:
         return None
     kind = stream_event_kind(version, event)
     value = payload.get("id") if kind in ("task", None) else payload.get("taskId")
-    return value if isinstance(value, str) and value else None
+    return value if valid_id(value) else None
 
 
 def _delivered_as(rpc: Request) -> str:

@@ -38,7 +38,7 @@ class Leg:
     body: bytes | None
     request_id: Any
     rest: RestCall | None = None
-    stand_in: bool = False  # a null request id was sent as a stand-in (see :func:`leg`)
+    stand_in: bool = False  # a stand-in request id was sent for this one (see :func:`leg`)
 
     def sent(self) -> Leg:
         """This leg once its request is sent: the same, without the request's bytes."""
@@ -83,13 +83,15 @@ def leg(target: Target, url: URL, method: str, params: dict[str, Any], request_i
     """The request of JSON-RPC ``method`` with ``params`` to ``target`` at its checked
     ``url``. Raises RpcError -32004 when the agent's HTTP+JSON binding has no path for it.
 
-    A JSON-RPC request without an id (a call that came in over HTTP+JSON has none) goes with
-    a stand-in id, which SDK servers require (the a2a-sdk 0.3 one refuses ``"id": null``);
-    the answers get the null id back."""
+    A JSON-RPC request without an id (a call that came in over HTTP+JSON has none), or with
+    one that is not a string or an integer (``1.5``: JSON-RPC allows any number), goes with a
+    stand-in id, which SDK servers require (the a2a-sdk 0.3 one refuses ``"id": null``, its
+    pydantic models any fraction); the answers get the client's id back."""
     if target.binding != HTTP_JSON:
-        sent = request_id if request_id is not None else f"switchboard-{uuid.uuid4().hex}"
+        plain = isinstance(request_id, str | int) and not isinstance(request_id, bool)
+        sent = request_id if plain else f"switchboard-{uuid.uuid4().hex}"
         body = _dumps(_jsonrpc(method, params, sent))
-        return Leg("POST", url, body, request_id, stand_in=request_id is None)
+        return Leg("POST", url, body, request_id, stand_in=not plain)
     call = rest_call(target.version, method, params)
     if call is None:
         raise RpcError(

@@ -8,7 +8,9 @@ Every task and context belongs to an owner scope (:mod:`router.ids.owners`): an
 :class:`IdMap` is a view of the map in one scope (:meth:`IdMap.scoped`; the map itself is the
 anonymous scope's), and another scope's tasks and contexts are, in it, IDs that do not exist:
 the same answer, the same work (a token of another scope fails to open as a forged one does;
-a stored ID is looked up once either way, and then is not this scope's).
+a stored ID is looked up once either way, and then is not this scope's). A view may name the
+scope earlier versions gave its caller (``old``): an exchange whose IDs are that scope's runs
+in it (:mod:`router.ids.oldscope`), and ListTasks lists both.
 
 The common IDs carry their mapping themselves: sealed tokens (:mod:`router.ids.tokens`), the same
 in every replica and after a restart, unforgeable, so mapping them reads no table. The rare
@@ -105,28 +107,36 @@ class IdMap:
     def __init__(self, store: Store, cache_size: int = 10000, flush_delay: float = 0.05) -> None:
         self._view(_Shared(store, cache_size, flush_delay), "")
 
-    def _view(self, shared: _Shared, scope: str) -> None:
+    def _view(self, shared: _Shared, scope: str, old: str | None = None) -> None:
         self._shared = shared
         self.scope = scope
+        self.old = old if old != scope else None
+        """The scope earlier versions gave this view's caller, if another (one version's
+        grace: :mod:`router.ids.oldscope`)."""
         self.store = shared.store
         self.log = shared.log
         self._owner = owner_key(scope)  # the stored form of the scope
         self._sealer: Sealer | None = None  # this scope's, once the key is loaded
 
-    def scoped(self, scope: str) -> IdMap:
+    def scoped(self, scope: str, old: str | None = None) -> IdMap:
         """This map in owner scope ``scope`` (``""``: the anonymous one): the same store,
-        task log, key and caches; every ID it makes or finds is that scope's. Cheap (one small
-        object), so made per request."""
-        if scope == self.scope:
+        task log, key and caches; every ID it makes or finds is that scope's. ``old``: the
+        scope earlier versions gave the same caller (:mod:`router.ids.oldscope`). Cheap (one
+        small object), so made per request."""
+        if scope == self.scope and old == self.old:
             return self
         view = object.__new__(IdMap)
-        view._view(self._shared, scope)
+        view._view(self._shared, scope, old)
         return view
 
     @property
     def tasks(self) -> TaskList:
-        """ListTasks over this scope's tasks."""
-        return TaskList(self.store, self.log, self.scope)
+        """ListTasks over this scope's tasks (and its :attr:`old` scope's)."""
+        return TaskList(self.store, self.log, self.scope, self.old)
+
+    def view_of(self, ref: TaskRef) -> IdMap:
+        """The view of the scope ``ref`` was listed in (this one, or its :attr:`old` one)."""
+        return self.scoped(ref.owner) if self.old is not None and ref.owner == self.old else self
 
     # --- lifecycle ---
 
@@ -278,10 +288,15 @@ class IdMap:
 
     async def record_state(self, task_id: str, state: str) -> None:
         """Remember a task's last known state (either version's name); queued only on
-        change."""
+        change. A task of the :attr:`old` scope (ListTasks lists them) is recorded there."""
         canonical = canonical_state(state)
+        if canonical is None:
+            return
         ref = await self.task(task_id)
-        if canonical is None or ref is None or ref.state == canonical:
+        if ref is None and self.old is not None:
+            await self.scoped(self.old).record_state(task_id, state)
+            return
+        if ref is None or ref.state == canonical:
             return
         ref = self._cache_ref(replace(ref, state=canonical, updated_at=utcnow()))
         self._queue(ref, canonical)
@@ -471,6 +486,25 @@ class IdMap:
             return False
         return True
 
+    async def knows_context(self, context_id: str) -> bool:
+        """Whether ``context_id`` is a router context of this scope (made or named in it)."""
+        if not valid_id(context_id):
+            return False
+        if (self.scope, context_id) in self._shared.known_ctx:
+            return True
+        if await self._open_context(context_id) is not None:
+            return True
+        async with self.store.session() as session:
+            result = await session.exec(
+                select(RouterContextEntry.agent_id)
+                .where(
+                    RouterContextEntry.owner == self._owner,
+                    RouterContextEntry.context_id == context_id,
+                )
+                .limit(1)
+            )
+            return result.first() is not None
+
     async def ensure_context(self, context_id: str, field: str = "message.contextId") -> None:
         """Make a client-supplied context ID a router context of this scope (idempotent; a
         token of ours already is one).
@@ -482,23 +516,7 @@ class IdMap:
             raise params_error(
                 [(field, f"must be a non-empty string of at most {MAX_ID_LENGTH} characters")]
             )
-        key = (self.scope, context_id)
-        if key in self._shared.known_ctx:
-            return
-        if await self._open_context(context_id) is not None:
-            self._shared.known_ctx[key] = True
-            return
-        async with self.store.session() as session:
-            result = await session.exec(
-                select(RouterContextEntry.agent_id)
-                .where(
-                    RouterContextEntry.owner == self._owner,
-                    RouterContextEntry.context_id == context_id,
-                )
-                .limit(1)
-            )
-            known = result.first() is not None
-        if not known:
+        if not await self.knows_context(context_id):
             try:
                 async with self.store.session() as session, session.begin():
                     session.add(
@@ -511,7 +529,7 @@ class IdMap:
                     )
             except IntegrityError:
                 pass  # made meanwhile
-        self._shared.known_ctx[key] = True
+        self._shared.known_ctx[(self.scope, context_id)] = True
 
     async def context_agents(self, context_id: str) -> set[str]:
         """The agents already serving a router context of this scope (briefly cached: another

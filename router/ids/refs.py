@@ -1,6 +1,6 @@
 """What the router knows about one of its task IDs (:class:`TaskRef`: its agent, upstream
 IDs, context, last known state and owner scope), and the check every router and upstream ID
-passes (non-empty, at most :data:`MAX_ID_LENGTH` characters)."""
+passes (non-empty, at most :data:`MAX_ID_LENGTH` characters, no NUL)."""
 
 from __future__ import annotations
 
@@ -49,11 +49,14 @@ def ref_of(row: RouterTaskEntry | TaskWrite, owner: str | None = None) -> TaskRe
 
 
 def valid_id(value: Any) -> bool:
-    """Whether ``value`` can be an ID: a non-empty string of at most MAX_ID_LENGTH."""
-    return isinstance(value, str) and 0 < len(value) <= MAX_ID_LENGTH
+    """Whether ``value`` can be an ID: a non-empty string of at most MAX_ID_LENGTH, without
+    NUL (PostgreSQL's text cannot hold it: such an ID is never stored nor looked up)."""
+    return isinstance(value, str) and 0 < len(value) <= MAX_ID_LENGTH and "\x00" not in value
 
 
 def check_id(value: Any, what: str) -> None:
     """Raise ValueError naming ``what`` unless :func:`valid_id`."""
     if not valid_id(value):
-        raise ValueError(f"{what} must be a non-empty string of at most {MAX_ID_LENGTH} characters")
+        raise ValueError(
+            f"{what} must be a non-empty string of at most {MAX_ID_LENGTH} characters, without NUL"
+        )

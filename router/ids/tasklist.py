@@ -3,7 +3,8 @@ states of both protocol versions in their one stored (1.0) spelling.
 
 The rows are written behind the requests (:mod:`router.ids.tasklog`); a listing first writes
 this process's queue, so a process lists every task it has seen. A task list is one owner
-scope's (:mod:`router.ids.owners`): it lists and counts that scope's tasks only, and its page
+scope's (:mod:`router.ids.owners`): it lists and counts that scope's tasks only (and, for one
+version, those of the scope earlier versions gave the same caller: ``old``), and its page
 tokens are refused in any other scope as tokens of no list.
 """
 
@@ -21,7 +22,7 @@ from sqlmodel import col, select
 
 from registry.records import as_utc, utcnow
 from registry.store import Store
-from router.ids.owners import owns_task, scope_digest
+from router.ids.owners import owner_key, owns_task, scope_digest
 from router.ids.refs import TaskRef, ref_of, valid_id
 from router.ids.tasklog import TaskLog
 from router.protocol.envelope import RpcError
@@ -42,10 +43,22 @@ class TaskList:
     """ListTasks over the task rows of every replica, of one owner scope (see
     :meth:`list_tasks`)."""
 
-    def __init__(self, store: Store, log: TaskLog, owner: str = "") -> None:
+    def __init__(self, store: Store, log: TaskLog, owner: str = "", old: str | None = None) -> None:
         self.store = store
         self.log = log  # this process's queued rows, written before each listing
         self.owner = owner
+        self.old = old  # the owner's scope in earlier versions, also listed
+        self._scopes = {owner_key(scope): scope for scope in (owner, old) if scope is not None}
+
+    def _owned(self) -> Any:
+        """The SQL condition: a row of this list's scopes."""
+        if self.old is None:
+            return owns_task(self.owner)
+        return or_(owns_task(self.owner), owns_task(self.old))
+
+    def _ref(self, row: RouterTaskEntry) -> TaskRef:
+        """A listed row's reference, in the scope it belongs to."""
+        return ref_of(row, self._scopes.get(row.owner or "", self.owner))
 
     async def list_tasks(
         self,
@@ -83,7 +96,7 @@ class TaskList:
         if not 1 <= page_size <= MAX_PAGE_SIZE:
             raise _invalid("pageSize", f"must be from 1 to {MAX_PAGE_SIZE}")
         filters = _filters(context_id, state, agent_id, updated_after)
-        conditions = [owns_task(self.owner), *_conditions(filters)]
+        conditions = [self._owned(), *_conditions(filters)]
         await self.log.flush()  # this process's queued rows first
         scope = scope_digest(self.owner)
         if page_token:
@@ -108,7 +121,7 @@ class TaskList:
                         filters,
                         scope,
                     )
-                    return [ref_of(row, self.owner) for row in older[:page_size]], token
+                    return [self._ref(row) for row in older[:page_size]], token
                 cursor = _Cursor(before=False, snapshot=cursor.snapshot, at=None, task_id=None)
             room = page_size - len(older)
             query = select(RouterTaskEntry).where(*conditions)
@@ -126,7 +139,7 @@ class TaskList:
             if newer:
                 cursor = replace(cursor, at=as_utc(newer[-1].updated_at), task_id=newer[-1].task_id)
             token = _encode_token(cursor, filters, scope)
-        return [ref_of(row, self.owner) for row in [*reversed(newer), *older]], token
+        return [self._ref(row) for row in [*reversed(newer), *older]], token
 
     async def count_tasks(
         self,
@@ -139,7 +152,7 @@ class TaskList:
         """How many tasks match the filters of :meth:`list_tasks` now (``totalSize``)."""
         filters = _filters(context_id, state, agent_id, updated_after)
         await self.log.flush()
-        conditions = [owns_task(self.owner), *_conditions(filters)]
+        conditions = [self._owned(), *_conditions(filters)]
         query = select(func.count()).select_from(RouterTaskEntry).where(*conditions)
         async with self.store.session() as session:
             return int((await session.exec(query)).one())

@@ -22,6 +22,7 @@ from typing import IO, Any, Literal
 from aiohttp import web
 from aiohttp.web_log import AccessLogger
 
+from registry.access.clientaddr import client_address
 from router.observe.http import OBSERVED
 from router.observe.logwriter import TurnHandler
 from router.observe.requestid import Observed, RequestContextFilter, observing
@@ -150,6 +151,11 @@ def log_info(logger: logging.Logger, msg: str, *args: Any, extra: Any = None) ->
         )  # fmt: skip
 
 
+def _client(request: web.BaseRequest, response: web.StreamResponse, time: float) -> str:
+    """aiohttp's ``%a``, the client's address (``-`` when unknown)."""
+    return (client_address(request) if request is not None else None) or "-"
+
+
 class RequestAccessLogger(AccessLogger):
     """aiohttp's access log, its record carrying the request's fields (id, A2A method, agent,
     outcome) and the request's duration.
@@ -157,16 +163,16 @@ class RequestAccessLogger(AccessLogger):
     The line and the record's ``extra`` are aiohttp's; the path to the handlers is shorter:
     the request's start time (``%t``) is formatted once per second, and the record is made
     and handled directly (no caller lookup: its ``pathname``, ``lineno`` and ``funcName``
-    are ``logging``'s unknowns).
+    are ``logging``'s unknowns). The address (``%a``) is the client's as the rate limits see
+    it (:func:`registry.access.clientaddr.client_address`: ``X-Forwarded-For`` from a
+    trusted proxy).
     """
 
     def __init__(self, logger: logging.Logger, log_format: str = AccessLogger.LOG_FORMAT) -> None:
         super().__init__(logger, log_format)
         self._second: tuple[int, Any, str] = (-1, None, "")  # second, its zone, its text
-        start = self.LOG_FORMAT_MAP["t"]
-        self._methods = [
-            type(m)(m.key, self._start_time) if m.key == start else m for m in self._methods
-        ]
+        own = {self.LOG_FORMAT_MAP["t"]: self._start_time, self.LOG_FORMAT_MAP["a"]: _client}
+        self._methods = [type(m)(m.key, own[m.key]) if m.key in own else m for m in self._methods]
 
     def _start_time(
         self, request: web.BaseRequest, response: web.StreamResponse, time: float

@@ -30,6 +30,7 @@ from router.protocol.errors import (
 )
 from router.protocol.fieldnames import json_names
 from router.protocol.listing import list_tasks_query
+from router.protocol.stored import check_stored
 from router.protocol.versions import (
     EXTENDED_CARD_METHODS,
     METHODS,
@@ -65,7 +66,7 @@ class Request:
     ``client_task_id`` is the task ID a v0.1 client chose (see :mod:`router.compat.codec`).
     """
 
-    id: str | int | None
+    id: str | int | float | None
     method: str
     params: dict[str, Any]
     op: Op
@@ -95,10 +96,12 @@ def parse_request(
     caller's ``dialects`` (:func:`router.compat.dialects.served_call`) makes the served call.
 
     Raises :class:`RpcError`: -32700 (not JSON, nested too deep), -32600 (a
-    batch, not an object, bad ``jsonrpc``/``id``/``method``/``params``), -32601 (no such
-    method in ``version``), -32602 (invalid params, each field named by its path). The
-    extended card methods are :attr:`Op.EXTENDED_CARD` calls (the router answers them
-    itself).
+    batch, not an object, bad ``jsonrpc``/``id``/``method``/``params``; an ``id`` beyond a
+    double's range), -32601 (no such method in ``version``), -32602 (invalid params, each
+    field named by its path; NUL in a value the router stores:
+    :func:`router.protocol.stored.check_stored`). The extended card methods are
+    :attr:`Op.EXTENDED_CARD` calls (the router answers them itself). Strings may hold NUL
+    elsewhere (message content passes through).
     """
     document = _parse(body, max_depth)
     request_id = _request_id(document)
@@ -140,8 +143,10 @@ def _parse(body: bytes, max_depth: int) -> Any:
             {"problem": "empty body"},
         )
     try:
-        return loads_limited(body, max_depth=max_depth)
+        return loads_limited(body, max_depth=max_depth, allow_nul=True)
     except JsonLimitError as exc:
+        if exc.details.get("problem") == "non-finite number":
+            _check_finite_id(body, max_depth)
         if exc.code == "json_too_deep":
             raise RpcError(
                 PARSE,
@@ -154,7 +159,19 @@ def _parse(body: bytes, max_depth: int) -> Any:
         ) from None
 
 
-def _request_id(document: Any) -> str | int | None:
+def _check_finite_id(body: bytes, max_depth: int) -> None:
+    """-32600 (``id`` null) when the number beyond a double's range that made ``body``
+    unreadable is the request's ``id``: valid JSON, and an id no client can be answered
+    with."""
+    try:
+        document = loads_limited(body, max_depth=max_depth, allow_nul=True, finite=False)
+    except JsonLimitError:
+        return
+    if isinstance(document, dict):
+        _check_id(document)
+
+
+def _request_id(document: Any) -> str | int | float | None:
     """The client's id if it can be used in the answer, else None."""
     if isinstance(document, dict):
         value = document.get("id")
@@ -209,10 +226,16 @@ def _envelope(document: Any) -> tuple[str, dict[str, Any]]:
 
 def _check_id(document: dict[str, Any]) -> None:
     if "id" in document and not valid_id(document["id"]):
+        value = document["id"]
+        shown = (
+            "a number beyond the range of a double"
+            if isinstance(value, float)  # valid_id refuses only the infinite ones
+            else _describe(value)
+        )
         raise _invalid(
-            f"'id' must be a string, an integer or null; got {_describe(document['id'])}",
+            f"'id' must be a string, a finite number or null; got {shown}",
             "id",
-            received=_json_type(document["id"]),
+            received=_json_type(value),
         )
 
 
@@ -294,6 +317,12 @@ def _check_params(version: Version, op: Op, method: str, params: dict[str, Any])
     params, clashes = json_names(version, op.value, params)
     if clashes:
         raise wire.params_error(clashes)
+    _check_shape(version, op, method, params)
+    check_stored(op, params)
+    return params
+
+
+def _check_shape(version: Version, op: Op, method: str, params: dict[str, Any]) -> None:
     if op in (Op.SEND, Op.STREAM):
         wire.check_send_params(version, params)
     elif op in (Op.GET, Op.CANCEL, Op.SUBSCRIBE, Op.PUSH_CONFIG):
@@ -302,4 +331,3 @@ def _check_params(version: Version, op: Op, method: str, params: dict[str, Any])
             wire.check_push_config_params(version, method, params)
     elif op is Op.LIST:
         list_tasks_query(params)
-    return params

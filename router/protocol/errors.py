@@ -10,6 +10,7 @@ response bodies: :func:`error_body` shapes an error's ``data`` per version, a pl
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -222,7 +223,8 @@ def _with_detail(data: Any, detail: str) -> Any:
 
 
 def error_body(version: Version, id: Any, error: RpcError) -> dict[str, Any]:
-    """A JSON-RPC error response (an ``id`` that is not a string, integer or null is null)."""
+    """A JSON-RPC error response (an ``id`` that is not a string, finite number or null is
+    null)."""
     return {"jsonrpc": "2.0", "id": _response_id(id), "error": error_object(version, error)}
 
 
@@ -231,17 +233,18 @@ def result_body(id: Any, result: Any) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": _response_id(id), "result": result}
 
 
-def _response_id(id: Any) -> str | int | None:
+def _response_id(id: Any) -> str | int | float | None:
     return id if valid_id(id) else None
 
 
 def valid_id(value: Any) -> bool:
-    """Whether ``value`` may be a JSON-RPC ``id``: a string, an integer or null."""
-    return value is None or isinstance(value, str) or _is_int(value)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    """Whether ``value`` may be a JSON-RPC ``id``: a string, a finite number (an integer or
+    not: JSON-RPC 2.0 allows any number) or null."""
+    if value is None or isinstance(value, str):
+        return True
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
 
 
 def _violation_objects(error: RpcError) -> list[dict[str, str]]:

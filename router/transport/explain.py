@@ -12,6 +12,9 @@ health, caller and inputs, the agent explain names is the agent the send reaches
 Without ``method``: the deprecated ``stream`` (and ``version``, else the ``A2A-Version``
 header, else the message's shape) pick it. A ``stream`` or ``version`` that contradicts
 ``method`` is ``400 invalid_body``; a method that sends no message ``400 invalid_method``.
+
+With client authentication on, a caller with neither the admin nor the reader role gets no
+agent's URL (``candidates[].url``, ``choice.url``): :mod:`router.forward.addresses`.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from registry.openapi import documented
 from router.choose.chooser import Routed
 from router.choose.explaining import explain_view
 from router.compat.dialects import served_call
+from router.forward.addresses import hide_in_explain, shows_addresses
 from router.forward.handler import Router
 from router.protocol.envelope import parse_request
 from router.protocol.errors import RpcError
@@ -76,6 +80,8 @@ def explain_handler(router_key: web.AppKey[Router]) -> Any:
             out = explain_view(router.matcher, Routed(error=error), None)
         else:
             out = await router.explain(caller(request), rpc, header=header)
+        if not shows_addresses(settings, caller(request)):
+            out = hide_in_explain(out)  # no agent's URL for a caller without a reading role
         return web.json_response({"method": method, "stream": op is Op.STREAM, **out})
 
     return explain

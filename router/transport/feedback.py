@@ -25,6 +25,7 @@ from registry.openapi import documented
 from registry.records import AgentRecord
 from router.choose.semantic import SemanticIndex
 from router.forward.handler import Router
+from router.ids.idmap import IdMap
 from router.protocol import payloads as wire
 from router.protocol.errors import RpcError
 from router.protocol.versions import Op, Version, method_name
@@ -90,9 +91,10 @@ async def feedback(request: web.Request) -> web.Response:
             status=409,
         )
     task_id = body.get("task_id")
-    scope = router.scope_of(caller(request))
-    version, message = await _message(router, body, given[0], scope)
-    text = wire.message_text(version, message).strip()
+    ids = router.id_space(caller(request))
+    version, message = await _message(router, body, given[0], ids)
+    # a NUL (which messages may carry) is a space here: the example is stored as text
+    text = wire.message_text(version, message).replace("\x00", " ").strip()
     if not text:
         raise _bad("the message has no text to learn from", source=given[0])
     params = {"message": message}
@@ -121,10 +123,10 @@ async def feedback(request: web.Request) -> web.Response:
 
 
 async def _message(
-    router: Router, body: dict[str, Any], source: str, scope: str
+    router: Router, body: dict[str, Any], source: str, ids: IdMap
 ) -> tuple[Version, dict]:
-    """The feedback's message in A2A form, and its version (``scope``: the caller's, whose
-    task a ``task_id`` names)."""
+    """The feedback's message in A2A form, and its version (``ids``: the caller's ID space,
+    where a ``task_id`` is looked up)."""
     if source == "text":
         text = body["text"]
         if not isinstance(text, str):
@@ -141,15 +143,18 @@ async def _message(
         if isinstance(body.get("version"), str):
             version = "1.0" if body["version"].startswith("1") else "0.3"
         return version, message
-    return await _task_message(router, body["task_id"], scope)
+    return await _task_message(router, body["task_id"], ids)
 
 
-async def _task_message(router: Router, task_id: Any, scope: str) -> tuple[Version, dict]:
-    """The first user message of a routed task of the caller (its owner ``scope``: a task of
-    another caller is not found), asked of the agent that owns it."""
+async def _task_message(router: Router, task_id: Any, ids: IdMap) -> tuple[Version, dict]:
+    """The first user message of a routed task of the caller (in its ID space ``ids``, or
+    for one version its scope of earlier versions: a task of another caller is not found),
+    asked of the agent that owns it."""
     if not isinstance(task_id, str) or not task_id:
         raise _bad('"task_id" must be a task id the router gave out')
-    ref = await router.ids.scoped(scope).task(task_id)
+    ref = await ids.task(task_id)
+    if ref is None and ids.old is not None:
+        ref = await ids.scoped(ids.old).task(task_id)
     if ref is None:
         raise NotFound(f"no task with id {task_id!r}", details={"task_id": task_id})
     try:

@@ -5,9 +5,12 @@ With client authentication on (``SWITCHBOARD_CLIENT_AUTH``), a request without c
 with credentials that do not prove who is calling, is answered HTTP 401 with
 ``WWW-Authenticate`` and a JSON-RPC error ``-32054`` (``UNAUTHENTICATED``); a caller over its
 rate (``SWITCHBOARD_RATE_LIMIT_RPS``) or its open streams (``SWITCHBOARD_RATE_LIMIT_STREAMS``)
-gets HTTP 429 with ``Retry-After`` and ``-32055`` (``RATE_LIMITED``). Limits hold per process.
-With authentication off every caller is :data:`~registry.access.principal.ANONYMOUS` (one
-rate bucket for all, if a rate is set).
+gets HTTP 429 with ``Retry-After`` and ``-32055`` (``RATE_LIMITED``). A client address whose
+requests failed authentication more than ``SWITCHBOARD_RATE_LIMIT_AUTH_FAILURES`` a second
+(:mod:`registry.access.throttle`) gets the same 429 instead of its next 401s; valid
+credentials are never throttled so. Limits hold per process. With authentication off every
+caller is :data:`~registry.access.principal.ANONYMOUS` (one rate bucket for all, if a rate is
+set).
 """
 
 from __future__ import annotations
@@ -19,8 +22,10 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from registry.access.authenticate import Authenticator
+from registry.access.clientaddr import FORWARDED_FOR, TrustedProxies, client_address
 from registry.access.errors import AuthError
 from registry.access.principal import ANONYMOUS, Principal
+from registry.access.throttle import FailureThrottle
 from router.protocol.errors import RATE_LIMITED, UNAUTHENTICATED, RpcError, error_body
 from router.protocol.versions import VERSION_HEADER, Version
 
@@ -64,30 +69,52 @@ class Refused(Exception):
 
 
 class Gate:
-    """Authentication and rate limits in front of the A2A endpoints."""
+    """Authentication and rate limits in front of the A2A endpoints; ``failures`` throttles
+    the failed authentications of each client address (None: not at all), ``proxies`` says
+    whose ``X-Forwarded-For`` names the client."""
 
-    def __init__(self, authenticator: Authenticator, limits: Limits | None = None) -> None:
+    def __init__(
+        self,
+        authenticator: Authenticator,
+        limits: Limits | None = None,
+        *,
+        failures: FailureThrottle | None = None,
+        proxies: TrustedProxies | None = None,
+    ) -> None:
         self.authenticator = authenticator
         self.limits = limits
+        self.failures = failures
+        self.proxies = proxies or TrustedProxies()
 
     async def admit(self, request: web.Request) -> Principal:
         """The caller of ``request``; :class:`Refused` (401, 503 or 429) when it may not call."""
         try:
-            return await self.check(request.headers)
+            return await self.check(request.headers, client_address(request))
         except Denied as denied:
             raise Refused(_answer(request, denied)) from None
 
-    async def check(self, headers: Mapping[str, str]) -> Principal:
+    def client(self, peer: str | None, headers: Mapping[str, str]) -> str | None:
+        """The client address of a request from ``peer`` with ``headers`` (for a transport
+        without aiohttp's request: gRPC)."""
+        getall = getattr(headers, "getall", None)  # a multidict: every such header in order
+        if getall is not None:
+            return self.proxies.client(peer, getall(FORWARDED_FOR, ()))
+        forwarded = headers.get(FORWARDED_FOR.lower()) or headers.get(FORWARDED_FOR)
+        return self.proxies.client(peer, [forwarded] if forwarded else [])
+
+    async def check(self, headers: Mapping[str, str], client: str | None = None) -> Principal:
         """The caller whose credentials ``headers`` carry (any transport's: HTTP headers, gRPC
-        metadata), its rate taken; :class:`Denied` when it may not call."""
+        metadata), its rate taken; :class:`Denied` when it may not call. ``client``: the
+        address the request comes from (its failed authentications are throttled)."""
         caller = ANONYMOUS
         if self.authenticator.client_auth:
             try:
                 found = await self.authenticator.authenticate(headers)
             except AuthError as error:
-                raise self._unauthorized(error.reason, error.message) from None
+                raise self._failed(client, error.reason, error.message) from None
             if found is None:
-                raise self._unauthorized(
+                raise self._failed(
+                    client,
                     "missing",
                     "this endpoint needs credentials: " + "; ".join(_ways(self.authenticator)),
                 )
@@ -127,6 +154,15 @@ class Gate:
         if self.limits is not None:
             self.limits.close_stream(_key(caller))
 
+    def _failed(self, client: str | None, reason: str, message: str) -> Denied:
+        """The refusal of credentials that failed: 401 (503 when the issuer is unreachable:
+        not the client's failure), or 429 once ``client`` failed too often."""
+        if reason != "unavailable" and self.failures is not None:
+            wait = self.failures.failed(client)
+            if wait is not None:
+                return _too_many(wait, "failed authentications", "this address")
+        return self._unauthorized(reason, message)
+
     def _unauthorized(self, reason: str, message: str) -> Denied:
         status = 503 if reason == "unavailable" else 401
         error = RpcError(UNAUTHENTICATED, message, {"reason": reason}, reason="UNAUTHENTICATED")
@@ -151,11 +187,11 @@ def _key(caller: Principal) -> str:
     return f"{caller.tenant or ''}\x1f{caller.subject}"
 
 
-def _too_many(wait: float, what: str) -> Denied:
+def _too_many(wait: float, what: str, who: str = "this caller") -> Denied:
     seconds = max(1, math.ceil(wait))
     error = RpcError(
         RATE_LIMITED,
-        f"too many {what} from this caller; retry in {seconds} s",
+        f"too many {what} from {who}; retry in {seconds} s",
         {"retryAfter": seconds, "limit": what},
         reason="RATE_LIMITED",
     )

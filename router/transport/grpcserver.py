@@ -37,6 +37,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 from multidict import CIMultiDict
 
+from registry.access.clientaddr import peer_address
 from registry.access.principal import Principal
 from registry.settings import Settings
 from router.coherence.sync import Coherence
@@ -173,8 +174,10 @@ class GrpcServer:
     async def _admit(self, context: grpc.aio.ServicerContext) -> Principal:
         if self.coherence is not None and self.coherence.behind:
             await self.coherence.fresh()
+        metadata = _metadata(context)
+        client = self.gate.client(peer_address(context.peer() or ""), metadata)
         try:
-            return await self.gate.check(_metadata(context))
+            return await self.gate.check(metadata, client)
         except Denied as denied:
             await _abort_denied(context, denied)
 

@@ -151,7 +151,7 @@ def _object(raw: bytes, depth: int, route: RestRoute) -> dict[str, Any]:
             return {}
         raise RpcError(PARSE, "The request body is empty: send a JSON object", {})
     try:
-        value = loads_limited(raw, max_depth=depth)
+        value = loads_limited(raw, max_depth=depth, allow_nul=True)  # checked as JSON-RPC's
     except JsonLimitError as exc:
         if exc.code == "json_too_deep":
             raise RpcError(

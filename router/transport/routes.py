@@ -28,6 +28,7 @@ from aiohttp import web
 from registry.api import REGISTRY, SETTINGS
 from registry.errors import RegistryError, agent_not_found
 from registry.jsonsafe import JsonLimitError, loads_limited
+from registry.records import AgentRecord
 from router.card import agent_card_via_router, card_for, router_card, without_paths
 from router.cardsecurity import with_security
 from router.forward.handler import Router
@@ -161,24 +162,41 @@ async def get_agent_card(request: web.Request) -> web.Response:
     if not request.app[ROUTER].grants(caller).allows(agent_id, None):
         raise agent_not_found(agent_id)  # hidden from this caller: as if it did not exist
     record = registry.get(agent_id)
-    if not registry.routable(record, health=False):  # a card is served whatever its health
-        raise RegistryError(
-            f"agent {agent_id!r} is not routable (SWITCHBOARD_REQUIRE_SIGNED_CARDS: its card "
-            f"is {record.verification.status})",
-            code="not_routable",
-            status=404,
-            details={"id": agent_id, "verification": record.verification.status},
-        )
     try:
         raw = loads_limited(await registry.raw_card(agent_id), max_depth=256)
     except JsonLimitError:
         message = "the stored card cannot be read"
         raise RegistryError(message, code="internal_error", status=500) from None
+    card = _agent_card(request, record, raw)
+    return _card_response(request, card, record.updated_at)
+
+
+def routed_card(request: web.Request, record: AgentRecord, raw: dict[str, Any]) -> dict[str, Any]:
+    """The card of ``record`` (stored as ``raw``) as its per-agent card URL serves it without
+    ``A2A-Version``, re-signed: what the catalog API shows a caller that may not see agents'
+    addresses (:data:`registry.appkeys.ROUTED_CARD`). RegistryError (404) when the router
+    serves no card of it."""
+    card = card_for(_agent_card(request, record, raw), None)
+    with_security(card, request.app[SETTINGS], None)
+    return request.app[SIGNER].resign(card, jku=f"{base_url(request)}/.well-known/jwks.json")
+
+
+def _agent_card(request: web.Request, record: AgentRecord, raw: dict[str, Any]) -> dict[str, Any]:
+    """The agent's card with the router's URLs (unsigned); 404 ``not_routable`` or
+    ``not_relayable`` when the router serves none."""
+    registry = request.app[REGISTRY]
+    if not registry.routable(record, health=False):  # a card is served whatever its health
+        raise RegistryError(
+            f"agent {record.id!r} is not routable (SWITCHBOARD_REQUIRE_SIGNED_CARDS: its card "
+            f"is {record.verification.status})",
+            code="not_routable",
+            status=404,
+            details={"id": record.id, "verification": record.verification.status},
+        )
     if record.verification.status == "verified":
         # the router's signature must not vouch for what the agent's did not cover
         raw = without_paths(raw, record.verification.uncovered_fields)
-    card = agent_card_via_router(record, raw, base_url(request), _grpc_target(request))
-    return _card_response(request, card, record.updated_at)
+    return agent_card_via_router(record, raw, base_url(request), _grpc_target(request))
 
 
 def _card_response(request: web.Request, card: dict[str, Any], modified: datetime) -> web.Response:

@@ -202,6 +202,17 @@ async def test_bad_bodies(api: Api, body: Any, code: str) -> None:
     assert (await api.call("GET", CLIENTS_PATH, 200))["clients"] == []
 
 
+async def test_a_key_for_a_built_in_principal_is_refused(api: Api) -> None:
+    for name in ("admin-token", "read-token"):
+        error = await api.error(
+            "POST", CLIENTS_PATH, 422, "reserved_subject", json={"subject": name, "tenant": "t"}
+        )
+        assert f"'{name}' is the name of a built-in principal" in error["message"]
+        assert error["details"][0]["field"] == "subject"
+    assert (await api.call("GET", CLIENTS_PATH, 200))["clients"] == []
+    await api.call("POST", CLIENTS_PATH, 201, json={"subject": "admin-tokens"})
+
+
 async def test_bad_requests(api: Api) -> None:
     resp = await api.client.post(CLIENTS_PATH, data="subject=a", headers=AUTH)
     assert resp.status == 415

@@ -118,3 +118,26 @@ def test_same_member_in_different_objects_is_fine() -> None:
         {"a": 1},
         {"a": 2, "b": {"a": 3}},
     ]
+
+
+def test_nul_is_refused_unless_allowed() -> None:
+    text = '{"text": "a\\u0000b", "k\\u0000": 1}'
+    with pytest.raises(JsonLimitError) as info:
+        loads_limited(text, max_depth=2)
+    assert info.value.details == {"problem": "NUL"}
+    assert loads_limited(text, max_depth=2, allow_nul=True) == {"text": "a\x00b", "k\x00": 1}
+
+
+def test_an_unpaired_surrogate_is_refused_even_where_nul_is_allowed() -> None:
+    with pytest.raises(JsonLimitError) as info:
+        loads_limited('["a\\u0000", "\\ud800"]', max_depth=2, allow_nul=True)
+    assert info.value.details == {"problem": "unpaired surrogate"}
+
+
+def test_numbers_beyond_a_double_parse_to_infinities_when_asked() -> None:
+    assert loads_limited('{"id": 1e400, "n": -1e400}', max_depth=2, finite=False) == {
+        "id": float("inf"),
+        "n": float("-inf"),
+    }
+    with pytest.raises(JsonLimitError):  # the constants are never JSON
+        loads_limited('{"id": NaN}', max_depth=2, finite=False)

@@ -259,6 +259,18 @@ async def test_unknown_and_wrong_secret(keys: ApiKeys) -> None:
     assert await _reason(keys, wrong) == "unknown_key"  # a known id says no more than that
 
 
+async def test_a_key_never_stands_for_a_built_in_principal(keys: ApiKeys, store: Store) -> None:
+    with pytest.raises(RegistryError) as caught:
+        await keys.create("admin-token", by="a")
+    assert (caught.value.status, caught.value.code) == (422, "reserved_subject")
+    # a key an older replica made during an upgrade is refused at sign-in
+    info, key = await keys.create("someone", by="a")
+    async with store.engine.begin() as conn:
+        update = "UPDATE api_keys SET subject = 'read-token' WHERE id = :id"
+        await conn.execute(text(update), {"id": info.id})
+    assert await _reason(keys, key) == "revoked"
+
+
 async def test_get_and_revoke_unknown(keys: ApiKeys) -> None:
     for key_id in ("0123456789ab", "not-an-id", "x" * 300):
         with pytest.raises(RegistryError) as caught:
@@ -335,5 +347,36 @@ async def test_concurrent_requests_of_one_key_share_a_read_or_read_at_once_and_n
             assert 1 <= len(reads) < 20  # shared while in flight
         await keys.revoke(key.split("_", 2)[1], by="admin-token")
         assert await _reason(keys, key) == "revoked"  # a finished read is never reused
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+
+
+async def test_an_unknown_key_id_is_read_once_until_it_expires_or_a_key_gets_it(
+    store: Store, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A flood of one unknown key costs one read per ``UNKNOWN_TTL``; the id's key, once made
+    here, is known at once."""
+    now = [0.0]
+    keys = ApiKeys(store, clock=clock, unknown_ttl=10, timer=lambda: now[0])
+    reads: list[str] = []
+
+    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if "FROM api_keys" in statement:
+            reads.append(statement)
+
+    unknown = "sbk_0123456789ab_" + "A" * 43
+    engine = store.quick.reader or store.engine.sync_engine
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        for _ in range(5):
+            assert await _reason(keys, unknown) == "unknown_key"
+        assert len(reads) == 1
+        now[0] = 10.5
+        assert await _reason(keys, unknown) == "unknown_key"
+        assert len(reads) == 2
+        monkeypatch.setattr("registry.access.apikeys._new_key", lambda: ("0123456789ab", unknown))
+        await keys.create("alice", by="admin-token")
+        assert (await keys.authenticate(unknown)).subject == "alice"
+        assert len(reads) == 3
     finally:
         event.remove(engine, "before_cursor_execute", count)

@@ -52,6 +52,7 @@ async def test_rs256_token_via_discovery_gives_the_principal(issuer: Issuer, mak
         groups=frozenset({"ops", "dev"}),
         roles=frozenset({ADMIN, "reader"}),
         method="jwt",
+        issuer=issuer.url,
     )
     assert principal.label() == "jwt:alice"
     assert issuer.hits(issuer.discovery_url) == 1
@@ -154,6 +155,15 @@ async def test_issuer(issuer: Issuer, make: Make) -> None:
     await refused(verifier, issuer.token(iss="https://evil.example"), "bad_issuer")
     await refused(verifier, issuer.token(iss=issuer.url + "/"), "bad_issuer")
     await refused(verifier, issuer.token(iss=None), "bad_issuer")
+
+
+async def test_a_token_never_stands_for_a_built_in_principal(issuer: Issuer, make: Make) -> None:
+    verifier = await make()
+    for name in ("admin-token", "read-token"):
+        message = await refused(verifier, issuer.token(sub=name, roles=[ADMIN]), "bad_claims")
+        assert f"built-in principal ({name})" in message
+    other = await verifier.verify(issuer.token(sub="admin-tokens", tenant="acme"))
+    assert json.loads(other.scope()) == [f"jwt:{issuer.url}", "acme", "admin-tokens"]
 
 
 async def test_alg_none_is_refused(issuer: Issuer, make: Make) -> None:

@@ -6,6 +6,8 @@ the models; the baseline equal to what 979ef09 made; a downgrade and what it los
 from __future__ import annotations
 
 import json
+import logging
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,7 @@ from registry.migrations import HEAD, HEAD_TABLES, MigrationError, commands, rea
 from registry.migrations.baseline import METADATA as BASELINE
 from registry.migrations.revisions import head, history
 from registry.store import Store
+from registry.tables import ApiKeyRow
 from router.app import create_app
 from router.compat.aliases import TaskAliases
 from router.tables import SCHEMA
@@ -30,6 +33,7 @@ from tests.support.helpers import AUTH, make_settings
 from tests.support.schema_fixtures import ALIAS, REVISIONS, SCHEMA_FIXTURES, load_fixture
 
 NAMES = {t.__tablename__ for t in SCHEMA}
+KEYS: Any = ApiKeyRow.__table__
 
 
 def test_head_is_the_newest_script_and_the_history_a_line() -> None:
@@ -113,7 +117,8 @@ async def test_a_database_of_an_earlier_version_is_upgraded_in_place(
         prepared = await store.create_schema()
         assert (prepared.before, prepared.after) == (before, HEAD)
         assert prepared.action == ("current" if before == HEAD else "upgraded")
-        assert await _counts(store.engine) == expected["counts"]  # every row is still there
+        counts = {k: n for k, n in expected["counts"].items() if k != "alembic_version"}
+        assert await _counts(store.engine) == counts  # every row is still there
         assert (await store.create_schema()).action == "current"  # at head: a read only
     finally:
         await store.close()
@@ -184,6 +189,70 @@ async def _check_everything_resolves(db_url: str, expected: dict[str, Any]) -> N
         assert sorted(t["id"] for t in listed) == mine
     finally:
         await client.close()
+
+
+async def test_0002_revokes_the_keys_of_built_in_principals_names(
+    db_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Keys made for ``admin-token`` or ``read-token`` by an earlier version are revoked by
+    the upgrade, each with an audit entry and a log line; other keys, and those already
+    refused, are left as they were; the downgrade keeps them revoked."""
+    load_fixture("979ef09", db_url)
+    engine = create_engine(db_url)
+    earlier = datetime(2024, 1, 1, tzinfo=UTC)
+    rows = {  # id: (subject, revoked_at)
+        "0000000000a1": ("admin-token", None),
+        "0000000000a2": ("read-token", datetime(2999, 1, 1, tzinfo=UTC)),  # a grace period
+        "0000000000a3": ("admin-token", earlier),  # revoked already
+        "0000000000a4": ("alice", None),
+    }
+    try:
+        await commands.upgrade(engine, "0001")
+        async with engine.begin() as conn:
+            for key_id, (subject, revoked) in rows.items():
+                values = {
+                    "id": key_id, "prefix": f"sbk_{key_id}", "key_sha256": "0" * 64,
+                    "subject": subject, "tenant": "acme", "groups": [], "roles": [],
+                    "created_at": earlier, "created_by": "admin-token", "revoked_at": revoked,
+                    "revoked_by": "admin-token" if revoked else None,
+                }  # fmt: skip
+                await conn.execute(KEYS.insert().values(**values))
+        with caplog.at_level(logging.WARNING, logger="switchboard.migrations"):
+            assert await commands.upgrade(engine, "head") == ("0001", HEAD)
+        async with engine.connect() as conn:
+            keys = {
+                row.id: row
+                for row in await conn.execute(
+                    text("SELECT id, revoked_at, revoked_by FROM api_keys")
+                )
+            }
+            audit = list(
+                await conn.execute(
+                    text("SELECT actor, action, target, status, details FROM audit_log "
+                         "WHERE actor = 'schema-revision:0002' ORDER BY target")
+                )
+            )  # fmt: skip
+        revoked = {
+            key_id for key_id, row in keys.items() if row.revoked_by == "schema revision 0002"
+        }
+        assert revoked == {"0000000000a1", "0000000000a2"}
+        assert keys["0000000000a3"].revoked_by == "admin-token"  # left as it was
+        assert keys["0000000000a4"].revoked_at is None
+        assert [(a.action, a.target, a.status) for a in audit] == [
+            ("DELETE /api/v1/clients/{client_id}", "0000000000a1", 204),
+            ("DELETE /api/v1/clients/{client_id}", "0000000000a2", 204),
+        ]
+        logged = [r.getMessage() for r in caplog.records if r.name == "switchboard.migrations"]
+        assert any("sbk_0000000000a1" in line and "'admin-token'" in line for line in logged)
+        assert any("sbk_0000000000a2" in line and "'read-token'" in line for line in logged)
+        assert await commands.downgrade(engine, "0001") == (HEAD, "0001")
+        async with engine.connect() as conn:
+            still = await conn.execute(
+                text("SELECT count(*) FROM api_keys WHERE revoked_by = 'schema revision 0002'")
+            )
+            assert still.scalar_one() == 2
+    finally:
+        await engine.dispose()
 
 
 REVISION_SCRIPT = '''"""Test: a nullable column on agents and a table (an expand step).

@@ -14,8 +14,11 @@ from sqlalchemy import text
 
 from registry.engine import create_engine
 from registry.migrations import HEAD
+from registry.migrations.revisions import history
 from router.cli import main
 from tests.support.schema_fixtures import load_fixture
+
+REVISIONS = ", ".join(revision.id for revision in history())
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -105,7 +108,7 @@ async def test_a_newer_schema_and_unknown_revisions_are_one_line(
     )
     assert (status, err) == (
         1,
-        f"switchboard: cannot upgrade: no revision '0042': the revisions are {HEAD}\n",
+        f"switchboard: cannot upgrade: no revision '0042': the revisions are {REVISIONS}\n",
     )
     status, _, err = await asyncio.to_thread(
         db, capsys, "downgrade", "base", "--database-url", db_url

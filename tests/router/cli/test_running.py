@@ -1,5 +1,6 @@
 """The server's stop (``router.cli.running``): a real aiohttp server on 127.0.0.1 and raw TCP
-clients, with a request on its way in when the stop begins."""
+clients, with a request on its way in when the stop begins; and what its answers say of their
+connection (``Keep-Alive: timeout=N``, ``Connection: close``)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from router.cli.running import close_once_stopped, serve_until
+from router.cli.running import connection_headers, serve_until
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -69,17 +70,25 @@ class Server:
         await asyncio.wait_for(self.task, 30)
 
 
-async def _serve(arrival_wait: float, idle_wait: float) -> AsyncIterator[Server]:
+async def _serve(
+    arrival_wait: float, idle_wait: float, keepalive: int = 3630
+) -> AsyncIterator[Server]:
     server = Server()
 
     async def echo(request: web.Request) -> web.Response:
         server.handling.put_nowait(None)
         return web.Response(body=await request.read())
 
+    async def refuse(request: web.Request) -> web.Response:  # answers without the body
+        return web.Response(status=401)
+
     app = web.Application()
     app.router.add_post("/echo", echo)
-    close_once_stopped(app, server.stop)
-    runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=5)
+    app.router.add_post("/refuse", refuse)
+    connection_headers(app, server.stop, keepalive)
+    runner = web.AppRunner(
+        app, handle_signals=False, shutdown_timeout=5, keepalive_timeout=keepalive
+    )
     await runner.setup()
     assert runner.server is not None
     made = runner.server.connection_made
@@ -119,6 +128,61 @@ async def server() -> AsyncIterator[Server]:
 async def impatient() -> AsyncIterator[Server]:
     async for running in _serve(arrival_wait=0.2, idle_wait=0.2):
         yield running
+
+
+@pytest.fixture
+async def brief() -> AsyncIterator[Server]:
+    """A server that keeps an idle connection 1 s."""
+    async for running in _serve(arrival_wait=30, idle_wait=30, keepalive=1):
+        yield running
+
+
+async def test_keep_alive_answers_announce_the_servers_idle_timeout(server: Server) -> None:
+    reader, writer = await _answered_once(server)
+    writer.write(REQUEST)
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+    assert b"\r\nKeep-Alive: timeout=3630\r\n" in head, head
+    assert b"Connection:" not in head
+    await reader.readexactly(5)
+    writer.write(HEAD.replace(b"HTTP/1.1", b"HTTP/1.1\r\nConnection: close", 1) + b"hello")
+    answer = await asyncio.wait_for(reader.read(), 10)  # the client's close: no Keep-Alive
+    assert b"\r\nConnection: close\r\n" in answer and b"Keep-Alive" not in answer, answer
+    writer.close()
+
+
+async def test_an_answer_given_before_the_body_arrived_says_connection_close(
+    server: Server,
+) -> None:
+    """The server will not read the rest as the next request, nor linger for it and then
+    close without a word: it says so, and closes."""
+    reader, writer = await _answered_once(server)
+    writer.write(b"POST /refuse HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nhalf")
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+    assert head.startswith(b"HTTP/1.1 401 ") and b"\r\nConnection: close\r\n" in head
+    assert b"Keep-Alive" not in head
+    writer.write_eof()  # the client closes its side, as told: so does the server, at once
+    assert await asyncio.wait_for(reader.read(), 10) == b""
+    writer.close()
+    reader, writer = await server.connect()  # a whole body that the handler never reads
+    writer.write(b"POST /refuse HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nwhole")
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+    assert head.startswith(b"HTTP/1.1 401 ") and b"Keep-Alive: timeout=3630" in head, head
+    writer.close()
+
+
+async def test_an_idle_connection_is_closed_once_the_announced_timeout_has_passed(
+    brief: Server,
+) -> None:
+    loop = asyncio.get_running_loop()
+    reader, writer = await brief.connect()
+    writer.write(REQUEST)
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+    await reader.readexactly(5)
+    answered = loop.time()
+    assert b"\r\nKeep-Alive: timeout=1\r\n" in head, head
+    assert await asyncio.wait_for(reader.read(), 10) == b""  # closed by the server
+    assert loop.time() - answered >= 1.0  # not before the time it announced
+    writer.close()
 
 
 async def test_a_connection_accepted_before_the_stop_gets_its_answer(

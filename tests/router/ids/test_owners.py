@@ -31,7 +31,7 @@ async def _count(store: Store, table: type[Any], *where: Any) -> int:
 
 def test_the_stored_form_of_a_scope() -> None:
     assert owner_key("") == "" and task_owner("") is None
-    assert owner_key(ALICE) == ALICE == '["acme","alice"]' and task_owner(ALICE) == ALICE
+    assert owner_key(ALICE) == ALICE == '["api-key","acme","alice"]' and task_owner(ALICE) == ALICE
     long = owner_key(LONG)
     assert long.startswith("sha256:") and len(long) <= OWNER_MAX_LENGTH
     assert owner_key(long) != long  # a scope that looks like a digest is hashed too

@@ -238,3 +238,19 @@ def test_the_text_time_is_loggings() -> None:
         record.created, record.msecs = created, int((created % 1) * 1000)
         assert ours.formatTime(record) == plain.formatTime(record)
         assert ours.formatTime(record, "%H") == plain.formatTime(record, "%H")
+
+
+async def test_the_access_line_shows_the_client_a_trusted_proxy_names(
+    aiohttp_server: Any, aiohttp_client: Any, sqlite_url: str
+) -> None:
+    """The address the failed-authentication throttle counts (X-Forwarded-For from a proxy
+    in SWITCHBOARD_TRUSTED_PROXIES), not the proxy's."""
+    app = create_app(make_settings(sqlite_url, trusted_proxies=["127.0.0.0/8"]))
+    server = await aiohttp_server(app, access_log_class=RequestAccessLogger)
+    client = await aiohttp_client(server)
+    with capturing("text") as captured:
+        forwarded = {"X-Forwarded-For": "198.51.100.1, 203.0.113.9, 127.0.0.5"}
+        assert (await client.get("/healthz", headers=forwarded)).status == 200
+        await client.close()
+    [line] = [x for x in captured.getvalue().splitlines() if '"GET /healthz ' in x]
+    assert "]: 203.0.113.9 [" in line, line

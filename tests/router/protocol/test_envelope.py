@@ -300,7 +300,7 @@ def test_relayed_upstream_errors_pass_through_verbatim() -> None:
     assert error_body("0.3", 1, odd)["error"] == {"code": -32603, "message": ""}
 
 
-@pytest.mark.parametrize("bad_id", [True, 1.5, {"a": 1}, [1]])
+@pytest.mark.parametrize("bad_id", [True, float("inf"), float("nan"), {"a": 1}, [1]])
 def test_bodies_never_echo_an_invalid_id(bad_id: Any) -> None:
     assert error_body("0.3", bad_id, RpcError(-32600, "x"))["id"] is None
     assert result_body(bad_id, {})["id"] is None
@@ -506,7 +506,7 @@ async def test_wrong_jsonrpc_keeps_the_id(post: Post, value: Any, shown: str) ->
 
 @pytest.mark.parametrize(
     ("bad_id", "raw", "kind"),
-    [(True, "true", "boolean"), (1.5, "1.5", "number"), ({}, "{}", "object"), ([], "[]", "array")],
+    [(True, "true", "boolean"), ({}, "{}", "object"), ([], "[]", "array")],
 )
 @pytest.mark.parametrize("version", [None, "1.0"])
 async def test_bad_id_types_answer_with_id_null(
@@ -515,11 +515,46 @@ async def test_bad_id_types_answer_with_id_null(
     body = await post(_send_v03(id=bad_id), version)
     assert body["id"] is None
     assert body["error"]["code"] == -32600
-    assert said(body["error"]) == (f"'id' must be a string, an integer or null; got {raw} ({kind})")
+    assert said(body["error"]) == (
+        f"'id' must be a string, a finite number or null; got {raw} ({kind})"
+    )
     if version is None:
         assert facts(body["error"]["data"]) == {"field": "id", "received": kind}
     else:
         assert facts(body["error"]["data"][0]["metadata"]) == {"field": "id", "received": kind}
+
+
+@pytest.mark.parametrize("number", ["1.5", "1e+308", "-0.0", "1e-300", "2e-308", "9" * 40, "-7"])
+@pytest.mark.parametrize("version", [None, "1.0"])
+async def test_any_finite_number_id_is_echoed_as_sent(
+    post: Post, number: str, version: str | None
+) -> None:
+    """JSON-RPC 2.0 allows any number (issue 35: 1.5 and 1e+308 got -32600, id null)."""
+    request = _send_v03() if version is None else _send_v1()
+    raw = json.dumps({**request, "id": 0}).replace('"id": 0', f'"id": {number}', 1)
+    body = await post(raw, version)
+    assert "result" in body and json.dumps(body["id"]) == number
+
+
+@pytest.mark.parametrize(
+    ("number", "code"),
+    [("1e400", -32600), ("-1E+999", -32600), ("NaN", -32700), ("-Infinity", -32700)],
+)
+async def test_a_non_finite_id_is_answered_with_id_null(post: Post, number: str, code: int) -> None:
+    """A number beyond a double's range is valid JSON (-32600); NaN and Infinity are not JSON
+    at all (-32700)."""
+    raw = json.dumps({**_send_v1(), "id": 0}).replace('"id": 0', f'"id": {number}', 1)
+    body = await post(raw, "1.0")
+    assert body["id"] is None and body["error"]["code"] == code
+    if code == -32600:
+        assert said(body["error"]) == (
+            "'id' must be a string, a finite number or null; got a number beyond the range "
+            "of a double"
+        )
+    same = raw.replace('"role"', '"n": 1e400, "role"', 1)  # elsewhere: not JSON it can take
+    assert (await post(same.replace(f'"id": {number}', '"id": 3'), "1.0"))["error"]["code"] == (
+        -32700
+    )
 
 
 async def test_missing_or_bad_method(post: Post) -> None:

@@ -73,3 +73,48 @@ async def test_stream_slots_are_per_caller(aiohttp_client: Any, sqlite_url: str)
     gate.open_stream(request, bob)
     gate.close_stream(alice)
     gate.open_stream(request, alice)  # the slot was given back
+
+
+UNKNOWN = "sbk_0123456789ab_" + "A" * 43
+
+
+async def test_failed_authentications_are_throttled_per_address_never_valid_credentials(
+    aiohttp_client: Any, sqlite_url: str
+) -> None:
+    """Beyond SWITCHBOARD_RATE_LIMIT_AUTH_FAILURES a failing request gets 429 (one budget per
+    client address for the A2A endpoints and the admin API); valid credentials from that
+    address pass; the address is X-Forwarded-For's only from a trusted proxy."""
+    client = await _client(
+        aiohttp_client, sqlite_url, rate_limit_auth_failures=0.01, trusted_proxies=["127.0.0.1"]
+    )  # a bucket of one failure, refilled in 100 s
+    alice = await _key(client, "alice")
+    one = {"A2A-Version": "1.0", "X-Forwarded-For": "203.0.113.9"}
+    assert (await client.post("/", json=LIST, headers={**one, "X-API-Key": UNKNOWN})).status == 401
+    over = await client.post("/", json=LIST, headers=one)  # no credentials: a failure too
+    assert over.status == 429 and over.headers["Retry-After"] == "100"
+    error = (await over.json())["error"]
+    assert error["code"] == -32055 and "failed authentications" in error["message"]
+    assert error["data"][0]["metadata"]["limit"] == "failed authentications"
+    assert (await client.post("/", json=LIST, headers={**one, "X-API-Key": alice})).status == 200
+    admin = await client.get("/api/v1/agents", headers={**one, "Authorization": "Bearer nope"})
+    assert admin.status == 429 and admin.headers["Retry-After"] == "100"
+    assert (await admin.json())["error"]["code"] == "rate_limited"
+    assert (await client.get("/api/v1/agents", headers={**one, **ADMIN})).status == 200
+    other = {"A2A-Version": "1.0", "X-Forwarded-For": "203.0.113.10"}  # another client
+    assert (await client.post("/", json=LIST, headers=other)).status == 401
+
+
+async def test_x_forwarded_for_from_an_untrusted_peer_is_not_believed(
+    aiohttp_client: Any, sqlite_url: str
+) -> None:
+    client = await _client(aiohttp_client, sqlite_url, rate_limit_auth_failures=0.01)
+    first = {"A2A-Version": "1.0", "X-Forwarded-For": "203.0.113.9"}
+    assert (await client.post("/", json=LIST, headers=first)).status == 401
+    second = {"A2A-Version": "1.0", "X-Forwarded-For": "203.0.113.10"}  # the same peer
+    assert (await client.post("/", json=LIST, headers=second)).status == 429
+
+
+async def test_the_throttle_can_be_turned_off(aiohttp_client: Any, sqlite_url: str) -> None:
+    client = await _client(aiohttp_client, sqlite_url, rate_limit_auth_failures=0)
+    statuses = {(await client.post("/", json=LIST)).status for _ in range(30)}
+    assert statuses == {401}

@@ -259,3 +259,24 @@ async def test_off_by_default(aiohttp_client: Any, sqlite_url: str) -> None:
     assert GRPC_ENDPOINT not in switchboard.app
     card = await (await switchboard.get("/.well-known/agent-card.json")).json()
     assert "GRPC" not in {i["protocolBinding"] for i in card["supportedInterfaces"]}
+
+
+async def test_failed_authentications_over_grpc_are_throttled_by_the_peers_address(
+    aiohttp_client: Any, sqlite_url: str
+) -> None:
+    switchboard = await aiohttp_client(
+        create_app(
+            make_settings(
+                sqlite_url, grpc_port=0, client_auth="api-key", rate_limit_auth_failures=0.01
+            )
+        )
+    )
+    async with grpc.aio.insecure_channel(_target(switchboard)) as channel:
+        stub = a2a_pb2_grpc.A2AServiceStub(channel)
+        codes = []
+        for _ in range(2):
+            with pytest.raises(grpc.aio.AioRpcError) as failed:
+                await stub.ListTasks(a2a_pb2.ListTasksRequest(), metadata=(*V1, ("x-api-key", "x")))
+            codes.append(failed.value.code())
+        assert codes == [grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.RESOURCE_EXHAUSTED]
+        assert _status(failed.value)[1].metadata["limit"] == "failed authentications"
