@@ -28,8 +28,11 @@ idle (``Keep-Alive: timeout=N``, aiohttp's keep-alive timeout), and every answer
 it closes the connection says ``Connection: close`` (``connection_headers``): once stopping,
 and when the request's body has not all arrived (aiohttp would read and drop the rest for
 up to 10 s, then close without a word; a client that waits for ``100 Continue`` and got a
-final answer instead never sends it). A client whose idle timeout is below ``N`` then never
-sends a request on a connection the server is closing.
+final answer instead never sends it). A small body on its way (``Content-Length`` up to
+``DRAIN_BYTES``, no ``Expect``) is read to its end first, for up to ``DRAIN_WAIT`` seconds,
+so that an answer given before reading it (a 401, say) keeps the connection. A client whose
+idle timeout is below ``N`` then never sends a request on a connection the server is
+closing.
 """
 
 from __future__ import annotations
@@ -64,6 +67,10 @@ next request (a busy client sends it within milliseconds of its previous answer)
 KEEPALIVE_TIMEOUT = 3630
 """Seconds an idle keep-alive connection is kept by default (aiohttp's server's own;
 ``SWITCHBOARD_KEEPALIVE_TIMEOUT``)."""
+DRAIN_BYTES = 65536
+"""The largest unread body an early answer's connection waits for (and then is kept)."""
+DRAIN_WAIT = 0.5
+"""Seconds an early answer waits for such a body's rest (a client sends it at once)."""
 CANCEL_WAIT = 5.0
 """Seconds the tasks still running at the end get to finish once cancelled; a task that
 ignores its cancellation is logged and left, so that the process ends."""
@@ -183,6 +190,11 @@ def connection_headers(
     async def connection(request: web.BaseRequest, response: web.StreamResponse) -> None:
         if not response.keep_alive:
             return  # aiohttp said close (a client's Connection: close, HTTP/1.0, an error)
+        if not stop.is_set() and not request.content.is_eof() and _drainable(request):
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(DRAIN_WAIT):
+                    while await request.content.readany():
+                        pass  # small and on its way: read and dropped, the connection kept
         if stop.is_set() or not request.content.is_eof():
             response.force_close()  # the connection closes once the answer is sent
             response.headers[hdrs.CONNECTION] = "close"  # the head was made before this hook
@@ -190,6 +202,12 @@ def connection_headers(
             response.headers[hdrs.KEEP_ALIVE] = announced
 
     app.on_response_prepare.append(connection)
+
+
+def _drainable(request: web.BaseRequest) -> bool:
+    """A body the client is sending whole, and small: no ``Expect``, a small length."""
+    length = request.content_length
+    return hdrs.EXPECT not in request.headers and length is not None and length <= DRAIN_BYTES
 
 
 async def arrivals(server: web.Server, wait: float, idle_wait: float = IDLE_WAIT) -> int:

@@ -80,6 +80,7 @@ async def _serve(
         return web.Response(body=await request.read())
 
     async def refuse(request: web.Request) -> web.Response:  # answers without the body
+        server.handling.put_nowait(None)
         return web.Response(status=401)
 
     app = web.Application()
@@ -157,7 +158,7 @@ async def test_an_answer_given_before_the_body_arrived_says_connection_close(
     close without a word: it says so, and closes."""
     reader, writer = await _answered_once(server)
     writer.write(b"POST /refuse HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nhalf")
-    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)  # after DRAIN_WAIT
     assert head.startswith(b"HTTP/1.1 401 ") and b"\r\nConnection: close\r\n" in head
     assert b"Keep-Alive" not in head
     writer.write_eof()  # the client closes its side, as told: so does the server, at once
@@ -167,6 +168,26 @@ async def test_an_answer_given_before_the_body_arrived_says_connection_close(
     writer.write(b"POST /refuse HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nwhole")
     head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
     assert head.startswith(b"HTTP/1.1 401 ") and b"Keep-Alive: timeout=3630" in head, head
+    writer.close()
+
+
+async def test_a_small_body_still_on_its_way_is_read_and_the_connection_kept(
+    server: Server,
+) -> None:
+    """Answered before its body was read (a 401): the rest that the client is sending is
+    read and dropped, and the connection stays for the next request."""
+    reader, writer = await _answered_once(server)
+    while not server.handling.empty():
+        server.handling.get_nowait()  # the echo's
+    writer.write(b"POST /refuse HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nhalf")
+    await asyncio.wait_for(server.handling.get(), 10)  # the refusal is made
+    writer.write(b"-rest!")  # the rest, once the handler has answered
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+    assert head.startswith(b"HTTP/1.1 401 ") and b"Keep-Alive: timeout=3630" in head, head
+    assert b"Connection: close" not in head, head
+    writer.write(REQUEST)  # the next request on the same connection
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+    assert head.startswith(b"HTTP/1.1 200 "), head
     writer.close()
 
 
