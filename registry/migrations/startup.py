@@ -90,7 +90,9 @@ def _prepare(conn: Any, models: list[Table]) -> Prepared:
         return Prepared(HEAD, HEAD, "current")
     fresh = before is None and names.isdisjoint(BASELINE_NAMES | OLD_NAMES)
     if fresh and {t.name for t in models} >= HEAD_TABLES:
-        SQLModel.metadata.create_all(conn, tables=models)
+        # none of them there: no question asked per table (create_all's checkfirst)
+        checkfirst = not names.isdisjoint(t.name for t in models)
+        SQLModel.metadata.create_all(conn, tables=models, checkfirst=checkfirst)
         seed_counters(conn)
         _stamp(conn, HEAD)
         return Prepared(None, HEAD, "created")
