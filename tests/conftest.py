@@ -8,10 +8,12 @@ name, gives each test its own schema, and drops the database at the end.
 
 from __future__ import annotations
 
+import compileall
 import gc
 import json
 import os
 import secrets
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,9 @@ from tests.support.embedding_fixtures import (  # noqa: F401  (the model, once p
     static_model_dir,
 )
 from tests.support.helpers import AUTH, CardServer, card_v03, card_v1, make_settings
+from tests.support.thorough import THOROUGH
+
+ROOT = Path(__file__).resolve().parent.parent
 
 # --- the compatibility table (tests/support/compat.py) ---------------------------------------
 
@@ -71,6 +76,23 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         Path(os.environ[compat.ENV]).write_text(json.dumps(_COMPAT.kept))
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Cache the bytecode of the checkout's modules, whatever ``PYTHONDONTWRITEBYTECODE`` says:
+    every test process and every ``switchboard serve`` a test starts imports several hundred
+    of them, and without a ``__pycache__`` each compiles them all again (a fifth of the
+    suite's CPU where the variable is set). The first process compiles them once, before the
+    test processes start; they and their subprocesses then read them (and pytest keeps the
+    test modules' rewritten bytecode)."""
+    sys.dont_write_bytecode = False
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # for the processes started from here
+    if not hasattr(config, "workerinput"):  # the first process (not an xdist worker)
+        for package in ("registry", "router", "seeds", "bench"):
+            compileall.compile_dir(ROOT / package, quiet=2, workers=1)
+
+
+GC_YOUNG = 20_000
+"""Net container allocations between two young collections in a test process."""
+
 # --- parallel runs (pytest-xdist) ------------------------------------------------------------
 
 
@@ -83,13 +105,24 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Move what collection made (every module imported, the model, the SDKs) out of the
     collector's reach (``gc.freeze``): each full collection, and the last ones as a process
-    ends, then walk only what the tests made."""
+    ends, then walk only what the tests made. And collect the youngest generation every
+    ``GC_YOUNG`` net allocations instead of 700: a test's apps, sessions and servers are
+    short-lived garbage that reference counting frees, so frequent young collections only
+    walk it (10% of the time of tests/registry/test_api.py)."""
     gc.freeze()
+    gc.set_threshold(GC_YOUNG, *gc.get_threshold()[1:])
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests marked ``slow`` first (in their order), so that none starts last and keeps one
-    process busy while the others have finished."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``bench`` deselected unless asked for (``-m`` naming ``bench``, or a
+    thorough run: :mod:`tests.support.thorough`); tests marked ``slow`` first (in their
+    order), so that none starts last and keeps one process busy while the others have
+    finished."""
+    if not THOROUGH and "bench" not in (config.option.markexpr or ""):
+        benches = [item for item in items if item.get_closest_marker("bench") is not None]
+        if benches:
+            config.hook.pytest_deselected(items=benches)
+            items[:] = [item for item in items if item.get_closest_marker("bench") is None]
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 

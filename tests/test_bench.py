@@ -21,6 +21,9 @@ from bench.load import run_load
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# the harness's runs: deselected by default, run by `pytest -m bench` and .ci/run
+pytestmark = pytest.mark.bench
+
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)  # many processes and rounds: 80 to 120 s on a slow machine

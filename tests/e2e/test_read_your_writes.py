@@ -31,10 +31,12 @@ from bench.pathagents import PathAgents, path_agents, path_card
 from bench.scenarios.writes import FX, QUESTION
 from tests.support.helpers import AUTH
 from tests.support.served import ServedRouter, pinned_clients, serve_workers
+from tests.support.thorough import rounds
 
 pytestmark = pytest.mark.slow
 
-ROUNDS = int(os.environ.get("SWITCHBOARD_TEST_RYW_ROUNDS", "200"))  # fewer: a quick look
+# 200 rounds in a thorough run (.ci/run's second), 40 in the default one
+ROUNDS = int(os.environ.get("SWITCHBOARD_TEST_RYW_ROUNDS") or rounds(200, 40))
 OTHER = {
     "id": "leave",
     "name": "Holiday requests",

@@ -8,24 +8,30 @@ and later runs reuse it (a marker file written last says it is complete; an ``fc
 keeps parallel test processes from building it at the same time).
 
 - ``run_client03(python, base_url, op, **options)`` yields each JSON line the client prints,
-  as it arrives (options map to ``--kebab-case`` flags; see ``client03.py``).
+  as it arrives (options map to ``--kebab-case`` flags; see ``client03.py``). The clients of
+  a test process all run in one long-lived ``client03.py --serve`` (the SDK imported once,
+  not once per call: :class:`Client03Process`).
 - ``agent03(python, gated=False)`` runs the echo agent; the yielded :class:`Agent03` has
   ``base_url``, ``release()`` (opens the gate for one waiting task), the agent's log lines
   (``requests``, ``executions``, ``cancels``, ``taps``; ``await wait_for(kind, count)``) and
   ``kill()``. Leave a ``run_client03`` loop early inside ``contextlib.aclosing(...)`` so the
-  client process is killed at once (that is how a test drops a connection).
+  client is cancelled at once, its connection closed (that is how a test drops one).
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
+import collections
 import contextlib
 import fcntl
+import itertools
 import json
 import os
 import shutil
 import subprocess
 import sys
+import threading
 import venv
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -143,6 +149,113 @@ async def _stop(process: asyncio.subprocess.Process) -> None:
     await process.wait()
 
 
+class Client03Process:
+    """One long-lived ``client03.py --serve`` process (per test process and python), which
+    runs every client a test asks for, many at once. Each test has its own event loop, so the
+    process is not an asyncio subprocess: threads read its output and hand each line to the
+    loop of the run it belongs to."""
+
+    def __init__(self, python: Path | str) -> None:
+        self.process = subprocess.Popen(
+            [str(python), "-I", str(CLIENT03), "--serve"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=_env(),
+        )
+        self._runs: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Queue[dict[str, Any]]]] = {}
+        self._lock = threading.Lock()  # the runs
+        self._writing = threading.Lock()  # stdin (apart: the reader never waits on a writer)
+        self._ids = itertools.count(1)
+        self._stderr: collections.deque[str] = collections.deque(maxlen=60)
+        threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(target=self._read_stderr, daemon=True).start()
+
+    def alive(self) -> bool:
+        """Whether the process still runs."""
+        return self.process.poll() is None
+
+    def start(self, argv: list[str]) -> tuple[int, asyncio.Queue[dict[str, Any]]]:
+        """Start a client of ``argv``; its messages arrive on the queue, in this loop."""
+        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        with self._lock:
+            run_id = next(self._ids)
+            self._runs[run_id] = (asyncio.get_running_loop(), queue)
+        self._send({"id": run_id, "argv": argv})
+        return run_id, queue
+
+    def cancel(self, run_id: int) -> None:
+        """Cancel a run (its ``end`` still arrives, once its connections are closed)."""
+        self._send({"id": run_id, "cancel": True})
+
+    def forget(self, run_id: int) -> None:
+        """Drop a run's queue."""
+        with self._lock:
+            self._runs.pop(run_id, None)
+
+    def stderr_tail(self) -> str:
+        """The process's last lines on stderr."""
+        return "\n".join(self._stderr)
+
+    def _send(self, message: dict[str, Any]) -> None:
+        assert self.process.stdin is not None
+        with self._writing:
+            self.process.stdin.write((json.dumps(message) + "\n").encode())
+            self.process.stdin.flush()
+
+    def _deliver(self, run_id: int, message: dict[str, Any]) -> None:
+        with self._lock:
+            target = self._runs.get(run_id)
+        if target is not None:
+            loop, queue = target
+            with contextlib.suppress(RuntimeError):  # that test's loop is closed
+                loop.call_soon_threadsafe(queue.put_nowait, message)
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for raw in self.process.stdout:
+            message = json.loads(raw)
+            self._deliver(message["id"], message)
+        with self._lock:
+            run_ids = list(self._runs)
+        for run_id in run_ids:  # the process ended: every run still going ends with it
+            self._deliver(run_id, {"id": run_id, "end": "died"})
+
+    def _read_stderr(self) -> None:
+        assert self.process.stderr is not None
+        for raw in self.process.stderr:
+            self._stderr.append(raw.decode(errors="replace").rstrip("\n"))
+
+    def stop(self) -> None:
+        """End the process (end of input), killed if it does not end at once."""
+        with contextlib.suppress(OSError):
+            assert self.process.stdin is not None
+            self.process.stdin.close()
+        try:
+            self.process.wait(5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+_CLIENTS: dict[str, Client03Process] = {}
+
+
+def client03_process(python: Path | str) -> Client03Process:
+    """This test process's ``client03.py --serve`` for ``python`` (started, or restarted after
+    it died, on first use; ended when the test process exits)."""
+    client = _CLIENTS.get(str(python))
+    if client is None or not client.alive():
+        client = _CLIENTS[str(python)] = Client03Process(python)
+    return client
+
+
+@atexit.register
+def _stop_clients() -> None:
+    for client in _CLIENTS.values():
+        client.stop()
+
+
 async def run_client03(
     python: Path | str,
     base_url: str,
@@ -153,48 +266,42 @@ async def run_client03(
 ) -> AsyncIterator[dict[str, Any]]:
     """Run the 0.3 client; yield each printed JSON line (event, result or ``{"error"}``) live.
 
-    The process starts at the first ``anext`` (a generator is lazy: to act while it waits for
-    its first line, run ``asyncio.ensure_future(anext(gen))``). Closing the generator early
-    (``contextlib.aclosing``) kills the client, which drops its connection. A client that
-    exits non-zero without a JSON error line, or prints a non-JSON line, raises.
+    The client runs in this test process's long-lived ``client03.py --serve``
+    (:func:`client03_process`), as one command line would. It starts at the first ``anext``
+    (a generator is lazy: to act while it waits for its first line, run
+    ``asyncio.ensure_future(anext(gen))``). Closing the generator early
+    (``contextlib.aclosing``) cancels the client and returns once its connections are
+    closed. A client that ends non-zero without a JSON error line raises.
     """
-    process = await asyncio.create_subprocess_exec(
-        str(python),
-        "-I",
-        str(CLIENT03),
-        base_url,
-        op,
-        *client03_args(options),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=_env(),
-    )
-    assert process.stdout is not None and process.stderr is not None
-    stderr = asyncio.ensure_future(process.stderr.read())
+    client = client03_process(python)
+    run_id, queue = client.start([base_url, op, *client03_args(options)])
+    ended = False
     saw_error = False
     try:
         while True:
             try:
-                line = await asyncio.wait_for(process.stdout.readline(), line_timeout)
+                message = await asyncio.wait_for(queue.get(), line_timeout)
             except TimeoutError:
                 raise TimeoutError(f"client03 {op}: no line within {line_timeout}s") from None
-            if not line:
-                break
-            try:
-                item = json.loads(line)
-            except ValueError:
-                raise AssertionError(f"client03 {op} printed a non-JSON line: {line!r}") from None
+            if "end" in message:
+                ended = True
+                code = message["end"]
+                if code == "died" or (code != 0 and not saw_error):
+                    raise RuntimeError(
+                        f"client03 {op} ended with {code}:\n{_tail(client.stderr_tail())}"
+                    )
+                return
+            item = message["line"]
             saw_error = saw_error or "error" in item
             yield item
-        code = await process.wait()
-        if code != 0 and not saw_error:
-            raise RuntimeError(
-                f"client03 {op} exited with {code}:\n{_tail((await stderr).decode())}"
-            )
     finally:
-        await _stop(process)
-        stderr.cancel()
+        if not ended and client.alive():
+            client.cancel(run_id)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(LINE_TIMEOUT):
+                    while "end" not in await queue.get():
+                        pass  # its connections are closed once it says it ended
+        client.forget(run_id)
 
 
 async def client03_lines(

@@ -24,12 +24,20 @@ Each response or stream event is printed as one JSON line (the raw event: a task
 status-update or artifact-update; the card for ``card``), flushed at once; exit 0. A failure
 prints one line ``{"error": {"type": ..., ...}}`` (JSON-RPC errors keep code/message/data,
 HTTP errors carry ``status``) and exits 1.
+
+``client03.py --serve`` runs many such clients, at once, in one long-lived process (starting
+the 0.3 SDK once instead of once per call): each stdin line ``{"id": N, "argv": [...]}``
+runs the command line ``argv`` as above, ``{"id": N, "cancel": true}`` cancels that run
+(its connections closed, as if its process had been killed). Every line a run prints comes
+as ``{"id": N, "line": ...}``, and its end as ``{"id": N, "end": CODE}`` (its exit status;
+-1 once cancelled), written after its connections are closed. End of input ends the process.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextvars
 import json
 import sys
 import uuid
@@ -63,10 +71,18 @@ OPS = (
 )  # fmt: skip
 
 
+RUN: contextvars.ContextVar[int | None] = contextvars.ContextVar("run", default=None)
+"""The id of the ``--serve`` run printing (None: a one-shot client)."""
+
+
 def out(obj: Any) -> None:
-    """Print one JSON line (pydantic models dumped without None fields) and flush."""
+    """Print one JSON line (pydantic models dumped without None fields) and flush; in a
+    ``--serve`` run, tagged with the run's id."""
     if hasattr(obj, "model_dump"):
         obj = obj.model_dump(mode="json", exclude_none=True)
+    run_id = RUN.get()
+    if run_id is not None:
+        obj = {"id": run_id, "line": obj}
     sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
     sys.stdout.flush()
 
@@ -193,7 +209,8 @@ def error_of(exc: BaseException) -> dict[str, Any]:
     return error
 
 
-def main() -> int:
+def make_parser() -> argparse.ArgumentParser:
+    """The command line's parser."""
     parser = argparse.ArgumentParser(description="The official a2a-sdk 0.3 client.")
     parser.add_argument("base_url")
     parser.add_argument("op", choices=OPS)
@@ -219,9 +236,62 @@ def main() -> int:
     parser.add_argument("--push-url")
     parser.add_argument("--push-token")
     parser.add_argument("--config-id")
-    args = parser.parse_args()
+    return parser
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    """The command line ``argv`` (None: this process's), checked."""
+    parser = make_parser()
+    args = parser.parse_args(argv)
     if args.op in ("get", "cancel", "resubscribe", "push-set", "push-get") and not args.task_id:
         parser.error(f"{args.op} needs --task-id")
+    return args
+
+
+async def one_run(run_id: int, argv: list[str]) -> None:
+    """One ``--serve`` run: the client of ``argv``, its lines tagged, then its end."""
+    RUN.set(run_id)
+    code = 0
+    try:
+        await run(parse(argv))
+    except asyncio.CancelledError:
+        code = -1
+    except SystemExit as exc:  # a bad command line: argparse printed why on stderr
+        out({"error": {"type": "UsageError", "message": f"bad arguments (exit {exc.code})"}})
+        code = 2
+    except Exception as exc:
+        out({"error": error_of(exc)})
+        code = 1
+    RUN.set(None)
+    out({"id": run_id, "end": code})
+
+
+async def serve() -> None:
+    """``--serve``: run the clients stdin asks for until its end (module docstring)."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=1 << 24)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    runs: dict[int, asyncio.Task[None]] = {}
+    while line := await reader.readline():
+        request = json.loads(line)
+        run_id = request["id"]
+        if request.get("cancel"):
+            if run_id in runs:
+                runs[run_id].cancel()
+            continue
+        task = asyncio.create_task(one_run(run_id, request["argv"]))
+        runs[run_id] = task
+        task.add_done_callback(lambda _, run_id=run_id: runs.pop(run_id, None))
+    for task in list(runs.values()):
+        task.cancel()
+    await asyncio.gather(*runs.values(), return_exceptions=True)
+
+
+def main() -> int:
+    if sys.argv[1:] == ["--serve"]:
+        asyncio.run(serve())
+        return 0
+    args = parse(None)
     try:
         asyncio.run(run(args))
     except Exception as exc:
