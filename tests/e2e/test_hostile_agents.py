@@ -352,6 +352,7 @@ def problem(case: Case, expected: tuple[int, str] | str, got: Any, message_id: s
 
 @pytest.mark.parametrize("upstream_client", ["lean", "aiohttp"])
 async def test_hostile_agents(upstream_client: str, aiohttp_client: Any, sqlite_url: str) -> None:
+    await asyncio.to_thread(bomb)  # made before any case: the agent answers it at once
     hostile = HostileServer()
     hostile.server = await asyncio.start_server(hostile.serve, "127.0.0.1", 0)
     settings = make_settings(

@@ -16,6 +16,7 @@ test_idpkeys.py and test_routing.py (cli).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -71,6 +72,7 @@ class Outside:
         self.wanted = token  # the bearer token its JSON-RPC endpoint wants, if any
         self.seen: list[tuple[str, str]] = []
         self.hooked: list[Any] = []
+        self.hook_arrived = asyncio.Event()
         self.keys = generate_key("ES256", kid="anchor")
         self.jku_key = generate_key("ES256", kid="card-key")
         self.server: TestServer | None = None
@@ -130,6 +132,7 @@ class Outside:
 
     async def hook(self, request: web.Request) -> web.Response:
         self.hooked.append(await request.json())
+        self.hook_arrived.set()
         return web.Response(status=204)
 
     async def embeddings(self, request: web.Request) -> web.Response:
@@ -265,9 +268,8 @@ async def _every_kind(client: TestClient, outside: Outside, direct: Outside) -> 
         agent_id="a", version="1.0", url=f"{base}/hook",
     )  # fmt: skip
     await router.outbox.enqueue(config, {"statusUpdate": {"taskId": "task-1"}})
-    while not outside.hooked:
-        await within(router.outbox.wake.wait())  # the outbox delivers in the background
-        await router.outbox.deliver_due()
+    await router.outbox.deliver_due()  # or the outbox's own loop, woken by the enqueue
+    await within(outside.hook_arrived.wait(), 15)
     adjudicator = router.chooser.adjudicator
     assert adjudicator is not None
     option = Option("a", "echo", "Echo", "Echoes", 0.5)
