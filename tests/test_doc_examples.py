@@ -21,9 +21,17 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", ROOT / "docs" / "quickstart.md"]
 TOKEN = "s3cret"  # the admin token the quickstart uses
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("curl") is None, reason="the pages' examples use curl, which is not installed"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        shutil.which("curl") is None, reason="the pages' examples use curl, which is not installed"
+    ),
+    # all started first and together: the module's ``serve --demo`` (with the model) started
+    # once per test process, not again for the tests ``slow`` used to leave behind; and on one
+    # test process once ``--dist loadgroup`` groups again (xdist 3.8 cannot rename a pytest
+    # 9.2 item to its group: xdist_group has no effect yet)
+    pytest.mark.slow,
+    pytest.mark.xdist_group("doc_examples"),
+]
 
 
 def _free_port() -> int:
@@ -71,7 +79,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
-@pytest.mark.slow
 def test_page_examples_print_what_the_page_shows(
     page: Path, server: tuple[str, dict[str, str]], tmp_path: Path
 ) -> None:

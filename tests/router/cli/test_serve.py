@@ -17,7 +17,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from router.cli import build_parser
+from router.cli import build_parser, main
 from router.cli import serve as serve_mod
 from router.cli.errors import CliError
 from tests.support.helpers import make_settings
@@ -43,15 +43,16 @@ async def _spawn(
     env: dict[str, str] | None = None,
 ) -> Process:
     """Start ``switchboard serve ARGV`` as a real process, without inherited settings (but
-    ``env``'s)."""
+    ``env``'s); words match messages (no test here routes by meaning: no model to load)."""
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("SWITCHBOARD_")}
+    inherited |= {"PYTHONPATH": str(ROOT), "SWITCHBOARD_MATCHER": "lexical"}
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "router.cli",
         "serve",
         *argv,
-        env={**inherited, "PYTHONPATH": str(ROOT), **(env or {})},
+        env={**inherited, **(env or {})},
         cwd=cwd,
         stdout=stdout,
         stderr=asyncio.subprocess.PIPE,
@@ -160,32 +161,69 @@ def _one_line_error(err: str) -> str:
     return errors[0]
 
 
+def _went_on(*_args: object) -> None:
+    raise AssertionError("serve went past its checks")
+
+
+async def _in_process(
+    capsys: pytest.CaptureFixture[str], *argv: str, env: dict[str, str] | None = None
+) -> tuple[int, str]:
+    """``main(["serve", *argv])`` in this process, with only ``env``'s ``SWITCHBOARD_*``
+    variables, its logging left alone, stopped before the schema step (several workers) or
+    its app (one): (status, stderr). Another process than a serve holding ports, without an
+    interpreter's start."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name in [n for n in os.environ if n.startswith("SWITCHBOARD_")]:
+            patch.delenv(name)
+        for name, value in (env or {}).items():
+            patch.setenv(name, value)
+        patch.setattr(serve_mod, "configure_logging", lambda *_args: None)
+        patch.setattr(serve_mod, "prepare_schema", _went_on)
+        patch.setattr(serve_mod, "_serve", _went_on)
+        status = await asyncio.to_thread(main, ["serve", *argv])
+    return status, capsys.readouterr().err
+
+
+_MISTAKES = {  # argv, what the line says
+    "missing seed file": (["--seeds", "{tmp}/nonexistent.toml"], "cannot read seed file"),
+    "unsupported database": (
+        ["--database-url", "mysql://user:secret@db.example/switchboard"],
+        "unsupported database 'mysql'",
+    ),
+    "log level": (["--log-level", "bogus"], "invalid --log-level 'bogus'"),
+    "demo ports": (["--demo", "--demo-ports", "9101,9102"], "invalid --demo-ports '9101,9102'"),
+    "demo ports without demo": (["--demo-ports", "9101"], "--demo-ports needs --demo"),
+}
+_THROUGH_THE_ENTRY_POINT = ("unsupported database", "demo ports")  # the others: main(argv)
+
+
 async def test_serve_bad_configuration_is_one_line_and_status_2(
-    tmp_path: Path, unused_tcp_port: int
+    tmp_path: Path,
+    unused_tcp_port: int,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    no_switchboard_environment: None,
 ) -> None:
-    """Mistakes seen before starting stop ``serve`` with one line and status 2 (every case is
-    covered in-process by tests/router/cli/test_cli.py; these run the real entry point)."""
+    """Mistakes seen before starting stop ``serve`` with one line and status 2: each through
+    ``main(argv)`` (stopped before it would configure logging), two of them also through the
+    real entry point (tests/router/cli/test_cli.py has more cases in-process)."""
     db = f"sqlite:///{tmp_path / 'ok.db'}"
-    cases = {
-        "missing seed file": (
-            ["--seeds", str(tmp_path / "nonexistent.toml")],
-            "cannot read seed file",
-        ),
-        "unsupported database": (
-            ["--database-url", "mysql://user:secret@db.example/switchboard"],
-            "unsupported database 'mysql'",
-        ),
-        "log level": (["--log-level", "bogus"], "invalid --log-level 'bogus'"),
-        "demo ports": (["--demo", "--demo-ports", "9101,9102"], "invalid --demo-ports '9101,9102'"),
-        "demo ports without demo": (["--demo-ports", "9101"], "--demo-ports needs --demo"),
-    }
-    results = await asyncio.gather(
-        *(
-            _serve("--port", str(unused_tcp_port), "--database-url", db, *argv, cwd=tmp_path)
-            for argv, _ in cases.values()
-        )
-    )
-    for (name, (_, expected)), (status, err) in zip(cases.items(), results, strict=True):
+
+    def argv(name: str) -> list[str]:
+        extra = [arg.format(tmp=tmp_path) for arg in _MISTAKES[name][0]]
+        return ["--port", str(unused_tcp_port), "--database-url", db, *extra]
+
+    processes = asyncio.gather(*(_serve(*argv(n), cwd=tmp_path) for n in _THROUGH_THE_ENTRY_POINT))
+
+    monkeypatch.setattr(serve_mod, "configure_logging", _went_on)
+    results = {}
+    for name in _MISTAKES:
+        status = await asyncio.to_thread(main, ["serve", *argv(name)])
+        results[name] = status, capsys.readouterr().err
+    for name, result in zip(_THROUGH_THE_ENTRY_POINT, await processes, strict=True):
+        results[f"{name} (entry point)"] = result
+    for name, (status, err) in results.items():
+        expected = _MISTAKES[name.removesuffix(" (entry point)")][1]
         assert status == 2, f"{name}: {err}"
         assert err.count("\n") == 1, f"{name}: more than one line: {err}"
         line = _one_line_error(err)
@@ -246,14 +284,15 @@ def _listeners(port: int) -> int:
 
 
 async def test_a_port_that_a_serve_holds_is_refused_and_that_serve_keeps_its_traffic(
-    tmp_path: Path,
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A second ``serve`` on the port, the gRPC port or a metrics port of a running ``serve
     --workers 2``, with two workers or one, exits 1 with one line and binds nothing; the
-    first keeps its sockets and answers every new connection (router/cli/ports.py)."""
+    first keeps its sockets and answers every new connection (router/cli/ports.py). Each
+    second one runs in this process; the two on the port also as real processes."""
     port, grpc = _free_ports(2)
     metrics = _free_run(2)
-    env = {"SWITCHBOARD_MATCHER": "lexical", "XDG_RUNTIME_DIR": str(tmp_path)}
+    env = {"XDG_RUNTIME_DIR": str(tmp_path)}
     database = f"sqlite:///{tmp_path / 'serve.db'}"  # the second's too: the same command twice
     first = await _spawn(
         *("--workers", "2", "--port", str(port), "--database-url", database),
@@ -279,13 +318,21 @@ async def test_a_port_that_a_serve_holds_is_refused_and_that_serve_keeps_its_tra
                 ["--workers", "1", "--port", "0"], {metrics_at: str(metrics)}, metrics
             ),
         }  # fmt: skip
-        results = await asyncio.gather(
+        processes = asyncio.gather(  # the first two through the real entry point too
             *(
                 _serve(*argv, "--database-url", database, cwd=tmp_path, env={**env, **variables})
-                for argv, variables, _ in cases.values()
+                for argv, variables, _ in list(cases.values())[:2]
             )
         )
-        for (name, (_, _, refused)), (status, err) in zip(cases.items(), results, strict=True):
+        results = {}
+        for name, (argv, variables, _) in cases.items():
+            results[name] = await _in_process(
+                capsys, *argv, "--database-url", database, env={**env, **variables}
+            )
+        for name, result in zip(list(cases)[:2], await processes, strict=True):
+            results[f"{name} (entry point)"] = result
+        for name, (status, err) in results.items():
+            refused = cases[name.removesuffix(" (entry point)")][2]
             assert status == 1, f"{name}: {err}"
             assert _one_line_error(err) == _in_use(refused), f"{name}: {err}"
             assert "Running on" not in err and "workers ready" not in err, f"{name}: {err}"
@@ -323,11 +370,15 @@ def _stranger(*, reuse_address: bool = False, listen: bool = False) -> Iterator[
 
 
 @pytest.mark.skipif(not hasattr(socket, "SO_REUSEPORT"), reason="no SO_REUSEPORT")
-async def test_a_strangers_socket_on_the_port_is_refused(tmp_path: Path) -> None:
+async def test_a_strangers_socket_on_the_port_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A plain socket with ``SO_REUSEPORT`` (which ``serve --workers 2``'s sockets could
-    join), listening or merely bound, on the port or the gRPC port: refused, one line."""
-    env = {"SWITCHBOARD_MATCHER": "lexical", "XDG_RUNTIME_DIR": str(tmp_path)}
+    join), listening or merely bound, on the port or the gRPC port: refused, one line (each
+    in this process, the listening one also by a real process)."""
+    env = {"XDG_RUNTIME_DIR": str(tmp_path)}
     database = f"sqlite:///{tmp_path / 'x.db'}"
+    argv = ("--workers", "2", "--database-url", database)
     with (
         _stranger(listen=True) as listening,
         _stranger() as bound,
@@ -338,13 +389,10 @@ async def test_a_strangers_socket_on_the_port_is_refused(tmp_path: Path) -> None
             bound: {"SWITCHBOARD_PORT": str(bound)},
             reserved: {"SWITCHBOARD_PORT": "0", "SWITCHBOARD_GRPC_PORT": str(reserved)},
         }
-        results = await asyncio.gather(
-            *(
-                _serve("--workers", "2", "--database-url", database, cwd=tmp_path, env=env | v)
-                for v in cases.values()
-            )
-        )
-    for refused, (status, err) in zip(cases, results, strict=True):
+        process = asyncio.ensure_future(_serve(*argv, cwd=tmp_path, env=env | cases[listening]))
+        results = [(r, await _in_process(capsys, *argv, env=env | v)) for r, v in cases.items()]
+        results.append((listening, await process))
+    for refused, (status, err) in results:
         assert status == 1, err
         assert _one_line_error(err) == _in_use(refused)
 
@@ -354,7 +402,7 @@ async def test_two_serves_started_together_one_runs(tmp_path: Path) -> None:
     of overlapping hosts (``0.0.0.0`` and ``127.0.0.1``, which share no port lock): in each
     pair one runs, the other exits 1 with one line."""
     same, overlapping = _free_ports(2)
-    env = {"SWITCHBOARD_MATCHER": "lexical", "XDG_RUNTIME_DIR": str(tmp_path)}
+    env = {"XDG_RUNTIME_DIR": str(tmp_path)}
     pairs = [(("127.0.0.1", same), ("127.0.0.1", same))]
     pairs.append((("0.0.0.0", overlapping), ("127.0.0.1", overlapping)))
     started: list[tuple[Process, ProcessOutput, str, int]] = []
@@ -400,7 +448,10 @@ async def test_serve_logs_a_bad_http_request_as_one_info_line(
     """An HTTP/2 client (prior knowledge) on the port: one INFO line naming the sender, no
     traceback (router/cli/logs.py)."""
     database = f"sqlite:///{tmp_path / 'bad.db'}"
-    proc = await _spawn("--port", str(unused_tcp_port), "--database-url", database, cwd=tmp_path)
+    proc = await _spawn(
+        *("--workers", "2", "--port", str(unused_tcp_port), "--database-url", database),
+        cwd=tmp_path,
+    )  # two workers (not one per CPU), as in most of the tests here
     assert proc.stderr is not None
     seen: list[str] = []
     try:

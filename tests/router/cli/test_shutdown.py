@@ -84,6 +84,7 @@ async def _serve(
         'matcher = "lexical"\n'
         "refresh = false\n"
         f"shutdown_grace = {grace}\n"
+        "workers = 2\n"  # a supervisor and its workers, not one per CPU
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("SWITCHBOARD_")}
     proc = await asyncio.create_subprocess_exec(

@@ -133,12 +133,14 @@ async def test_serve_exports_its_spans_over_otlp(
     env = {
         **_clean_env(),
         "PYTHONPATH": str(ROOT),
+        "SWITCHBOARD_MATCHER": "lexical",  # no model to load: no message is routed
         "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
         "OTEL_BSP_SCHEDULE_DELAY": "50",
     }
     database = f"sqlite:///{tmp_path / 'traced.db'}"
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "router.cli", "serve", "--port", str(unused_tcp_port),
+        "--workers", "2",  # each worker's exporter started after the fork; not one per CPU
         "--database-url", database, env=env, cwd=tmp_path,
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
