@@ -18,9 +18,9 @@ import asyncio
 import base64
 import ipaddress
 import ssl
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 from urllib.parse import unquote
 
 from yarl import URL
@@ -33,6 +33,7 @@ __all__ = [
     "ProxyError",
     "check_no_proxy",
     "check_proxy_url",
+    "connect_to_proxy",
     "open_tunnel",
 ]
 
@@ -40,6 +41,7 @@ PROXY_ENV = "SWITCHBOARD_OUTBOUND_PROXY"
 NO_PROXY_ENV = "SWITCHBOARD_OUTBOUND_NO_PROXY"
 
 _MAX_HEAD = 1 << 16  # bytes of a proxy's answer to CONNECT
+P = TypeVar("P", bound=asyncio.BaseProtocol)
 
 
 class ProxySettings(Protocol):
@@ -287,6 +289,33 @@ class _Opening(asyncio.Protocol):
             )
 
 
+async def connect_to_proxy(
+    proxy: OutboundProxy,
+    protocol_factory: Callable[[], P],
+    tls: ssl.SSLContext | None,
+) -> tuple[asyncio.Transport, P]:
+    """A connection to the proxy itself (over TLS with ``tls``, an ``https://`` proxy's);
+    ProxyError, saying why, when it cannot be made."""
+    loop = asyncio.get_running_loop()
+    try:
+        transport, protocol = await loop.create_connection(
+            protocol_factory,
+            proxy.host,
+            proxy.port,
+            ssl=tls,
+            server_hostname=proxy.host if tls is not None else None,
+        )
+    except ssl.SSLCertVerificationError:
+        raise ProxyError(
+            f"the outbound proxy {proxy.shown}: TLS certificate verification failed"
+        ) from None
+    except OSError as exc:
+        raise ProxyError(
+            f"cannot connect to the outbound proxy {proxy.shown}: {_os_text(exc)}"
+        ) from None
+    return transport, protocol
+
+
 async def open_tunnel(
     proxy: OutboundProxy,
     host: str,
@@ -302,22 +331,7 @@ async def open_tunnel(
     loop = asyncio.get_running_loop()
     answered: asyncio.Future[bytes] = loop.create_future()
     tls = (proxy_ssl or ssl.create_default_context()) if proxy.tls else None
-    try:
-        transport, _ = await loop.create_connection(
-            lambda: _Opening(answered),
-            proxy.host,
-            proxy.port,
-            ssl=tls,
-            server_hostname=proxy.host if tls is not None else None,
-        )
-    except ssl.SSLCertVerificationError:
-        raise ProxyError(
-            f"the outbound proxy {proxy.shown}: TLS certificate verification failed"
-        ) from None
-    except OSError as exc:
-        raise ProxyError(
-            f"cannot connect to the outbound proxy {proxy.shown}: {_os_text(exc)}"
-        ) from None
+    transport, _ = await connect_to_proxy(proxy, lambda: _Opening(answered), tls)
     target = authority(host, port)
     lines = [f"CONNECT {target} HTTP/1.1", f"Host: {target}", f"User-Agent: {user_agent}"]
     if proxy.authorization:

@@ -44,7 +44,7 @@ from typing import Any
 
 from yarl import URL
 
-from registry.egress import OutboundProxy, ProxyError, open_tunnel
+from registry.egress import OutboundProxy, connect_to_proxy, open_tunnel
 from registry.netguard import AddressPolicy, AddressRefused, check_host
 from router.forward.h1conn import H1Conn, H1Error, H1Response, SilenceWatch, TooLarge
 
@@ -369,22 +369,7 @@ class H1Pool:
     async def _dial_proxy(self, loop: asyncio.AbstractEventLoop, proxy: OutboundProxy) -> H1Conn:
         """A keep-alive connection to the proxy itself, for requests in absolute form."""
         tls = self._context() if proxy.tls else None
-        try:
-            _, conn = await loop.create_connection(
-                lambda: H1Conn(loop, self.max_body_bytes),
-                proxy.host,
-                proxy.port,
-                ssl=tls,
-                server_hostname=proxy.host if tls is not None else None,
-            )
-        except ssl.SSLCertVerificationError:
-            raise ProxyError(
-                f"the outbound proxy {proxy.shown}: TLS certificate verification failed"
-            ) from None
-        except OSError as exc:
-            raise ProxyError(
-                f"cannot connect to the outbound proxy {proxy.shown}: {_os_text(exc)}"
-            ) from None
+        _, conn = await connect_to_proxy(proxy, lambda: H1Conn(loop, self.max_body_bytes), tls)
         _nodelay(conn.transport)
         return conn
 
