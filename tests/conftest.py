@@ -23,6 +23,7 @@ import httpx
 import hypothesis  # noqa: F401  (imported now, not by its plugin's summary as each process ends)
 import psycopg
 import pytest
+from _pytest.nodeid import coerce_node_id
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 from sqlalchemy.engine import make_url
@@ -113,17 +114,31 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     gc.set_threshold(GC_YOUNG, *gc.get_threshold()[1:])
 
 
+@pytest.hookimpl(trylast=True)  # after xdist's own: it names the items of a group
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked ``bench`` deselected unless asked for (``-m`` naming ``bench``, or a
     thorough run: :mod:`tests.support.thorough`); tests marked ``slow`` first (in their
     order), so that none starts last and keeps one process busy while the others have
-    finished."""
+    finished; ``xdist_group`` made to work again (:func:`_grouped`)."""
+    _grouped(items)
     if not THOROUGH and "bench" not in (config.option.markexpr or ""):
         benches = [item for item in items if item.get_closest_marker("bench") is not None]
         if benches:
             config.hook.pytest_deselected(items=benches)
             items[:] = [item for item in items if item.get_closest_marker("bench") is None]
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+def _grouped(items: list[pytest.Item]) -> None:
+    """Give each item of an ``xdist_group`` the node id xdist means it to have
+    (``<id>@<group>``), so that ``--dist loadgroup`` runs a group in one process. xdist 3.8
+    sets it as ``item._nodeid``, which pytest 9.2 no longer reads (its ``nodeid`` comes from
+    ``item._id``); without this, every group is spread over the processes (a browser and a
+    ``serve --demo`` started in each)."""
+    for item in items:
+        meant = getattr(item, "_nodeid", None)
+        if isinstance(meant, str) and meant != item.nodeid and hasattr(item, "_id"):
+            item._id = coerce_node_id(meant)
 
 
 # --- databases -------------------------------------------------------------------------------
