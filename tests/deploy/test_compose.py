@@ -7,7 +7,6 @@ other, their metrics where Prometheus scrapes them, their spans where the collec
 from __future__ import annotations
 
 import asyncio
-import gzip
 import json
 import os
 import re
@@ -21,7 +20,6 @@ import httpx
 import jsonschema
 import pytest
 import yaml
-from aiohttp import web
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from registry.settings import Settings
@@ -29,6 +27,7 @@ from router.cli import build_parser
 from router.cli.running import ARRIVAL_WAIT, CANCEL_WAIT
 from tests.deploy.conftest import ROOT, Image, Served, free_ports
 from tests.support.helpers import FIXTURES, card_v1
+from tests.support.otlp import otlp_receiver
 
 DEPLOY = ROOT / "deploy"
 COMPOSE = DEPLOY / "compose.yaml"
@@ -191,26 +190,6 @@ def test_the_stop_grace_period_covers_the_drain(image: Image) -> None:
         assert drain + 2 <= _seconds(service["stop_grace_period"]) <= drain + 15, name
 
 
-async def _collector(aiohttp_server: Any) -> tuple[str, asyncio.Queue[ExportTraceServiceRequest]]:
-    """An OTLP HTTP/protobuf receiver on loopback standing in for the collector: its URL and
-    the export requests it receives."""
-    received: asyncio.Queue[ExportTraceServiceRequest] = asyncio.Queue()
-
-    async def traces(request: web.Request) -> web.Response:
-        body = await request.read()
-        if request.headers.get("Content-Encoding") == "gzip":
-            body = gzip.decompress(body)
-        export = ExportTraceServiceRequest()
-        export.ParseFromString(body)
-        received.put_nowait(export)
-        return web.Response(body=b"", content_type="application/x-protobuf")
-
-    app = web.Application()
-    app.router.add_post("/v1/traces", traces)
-    server = await aiohttp_server(app)
-    return str(server.make_url("")).rstrip("/"), received
-
-
 async def _instances(received: asyncio.Queue[ExportTraceServiceRequest], wanted: set[str]) -> None:
     """Wait for spans from every ``service.instance.id`` in ``wanted``."""
     seen: set[str] = set()
@@ -237,7 +216,7 @@ async def test_the_stack_s_commands_run_without_docker(
     9464, a receiver on loopback for ``otel-collector``, an empty model directory): the
     migration, then both replicas, each with its supervisor and workers."""
     doc = _compose()
-    endpoint, received = await _collector(aiohttp_server)
+    endpoint, received = await otlp_receiver(aiohttp_server)
     loopback = {
         "SWITCHBOARD_DATABASE_URL": db_url,
         "SWITCHBOARD_HOST": "127.0.0.1",

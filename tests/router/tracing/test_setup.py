@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gzip
 import os
 import signal
 import subprocess
@@ -15,10 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from router.tracing.setup import DEFAULT_SERVICE_NAME, TracingConfigError, configure, wanted
+from tests.support.otlp import otlp_receiver
 
 ROOT = Path(__file__).resolve().parents[3]
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -105,31 +103,12 @@ def test_what_is_not_supported_says_what_to_change(monkeypatch: pytest.MonkeyPat
         configure(install=False)
 
 
-async def _receiver(aiohttp_server: Any) -> tuple[str, asyncio.Queue[ExportTraceServiceRequest]]:
-    """An OTLP HTTP/protobuf receiver: its URL, and the export requests it gets."""
-    received: asyncio.Queue[ExportTraceServiceRequest] = asyncio.Queue()
-
-    async def traces(request: web.Request) -> web.Response:
-        body = await request.read()
-        if request.headers.get("Content-Encoding") == "gzip":
-            body = gzip.decompress(body)
-        export = ExportTraceServiceRequest()
-        export.ParseFromString(body)
-        received.put_nowait(export)
-        return web.Response(body=b"", content_type="application/x-protobuf")
-
-    app = web.Application()
-    app.router.add_post("/v1/traces", traces)
-    server = await aiohttp_server(app)
-    return str(server.make_url("")).rstrip("/"), received
-
-
 async def test_serve_exports_its_spans_over_otlp(
     aiohttp_server: Any, tmp_path: Path, unused_tcp_port: int
 ) -> None:
     """A real ``switchboard serve`` with OTEL_EXPORTER_OTLP_ENDPOINT: the server span of a
     request reaches the receiver, as service ``switchboard``, in the caller's trace."""
-    endpoint, received = await _receiver(aiohttp_server)
+    endpoint, received = await otlp_receiver(aiohttp_server)
     env = {
         **_clean_env(),
         "PYTHONPATH": str(ROOT),
