@@ -18,22 +18,13 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
-from cachetools import LRUCache
-
+from registry.access.throttle import TokenBuckets, retry_after
 from registry.settings import Settings
 
 __all__ = ["MAX_CALLERS", "CallerLimits", "retry_after"]
 
 MAX_CALLERS = 100_000  # buckets kept at most (about 100 bytes each)
-_EPSILON = 1e-9  # a token short by less than this (float rounding) is a whole token
-
-
-@dataclass
-class _Bucket:
-    tokens: float
-    updated: float
 
 
 class CallerLimits:
@@ -64,8 +55,11 @@ class CallerLimits:
         self.rps = rps
         self.burst = burst if burst is not None else max(1, math.ceil(rps or 1))
         self.streams = streams
-        self._clock = clock
-        self._buckets: LRUCache[str, _Bucket] = LRUCache(max_callers)
+        self._buckets = (
+            TokenBuckets(rps, self.burst, clock=clock, max_keys=max_callers)
+            if rps is not None
+            else None
+        )
         self._open: dict[str, int] = {}
 
     @classmethod
@@ -93,21 +87,7 @@ class CallerLimits:
     def take(self, key: str) -> float | None:
         """Take one request of ``key``: None if allowed, else the seconds until one would be
         (nothing is taken then)."""
-        if self.rps is None:
-            return None
-        now = self._clock()
-        bucket = self._buckets.get(key)
-        if bucket is None:
-            bucket = _Bucket(float(self.burst), now)
-        else:
-            elapsed = max(0.0, now - bucket.updated)
-            bucket.tokens = min(float(self.burst), bucket.tokens + elapsed * self.rps)
-            bucket.updated = now
-        self._buckets[key] = bucket  # also marks it the most recently used
-        if bucket.tokens + _EPSILON >= 1.0:
-            bucket.tokens = max(0.0, bucket.tokens - 1.0)
-            return None
-        return (1.0 - bucket.tokens) / self.rps
+        return None if self._buckets is None else self._buckets.take(key)
 
     def open_stream(self, key: str) -> bool:
         """Count a stream of ``key`` as open if it may hold one more: True, and then
@@ -134,9 +114,4 @@ class CallerLimits:
 
     def callers(self) -> int:
         """How many callers' buckets are kept (at most ``max_callers``)."""
-        return len(self._buckets)
-
-
-def retry_after(seconds: float) -> int:
-    """``seconds`` as a ``Retry-After`` value: whole seconds, rounded up, at least 1."""
-    return max(1, math.ceil(seconds))
+        return 0 if self._buckets is None else len(self._buckets)
